@@ -1,0 +1,70 @@
+#include "common/heartbeat_sender.h"
+
+#include "common/logging.h"
+#include "common/wire.h"
+
+namespace een {
+
+using Clock = std::chrono::steady_clock;
+
+HeartbeatSender::HeartbeatSender(std::unique_ptr<transport::Connection> connection,
+                                 std::chrono::milliseconds interval,
+                                 std::chrono::milliseconds threshold, Fill fill)
+    : connection_(std::move(connection)), interval_(interval), threshold_(threshold),
+      fill_(std::move(fill)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+HeartbeatSender::~HeartbeatSender() {
+  stop_ = true;
+  thread_.join();
+}
+
+std::string HeartbeatSender::reason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reason_;
+}
+
+void HeartbeatSender::SetState(State s, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_.load() != State::kRunning) return;  // the first verdict stands
+  reason_ = reason;
+  state_ = s;
+}
+
+void HeartbeatSender::Loop() {
+  auto last_reply = Clock::now();
+  const auto coordinator_silence = threshold_ * 4;
+  while (!stop_) {
+    capnp::MallocMessageBuilder b;
+    auto hb = b.initRoot<wire::Header>().initHeartbeat();
+    if (fill_) fill_(hb);
+    if (Status s = connection_->Send(transport::Message{{wire::Encode(b)}}); !s.ok()) {
+      spdlog::warn("heartbeat to {} failed: {}", connection_->address(), s.ToString());
+    }
+    const auto next = Clock::now() + interval_;
+    while (!stop_ && Clock::now() < next) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now());
+      auto reply = connection_->Receive(std::max(left, std::chrono::milliseconds(1)));
+      if (!reply.ok()) continue;
+      last_reply = Clock::now();
+      Status s = wire::Visit(*reply, [&](wire::Header::Reader h) {
+        if (!h.isHeartbeatReply()) return Status::Ok();
+        auto r = h.getHeartbeatReply();
+        if (r.getState() == wire::JobState::SHUTDOWN) SetState(State::kShutdown, "job finished");
+        if (r.getState() == wire::JobState::ABORTED) SetState(State::kAborted, r.getReason());
+        return Status::Ok();
+      });
+      if (!s.ok()) spdlog::warn("dropped a bad heartbeat reply: {}", s.ToString());
+    }
+    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
+                                                                              last_reply);
+    if (silent > coordinator_silence) {
+      SetState(State::kAborted, "coordinator at " + connection_->address() + " silent for " +
+                                    std::to_string(silent.count()) + " ms (> 4 x failover "
+                                    "threshold " + std::to_string(threshold_.count()) + " ms)");
+    }
+  }
+}
+
+}  // namespace een

@@ -1,0 +1,51 @@
+// HeartbeatSender: a PS's or worker's link to the coordinator's liveness
+// tracking. A background thread sends a Heartbeat every interval on its own
+// connection and reads the replies, which carry the job's state. It turns
+// silence into a state too: a coordinator unheard for 4x the failover
+// threshold makes the state kAborted with a reason naming it.
+// Thread safety: state() and reason() may be called from any thread; the
+// fill callback runs on the heartbeat thread and must only read atomics or
+// its own locked data.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/transport/connection.h"
+#include "schema/een.capnp.h"
+
+namespace een {
+
+class HeartbeatSender {
+ public:
+  enum class State { kRunning, kShutdown, kAborted };
+  using Fill = std::function<void(wire::Heartbeat::Builder)>;
+
+  HeartbeatSender(std::unique_ptr<transport::Connection> connection,
+                  std::chrono::milliseconds interval, std::chrono::milliseconds threshold,
+                  Fill fill);
+  ~HeartbeatSender();  // stops the thread
+
+  State state() const { return state_.load(); }
+  std::string reason() const;
+
+ private:
+  void Loop();
+  void SetState(State s, const std::string& reason);
+
+  std::unique_ptr<transport::Connection> connection_;
+  std::chrono::milliseconds interval_, threshold_;
+  Fill fill_;
+  std::atomic<State> state_{State::kRunning};
+  mutable std::mutex mu_;
+  std::string reason_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace een

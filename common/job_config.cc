@@ -1,0 +1,102 @@
+#include "common/job_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <set>
+
+namespace een {
+
+Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (...) {
+    return InvalidArgument("'" + text + "' is not a duration (write 500ms, 2s or 500)");
+  }
+  std::string unit = text.substr(used);
+  double ms;
+  if (unit.empty() || unit == "ms") {
+    ms = value;
+  } else if (unit == "s") {
+    ms = value * 1000;
+  } else {
+    return InvalidArgument("'" + text + "' has unknown unit '" + unit + "' (use ms or s)");
+  }
+  if (!(ms > 0)) return InvalidArgument("'" + text + "' must be a positive duration");
+  return std::chrono::milliseconds(static_cast<long>(ms));
+}
+
+Status JobConfig::LoadYaml(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument("config " + path + ": " + e.what());
+  }
+  if (!root.IsMap()) return InvalidArgument("config " + path + ": top level must be a mapping");
+  static const std::set<std::string> kFields = {
+      "ps", "workers", "failover_threshold", "heartbeat_interval", "startup_timeout",
+      "progress_interval", "transport", "host", "max_chunk_numel", "shards_per_ps"};
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    const std::string where = "config " + path + ": field '" + key + "'";
+    if (!kFields.count(key)) {
+      std::string known;
+      for (const auto& f : kFields) known += (known.empty() ? "" : ", ") + f;
+      return InvalidArgument(where + " is unknown; known fields: " + known);
+    }
+    try {
+      const YAML::Node& v = kv.second;
+      auto positive_int = [&](int* out) -> Status {
+        int n = v.as<int>();
+        if (n < 1) return InvalidArgument(where + " must be an integer >= 1, got " + std::to_string(n));
+        *out = n;
+        return Status::Ok();
+      };
+      auto duration = [&](std::chrono::milliseconds* out) -> Status {
+        auto d = ParseDuration(v.as<std::string>());
+        if (!d.ok()) return InvalidArgument(where + ": " + d.status().message());
+        *out = *d;
+        return Status::Ok();
+      };
+      if (key == "ps") EEN_RETURN_IF_ERROR(positive_int(&ps));
+      if (key == "workers") EEN_RETURN_IF_ERROR(positive_int(&workers));
+      if (key == "failover_threshold") EEN_RETURN_IF_ERROR(duration(&failover_threshold));
+      if (key == "heartbeat_interval") EEN_RETURN_IF_ERROR(duration(&heartbeat_interval));
+      if (key == "startup_timeout") EEN_RETURN_IF_ERROR(duration(&startup_timeout));
+      if (key == "progress_interval") EEN_RETURN_IF_ERROR(duration(&progress_interval));
+      if (key == "transport") transport = v.as<std::string>();
+      if (key == "host") host = v.as<std::string>();
+      if (key == "max_chunk_numel") {
+        int n = 0;
+        EEN_RETURN_IF_ERROR(positive_int(&n));
+        sharding.max_chunk_numel = static_cast<uint32_t>(n);
+      }
+      if (key == "shards_per_ps") {
+        int n = 0;
+        EEN_RETURN_IF_ERROR(positive_int(&n));
+        sharding.shards_per_ps = static_cast<uint32_t>(n);
+      }
+    } catch (const YAML::Exception& e) {
+      return InvalidArgument(where + " has the wrong type: " + e.what());
+    }
+  }
+  return Validate();
+}
+
+Status JobConfig::Validate() const {
+  if (ps < 1) return InvalidArgument("ps must be >= 1 (--ps N)");
+  if (workers < 1) return InvalidArgument("workers must be >= 1 (--workers M)");
+  if (transport != "tcp" && transport != "ipc") {
+    return InvalidArgument("transport '" + transport + "' is not one of tcp, ipc");
+  }
+  if (heartbeat_interval >= failover_threshold) {
+    return InvalidArgument("heartbeat_interval (" + std::to_string(heartbeat_interval.count()) +
+                           " ms) must be shorter than failover_threshold (" +
+                           std::to_string(failover_threshold.count()) + " ms)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace een

@@ -1,0 +1,33 @@
+// JobConfig: the job spec een-launch reads from --config job.yaml and its
+// flags (flags win). Every field has a default; an unknown field or a bad
+// value is an InvalidArgument naming the field and the fix. A plain value.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "common/shard_map.h"
+#include "common/status.h"
+
+namespace een {
+
+struct JobConfig {
+  int ps = 1;
+  int workers = 1;
+  std::chrono::milliseconds failover_threshold{500};
+  std::chrono::milliseconds heartbeat_interval{100};
+  std::chrono::milliseconds startup_timeout{120000};
+  std::chrono::milliseconds progress_interval{2000};
+  std::string transport = "tcp";  // data plane: tcp | ipc
+  std::string host = "127.0.0.1";
+  ShardingOptions sharding;
+
+  // Overlays the fields present in the YAML file at `path` onto *this.
+  Status LoadYaml(const std::string& path);
+  Status Validate() const;
+};
+
+// "500ms", "2s", "1.5s" or a bare number of milliseconds.
+Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
+
+}  // namespace een

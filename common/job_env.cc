@@ -1,0 +1,79 @@
+#include "common/job_env.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace een {
+namespace {
+
+const char* Get(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+Status ReadInt(const char* name, long min, long* out) {
+  const char* v = Get(name);
+  if (!v) return Status::Ok();
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < min) {
+    return InvalidArgument(std::string(name) + "='" + v + "' must be an integer >= " +
+                           std::to_string(min));
+  }
+  *out = n;
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string HostName() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+Result<JobEnvironment> JobEnvironment::FromProcess(const std::string& program) {
+  JobEnvironment env;
+  const char* coordinator = Get("EEN_COORDINATOR");
+  if (!coordinator) {
+    return FailedPrecondition(
+        program + " is not part of an EEN job: EEN_COORDINATOR is not set. Start it with "
+        "`een-launch --ps N --workers M -- " + program + " ARGS...`, or set EEN_COORDINATOR, "
+        "EEN_ROLE, EEN_RANK, EEN_WORLD_SIZE and EEN_NUM_PS as een-launch does.");
+  }
+  env.coordinator = coordinator;
+  if (const char* r = Get("EEN_ROLE")) env.role = r;
+  if (const char* h = Get("EEN_HOST")) env.host = h;
+  if (const char* t = Get("EEN_DATA_TRANSPORT")) env.data_transport = t;
+  if (const char* d = Get("EEN_RUN_DIR")) env.run_dir = d;
+  long rank = -1, world = 0, ps = 0, threshold = 500, heartbeat = 100, startup = 120000;
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_RANK", 0, &rank));
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_WORLD_SIZE", 1, &world));
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_NUM_PS", 1, &ps));
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_FAILOVER_THRESHOLD_MS", 1, &threshold));
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_HEARTBEAT_MS", 1, &heartbeat));
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_STARTUP_TIMEOUT_MS", 1, &startup));
+  env.rank = static_cast<int>(rank);
+  env.world_size = static_cast<int>(world);
+  env.num_ps = static_cast<int>(ps);
+  env.failover_threshold = std::chrono::milliseconds(threshold);
+  env.heartbeat_interval = std::chrono::milliseconds(heartbeat);
+  env.startup_timeout = std::chrono::milliseconds(startup);
+  if (env.data_transport != "tcp" && env.data_transport != "ipc" && env.data_transport != "mem") {
+    return InvalidArgument("EEN_DATA_TRANSPORT='" + env.data_transport +
+                           "' is not one of tcp, ipc, mem");
+  }
+  return env;
+}
+
+std::string JobEnvironment::DataListenAddress() const {
+  if (data_transport == "ipc") {
+    return "ipc://" + run_dir + "/een-" + role + "-" + std::to_string(rank) + "-" +
+           std::to_string(getpid()) + ".sock";
+  }
+  if (data_transport == "mem") return "mem://" + role + "-" + std::to_string(rank);
+  return "tcp://" + host + ":0";
+}
+
+}  // namespace een

@@ -1,0 +1,162 @@
+#include "common/shard_map.h"
+
+#include <algorithm>
+#include <numeric>
+#include <queue>
+
+namespace een {
+namespace {
+
+constexpr uint64_t kMinChunkNumel = 4096;  // 16 KiB: below this, messages cost more than balance gains
+
+// Assigns items (by weight) to `bins` bins: heaviest item first onto the
+// lightest bin, ties broken by index so the result is deterministic.
+std::vector<uint32_t> GreedyBalance(const std::vector<uint64_t>& weights, uint32_t bins) {
+  std::vector<uint32_t> order(weights.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return weights[a] > weights[b]; });
+  using Load = std::pair<uint64_t, uint32_t>;  // (bytes, bin)
+  std::priority_queue<Load, std::vector<Load>, std::greater<Load>> lightest;
+  for (uint32_t b = 0; b < bins; ++b) lightest.push({0, b});
+  std::vector<uint32_t> bin_of(weights.size());
+  for (uint32_t item : order) {
+    auto [load, bin] = lightest.top();
+    lightest.pop();
+    bin_of[item] = bin;
+    lightest.push({load + weights[item], bin});
+  }
+  return bin_of;
+}
+
+}  // namespace
+
+Result<ShardMap> ShardMap::Build(std::vector<TensorInfo> tensors, uint32_t num_ps,
+                                 const ShardingOptions& options,
+                                 std::vector<std::string> ps_addresses, uint64_t epoch) {
+  if (num_ps == 0) return InvalidArgument("a shard map needs at least one PS");
+  if (ps_addresses.size() != num_ps) {
+    return InvalidArgument("shard map for " + std::to_string(num_ps) + " PS got " +
+                           std::to_string(ps_addresses.size()) + " addresses");
+  }
+  if (options.max_chunk_numel == 0 || options.shards_per_ps == 0) {
+    return InvalidArgument("max_chunk_numel and shards_per_ps must be positive");
+  }
+  ShardMap map;
+  map.epoch_ = epoch;
+  map.tensors_ = std::move(tensors);
+  map.ps_addresses_ = std::move(ps_addresses);
+  // Small models get smaller chunks, so that they too spread evenly.
+  uint64_t total = 0;
+  for (const TensorInfo& t : map.tensors_) total += t.numel;
+  const uint64_t max_chunk = std::min<uint64_t>(
+      options.max_chunk_numel, std::max<uint64_t>(kMinChunkNumel, total / (num_ps * 8) + 1));
+  for (uint32_t t = 0; t < map.tensors_.size(); ++t) {
+    const uint64_t numel = map.tensors_[t].numel;
+    if (numel == 0) return InvalidArgument("tensor '" + map.tensors_[t].name + "' is empty");
+    const uint64_t pieces = (numel + max_chunk - 1) / max_chunk;
+    for (uint64_t i = 0; i < pieces; ++i) {
+      const uint64_t begin = numel * i / pieces;
+      const uint64_t end = numel * (i + 1) / pieces;
+      map.chunks_.push_back(Chunk{t, begin, static_cast<uint32_t>(end - begin), 0});
+    }
+  }
+  const uint32_t shards = num_ps * options.shards_per_ps;
+  std::vector<uint64_t> chunk_bytes;
+  for (const Chunk& c : map.chunks_) chunk_bytes.push_back(c.numel * uint64_t{4});
+  std::vector<uint32_t> shard_of = GreedyBalance(chunk_bytes, shards);
+  std::vector<uint64_t> shard_bytes(shards, 0);
+  for (size_t i = 0; i < map.chunks_.size(); ++i) {
+    map.chunks_[i].shard = shard_of[i];
+    shard_bytes[shard_of[i]] += chunk_bytes[i];
+  }
+  map.shard_owner_ = GreedyBalance(shard_bytes, num_ps);
+  map.IndexChunks();
+  return map;
+}
+
+void ShardMap::IndexChunks() {
+  first_chunk_.assign(tensors_.size() + 1, 0);
+  for (const Chunk& c : chunks_) first_chunk_[c.tensor + 1]++;
+  for (size_t t = 0; t < tensors_.size(); ++t) first_chunk_[t + 1] += first_chunk_[t];
+}
+
+Result<ShardMap> ShardMap::FromWire(wire::ShardMap::Reader reader) {
+  ShardMap map;
+  map.epoch_ = reader.getEpoch();
+  for (auto t : reader.getTensors()) map.tensors_.push_back({t.getName(), t.getNumel()});
+  for (auto a : reader.getPsAddresses()) map.ps_addresses_.push_back(a);
+  for (auto o : reader.getShardOwner()) {
+    if (o >= map.ps_addresses_.size()) return InvalidArgument("shard map: owner out of range");
+    map.shard_owner_.push_back(o);
+  }
+  // Chunks must tile each tensor exactly, in order.
+  uint32_t tensor = 0;
+  uint64_t next = 0;
+  for (auto c : reader.getChunks()) {
+    if (c.getTensor() >= map.tensors_.size() || c.getShard() >= map.shard_owner_.size() ||
+        c.getNumel() == 0) {
+      return InvalidArgument("shard map: chunk with tensor, shard or size out of range");
+    }
+    if (c.getTensor() != tensor) {
+      if (c.getTensor() != tensor + 1 || next != map.tensors_[tensor].numel) {
+        return InvalidArgument("shard map: chunks do not tile tensor " + std::to_string(tensor));
+      }
+      tensor = c.getTensor();
+      next = 0;
+    }
+    if (c.getOffset() != next) return InvalidArgument("shard map: chunk offsets have a gap");
+    next += c.getNumel();
+    map.chunks_.push_back(Chunk{c.getTensor(), c.getOffset(), c.getNumel(), c.getShard()});
+  }
+  if (!map.tensors_.empty() &&
+      (tensor + 1 != map.tensors_.size() || next != map.tensors_.back().numel)) {
+    return InvalidArgument("shard map: chunks do not cover every tensor");
+  }
+  map.IndexChunks();
+  return map;
+}
+
+void ShardMap::ToWire(wire::ShardMap::Builder b) const {
+  b.setEpoch(epoch_);
+  auto ts = b.initTensors(tensors_.size());
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    ts[i].setName(tensors_[i].name);
+    ts[i].setNumel(tensors_[i].numel);
+  }
+  auto cs = b.initChunks(chunks_.size());
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    cs[i].setTensor(chunks_[i].tensor);
+    cs[i].setOffset(chunks_[i].offset);
+    cs[i].setNumel(chunks_[i].numel);
+    cs[i].setShard(chunks_[i].shard);
+  }
+  auto os = b.initShardOwner(shard_owner_.size());
+  for (size_t i = 0; i < shard_owner_.size(); ++i) os.set(i, shard_owner_[i]);
+  auto as = b.initPsAddresses(ps_addresses_.size());
+  for (size_t i = 0; i < ps_addresses_.size(); ++i) as.set(i, ps_addresses_[i]);
+}
+
+std::vector<uint32_t> ShardMap::ChunksOwnedBy(uint32_t ps) const {
+  std::vector<uint32_t> out;
+  for (uint32_t i = 0; i < chunks_.size(); ++i) {
+    if (OwnerOfChunk(i) == ps) out.push_back(i);
+  }
+  return out;
+}
+
+std::vector<uint64_t> ShardMap::BytesPerPs(size_t bytes_per_element) const {
+  std::vector<uint64_t> bytes(num_ps(), 0);
+  for (uint32_t i = 0; i < chunks_.size(); ++i) {
+    bytes[OwnerOfChunk(i)] += chunks_[i].numel * bytes_per_element;
+  }
+  return bytes;
+}
+
+uint64_t ShardMap::TotalNumel() const {
+  uint64_t n = 0;
+  for (const TensorInfo& t : tensors_) n += t.numel;
+  return n;
+}
+
+}  // namespace een

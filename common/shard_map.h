@@ -1,0 +1,77 @@
+// ShardMap: where every piece of every parameter tensor lives.
+//
+// Tensors are cut into chunks of at most `max_chunk_numel` elements (equal
+// pieces, so no tiny tail; smaller for small models, so they spread too); chunks are packed into a fixed number of virtual
+// shards, and virtual shards are assigned to PS processes, both greedily by
+// bytes (largest first onto the lightest), so any PS count balances well and
+// a lost PS later moves whole virtual shards only. The map carries an epoch
+// that every data message repeats; a PS refuses other epochs.
+// Chunks of one tensor are consecutive and in tensor order.
+// Thread safety: an immutable value once built.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "schema/een.capnp.h"
+
+namespace een {
+
+struct TensorInfo {
+  std::string name;
+  uint64_t numel = 0;
+};
+
+struct Chunk {
+  uint32_t tensor = 0;
+  uint64_t offset = 0;  // first element within the tensor
+  uint32_t numel = 0;
+  uint32_t shard = 0;   // virtual shard
+};
+
+struct ShardingOptions {
+  uint32_t max_chunk_numel = 1u << 18;  // 1 MiB of fp32
+  uint32_t shards_per_ps = 16;          // virtual shards = num_ps * shards_per_ps
+};
+
+class ShardMap {
+ public:
+  ShardMap() = default;
+
+  static Result<ShardMap> Build(std::vector<TensorInfo> tensors, uint32_t num_ps,
+                                const ShardingOptions& options,
+                                std::vector<std::string> ps_addresses, uint64_t epoch = 1);
+
+  // Validates every index and size while reading.
+  static Result<ShardMap> FromWire(wire::ShardMap::Reader reader);
+  void ToWire(wire::ShardMap::Builder builder) const;
+
+  uint64_t epoch() const { return epoch_; }
+  uint32_t num_ps() const { return static_cast<uint32_t>(ps_addresses_.size()); }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const std::vector<Chunk>& chunks() const { return chunks_; }
+  const std::vector<std::string>& ps_addresses() const { return ps_addresses_; }
+  uint32_t OwnerOfChunk(uint32_t chunk) const { return shard_owner_[chunks_[chunk].shard]; }
+  // Chunk ids of `tensor`: [first, first + count).
+  uint32_t FirstChunkOf(uint32_t tensor) const { return first_chunk_[tensor]; }
+  uint32_t ChunkCountOf(uint32_t tensor) const {
+    return first_chunk_[tensor + 1] - first_chunk_[tensor];
+  }
+  std::vector<uint32_t> ChunksOwnedBy(uint32_t ps) const;
+  std::vector<uint64_t> BytesPerPs(size_t bytes_per_element = 4) const;
+  uint64_t TotalNumel() const;
+
+ private:
+  void IndexChunks();
+
+  uint64_t epoch_ = 0;
+  std::vector<TensorInfo> tensors_;
+  std::vector<Chunk> chunks_;
+  std::vector<uint32_t> shard_owner_;
+  std::vector<std::string> ps_addresses_;
+  std::vector<uint32_t> first_chunk_;  // per tensor, plus one past the end
+};
+
+}  // namespace een

@@ -1,0 +1,21 @@
+#include "common/transport/device.h"
+
+#include "common/transport/mem/mem_device.h"
+#include "common/transport/zmq/zmq_device.h"
+
+namespace een::transport {
+
+Result<Device*> DeviceFor(const std::string& address) {
+  if (address.rfind("tcp://", 0) == 0 || address.rfind("ipc://", 0) == 0) {
+    static ZmqDevice* zmq = new ZmqDevice();  // lives for the process
+    return static_cast<Device*>(zmq);
+  }
+  if (address.rfind("mem://", 0) == 0) {
+    static MemDevice* mem = new MemDevice();
+    return static_cast<Device*>(mem);
+  }
+  return InvalidArgument("address '" + address +
+                         "' has no known scheme; use tcp://HOST:PORT, ipc:///PATH or mem://NAME");
+}
+
+}  // namespace een::transport

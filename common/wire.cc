@@ -1,0 +1,49 @@
+#include "common/wire.h"
+
+#include <cstring>
+
+namespace een::wire {
+
+transport::Frame Encode(capnp::MessageBuilder& builder) {
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
+  auto bytes = words.asBytes();
+  return transport::Frame::Copy(bytes.begin(), bytes.size());
+}
+
+Status Visit(const transport::Message& message,
+             const std::function<Status(Header::Reader)>& visit) {
+  if (message.frames.empty()) return InvalidArgument("empty message (no header frame)");
+  const transport::Frame& frame = message.frames[0];
+  if (frame.size() == 0 || frame.size() % sizeof(capnp::word) != 0) {
+    return InvalidArgument("header frame of " + std::to_string(frame.size()) +
+                           " bytes is not a whole number of 8-byte words");
+  }
+  const size_t words = frame.size() / sizeof(capnp::word);
+  std::vector<capnp::word> aligned;
+  const capnp::word* data = reinterpret_cast<const capnp::word*>(frame.data());
+  if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(capnp::word) != 0) {
+    aligned.resize(words);
+    std::memcpy(aligned.data(), frame.data(), frame.size());
+    data = aligned.data();
+  }
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = words * 4 + 64;
+    options.nestingLimit = 16;
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(data, words), options);
+    return visit(reader.getRoot<Header>());
+  } catch (const kj::Exception& e) {
+    return InvalidArgument(std::string("malformed header: ") + e.getDescription().cStr());
+  }
+}
+
+transport::Message MakeError(ErrorCode code, const std::string& text, uint64_t request_id) {
+  capnp::MallocMessageBuilder b;
+  auto err = b.initRoot<Header>().initError();
+  err.setCode(code);
+  err.setMessage(text);
+  err.setRequestId(request_id);
+  return transport::Message{{Encode(b)}};
+}
+
+}  // namespace een::wire

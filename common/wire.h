@@ -1,0 +1,34 @@
+// Encoding and safe decoding of the Cap'n Proto header frame.
+//
+// Decode() copies the header into word-aligned memory when needed and
+// limits traversal to the frame's own size. Reading a malformed header may
+// throw kj::Exception at any field access, so all reading happens inside
+// Visit(), which turns any such exception into InvalidArgument.
+// Thread safety: free functions; no shared state.
+#pragma once
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <functional>
+#include <vector>
+
+#include "common/status.h"
+#include "common/transport/frame.h"
+#include "schema/een.capnp.h"
+
+namespace een::wire {
+
+// Serializes a built header into a frame.
+transport::Frame Encode(capnp::MessageBuilder& builder);
+
+// Calls `visit` with the header of `message`; any decoding failure, in the
+// header itself or while `visit` reads it, becomes InvalidArgument.
+Status Visit(const transport::Message& message,
+             const std::function<Status(Header::Reader)>& visit);
+
+// A message that says `code: text` in answer to request `request_id`.
+transport::Message MakeError(ErrorCode code, const std::string& text, uint64_t request_id = 0);
+
+}  // namespace een::wire

@@ -1,0 +1,109 @@
+#include "launcher/child_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace een {
+
+Status ChildProcess::Start() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Internal(std::string("pipe: ") + std::strerror(errno));
+  const pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return ResourceExhausted(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126);  // the launcher died before prctl took effect
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    for (int fd : keep_fds_) fcntl(fd, F_SETFD, 0);  // inherited on purpose
+    for (const auto& [k, v] : env_) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> args;
+    for (const std::string& a : argv_) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "een-launch: cannot run '%s': %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also from the parent: no race with Signal()
+  close(fds[1]);
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  pid_ = pid;
+  out_fd_ = fds[0];
+  return Status::Ok();
+}
+
+bool ChildProcess::Drain(bool flush_partial) {
+  if (out_fd_ < 0) return false;
+  char buf[65536];
+  bool open = true;
+  while (true) {
+    ssize_t n = read(out_fd_, buf, sizeof buf);
+    if (n > 0) {
+      partial_.append(buf, n);
+      continue;
+    }
+    if (n == 0) open = false;
+    break;  // EAGAIN: nothing more now
+  }
+  size_t start = 0, nl;
+  std::string out;
+  while ((nl = partial_.find('\n', start)) != std::string::npos) {
+    out += "[" + label_ + "] " + partial_.substr(start, nl - start + 1);
+    start = nl + 1;
+  }
+  partial_.erase(0, start);
+  if ((!open || flush_partial) && !partial_.empty()) {
+    out += "[" + label_ + "] " + partial_ + "\n";
+    partial_.clear();
+  }
+  if (!out.empty()) {
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+  }
+  if (!open) {
+    close(out_fd_);
+    out_fd_ = -1;
+  }
+  return open;
+}
+
+void ChildProcess::Signal(int signo) const {
+  if (pid_ > 0) kill(-pid_, signo);  // the whole group: the role and anything it started
+}
+
+bool ChildProcess::Reap(pid_t pid, int wait_status) {
+  if (pid != pid_) return false;
+  exited_ = true;
+  if (WIFEXITED(wait_status)) exit_code_ = WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) term_signal_ = WTERMSIG(wait_status);
+  return true;
+}
+
+std::string ChildProcess::ExitDescription() const {
+  if (!exited_) return "is still running";
+  if (term_signal_ != 0) {
+    const char* name = sigabbrev_np(term_signal_);
+    return std::string("was killed by SIG") + (name ? name : std::to_string(term_signal_).c_str());
+  }
+  return "exited with status " + std::to_string(exit_code_);
+}
+
+}  // namespace een

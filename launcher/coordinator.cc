@@ -1,0 +1,310 @@
+#include "launcher/coordinator.h"
+
+#include <fmt/format.h>
+
+#include "common/logging.h"
+#include "common/optimizer_wire.h"
+#include "common/wire.h"
+
+namespace een {
+
+using std::chrono::milliseconds;
+using transport::Message;
+
+namespace {
+
+const char* RoleName(wire::Role r) {
+  switch (r) {
+    case wire::Role::PS: return "ps";
+    case wire::Role::WORKER: return "worker";
+    default: return "coordinator";
+  }
+}
+
+long MillisSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+Status Coordinator::Bind() {
+  if (options_.num_ps < 1 || options_.num_workers < 1) {
+    return InvalidArgument("a job needs at least one PS and one worker");
+  }
+  ps_.resize(options_.num_ps);
+  workers_.resize(options_.num_workers);
+  EEN_ASSIGN_OR_RETURN(transport::Device * device, transport::DeviceFor(options_.listen_address));
+  EEN_ASSIGN_OR_RETURN(listener_, device->Listen(options_.listen_address));
+  return Status::Ok();
+}
+
+std::string Coordinator::Describe(const Node& n) const {
+  return fmt::format("{} {} (host {}, pid {})", RoleName(n.role), n.rank, n.host, n.pid);
+}
+
+Coordinator::Node* Coordinator::NodeByControl(const transport::PeerId& peer) {
+  for (auto* nodes : {&ps_, &workers_}) {
+    for (Node& n : *nodes) {
+      if (n.registered && n.control == peer) return &n;
+    }
+  }
+  return nullptr;
+}
+
+Status Coordinator::Run(const std::atomic<bool>& stop) {
+  spdlog::info("listening on {}; waiting for {} PS and {} workers", address(), options_.num_ps,
+               options_.num_workers);
+  while (true) {
+    if (stop) return Aborted("coordinator stopped by signal");
+    auto envelope = listener_->Receive(milliseconds(20));
+    if (envelope.ok()) Handle(*envelope);
+    if (state_ == wire::JobState::STARTING && MillisSince(created_) > options_.startup_timeout.count()) {
+      std::string missing;
+      for (auto* nodes : {&ps_, &workers_}) {
+        for (size_t r = 0; r < nodes->size(); ++r) {
+          if (!(*nodes)[r].registered) {
+            missing += fmt::format("{}{} {}", missing.empty() ? "" : ", ",
+                                   nodes == &ps_ ? "ps" : "worker", r);
+          }
+        }
+      }
+      Abort(fmt::format("job did not start within {} ms: still missing {}",
+                        options_.startup_timeout.count(), missing));
+    }
+    if (state_ == wire::JobState::RUNNING) {
+      CheckLiveness();
+      if (MillisSince(last_progress_) >= options_.progress_interval.count()) ReportProgress();
+    }
+    if (state_ == wire::JobState::ABORTED &&
+        MillisSince(aborted_at_) > 3 * options_.heartbeat_interval.count()) {
+      return Aborted(abort_reason_);  // lingered so others heard the verdict
+    }
+    if (state_ == wire::JobState::SHUTDOWN) {
+      bool all_left = true;
+      for (const Node& n : ps_) all_left &= n.done;
+      if (all_left) {
+        spdlog::info("job finished: every worker done, every PS left");
+        return Status::Ok();
+      }
+      if (MillisSince(shutdown_at_) > 4 * options_.failover_threshold.count()) {
+        spdlog::warn("job finished, but not every PS confirmed leaving; ending anyway");
+        return Status::Ok();
+      }
+    }
+  }
+}
+
+void Coordinator::Handle(const transport::Envelope& envelope) {
+  Status s = wire::Visit(envelope.message, [&](wire::Header::Reader h) -> Status {
+    switch (h.which()) {
+      case wire::Header::REGISTER: return HandleRegister(envelope.from, h.getRegister());
+      case wire::Header::HEARTBEAT: return HandleHeartbeat(envelope.from, h.getHeartbeat());
+      case wire::Header::BARRIER: return HandleBarrier(envelope.from, h.getBarrier().getSequence());
+      case wire::Header::DONE: return HandleDone(envelope.from);
+      case wire::Header::LEAVE: HandleLeave(envelope.from); return Status::Ok();
+      default: return InvalidArgument("the coordinator does not take this message kind");
+    }
+  });
+  if (!s.ok()) {
+    spdlog::warn("refused a message: {}", s.ToString());
+    (void)listener_->Send(envelope.from, wire::MakeError(wire::ErrorCode::INVALID_ARGUMENT,
+                                                         "coordinator: " + s.message()));
+  }
+}
+
+Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register::Reader reg) {
+  if (state_ != wire::JobState::STARTING) {
+    return FailedPrecondition("the job has already started; joining a running job comes later");
+  }
+  const wire::Role role = reg.getRole();
+  if (role != wire::Role::PS && role != wire::Role::WORKER) return InvalidArgument("bad role");
+  std::vector<Node>& nodes = NodesOf(role);
+  int rank = reg.getRank();
+  if (rank < 0) {  // any free rank
+    for (size_t r = 0; r < nodes.size() && rank < 0; ++r) {
+      if (!nodes[r].registered) rank = static_cast<int>(r);
+    }
+  }
+  if (rank < 0 || rank >= static_cast<int>(nodes.size())) {
+    return InvalidArgument(fmt::format("{} rank {} is out of range (job has {})", RoleName(role),
+                                       reg.getRank(), nodes.size()));
+  }
+  if (nodes[rank].registered) {
+    return FailedPrecondition(fmt::format("{} rank {} is already registered by {}", RoleName(role),
+                                          rank, Describe(nodes[rank])));
+  }
+  Node n;
+  n.role = role;
+  n.rank = rank;
+  n.host = reg.getHost();
+  n.pid = reg.getPid();
+  n.control = peer;
+  n.registered = true;
+  if (role == wire::Role::PS) {
+    n.data_address = reg.getDataAddress();
+    if (n.data_address.empty()) return InvalidArgument("a PS must give its data address");
+  } else {
+    std::vector<TensorInfo> model;
+    for (auto t : reg.getTensors()) model.push_back({t.getName(), t.getNumel()});
+    if (model.empty()) return InvalidArgument("worker registered no parameters");
+    EEN_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerFromWire(reg.getOptimizer()));
+    if (model_.empty()) {
+      model_ = model;
+      optimizer_ = opt;
+    } else {
+      if (model.size() != model_.size()) {
+        return InvalidArgument(fmt::format("worker {} has {} parameter tensors, others have {}",
+                                           rank, model.size(), model_.size()));
+      }
+      for (size_t i = 0; i < model.size(); ++i) {
+        if (model[i].name != model_[i].name || model[i].numel != model_[i].numel) {
+          return InvalidArgument(fmt::format(
+              "worker {}'s tensor {} is '{}' with {} elements, other workers have '{}' with {}",
+              rank, i, model[i].name, model[i].numel, model_[i].name, model_[i].numel));
+        }
+      }
+    }
+    if (rank == 0) optimizer_ = opt;  // rank 0's settings define the job
+  }
+  nodes[rank] = n;
+  spdlog::info("registered {}", Describe(n));
+  for (auto* all : {&ps_, &workers_}) {
+    for (const Node& x : *all) {
+      if (!x.registered) return Status::Ok();
+    }
+  }
+  return StartJob();
+}
+
+Status Coordinator::StartJob() {
+  std::vector<std::string> addresses;
+  for (const Node& p : ps_) addresses.push_back(p.data_address);
+  EEN_ASSIGN_OR_RETURN(ShardMap map, ShardMap::Build(model_, options_.num_ps, options_.sharding,
+                                                     addresses));
+  std::string balance;
+  for (uint64_t b : map.BytesPerPs()) balance += (balance.empty() ? "" : " / ") + std::to_string(b);
+  spdlog::info("job starts: {} tensors, {} parameters in {} chunks; bytes per PS {}; optimizer {}",
+               model_.size(), map.TotalNumel(), map.chunks().size(), balance,
+               OptimizerName(optimizer_.kind));
+  for (auto* nodes : {&ps_, &workers_}) {
+    for (Node& n : *nodes) {
+      capnp::MallocMessageBuilder b;
+      auto js = b.initRoot<wire::Header>().initJobStart();
+      js.setRank(n.rank);
+      js.setWorldSize(options_.num_workers);
+      js.setNumPs(options_.num_ps);
+      map.ToWire(js.initMap());
+      OptimizerToWire(optimizer_, js.initOptimizer());
+      EEN_RETURN_IF_ERROR(listener_->Send(n.control, Message{{wire::Encode(b)}}));
+      n.last_seen = Clock::now();
+    }
+  }
+  state_ = wire::JobState::RUNNING;
+  last_progress_ = Clock::now();
+  return Status::Ok();
+}
+
+Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbeat::Reader hb) {
+  const wire::Role role = hb.getRole();
+  if (role != wire::Role::PS && role != wire::Role::WORKER) return InvalidArgument("bad role");
+  std::vector<Node>& nodes = NodesOf(role);
+  const int rank = hb.getRank();
+  if (rank < 0 || rank >= static_cast<int>(nodes.size()) || !nodes[rank].registered) {
+    return InvalidArgument(fmt::format("heartbeat from unknown {} {}", RoleName(role), rank));
+  }
+  Node& n = nodes[rank];
+  n.last_seen = Clock::now();
+  n.step = hb.getStep();
+  n.loss = hb.getLoss();
+  n.samples = hb.getSamples();
+  n.sync_micros = hb.getSyncMicros();
+  capnp::MallocMessageBuilder b;
+  auto reply = b.initRoot<wire::Header>().initHeartbeatReply();
+  reply.setState(state_);
+  reply.setReason(abort_reason_);
+  return listener_->Send(peer, Message{{wire::Encode(b)}});
+}
+
+Status Coordinator::HandleBarrier(const transport::PeerId& peer, uint64_t sequence) {
+  Node* n = NodeByControl(peer);
+  if (!n || n->role != wire::Role::WORKER) return InvalidArgument("barrier from a non-worker");
+  barriers_[sequence].insert(n->rank);
+  size_t live = 0;
+  for (const Node& w : workers_) live += !w.done;
+  if (barriers_[sequence].size() < live) return Status::Ok();
+  for (const Node& w : workers_) {
+    if (w.done) continue;
+    capnp::MallocMessageBuilder b;
+    b.initRoot<wire::Header>().initBarrierReply().setSequence(sequence);
+    EEN_RETURN_IF_ERROR(listener_->Send(w.control, Message{{wire::Encode(b)}}));
+  }
+  barriers_.erase(sequence);
+  return Status::Ok();
+}
+
+Status Coordinator::HandleDone(const transport::PeerId& peer) {
+  Node* n = NodeByControl(peer);
+  if (!n || n->role != wire::Role::WORKER) return InvalidArgument("done from a non-worker");
+  n->done = true;
+  spdlog::info("worker {} finished at step {}", n->rank, n->step);
+  capnp::MallocMessageBuilder b;
+  b.initRoot<wire::Header>().setDoneReply();
+  EEN_RETURN_IF_ERROR(listener_->Send(peer, Message{{wire::Encode(b)}}));
+  for (const Node& w : workers_) {
+    if (!w.done) return Status::Ok();
+  }
+  if (state_ == wire::JobState::RUNNING) {
+    state_ = wire::JobState::SHUTDOWN;
+    shutdown_at_ = Clock::now();
+    ReportProgress();
+  }
+  return Status::Ok();
+}
+
+void Coordinator::HandleLeave(const transport::PeerId& peer) {
+  if (Node* n = NodeByControl(peer); n && n->role == wire::Role::PS) {
+    n->done = true;
+    spdlog::info("ps {} left", n->rank);
+  }
+}
+
+void Coordinator::CheckLiveness() {
+  for (auto* nodes : {&ps_, &workers_}) {
+    for (const Node& n : *nodes) {
+      if (n.done) continue;
+      const long silent = MillisSince(n.last_seen);
+      if (silent > options_.failover_threshold.count()) {
+        uint64_t job_step = 0;
+        for (const Node& w : workers_) job_step = std::max(job_step, w.step);
+        Abort(fmt::format("{} silent for {} ms > failover threshold {} ms, last at step {} "
+                          "(job at step {}); ending the job (this version does not recover a "
+                          "lost process)",
+                          Describe(n), silent, options_.failover_threshold.count(), n.step,
+                          job_step));
+        return;
+      }
+    }
+  }
+}
+
+void Coordinator::Abort(const std::string& reason) {
+  if (state_ == wire::JobState::ABORTED) return;
+  spdlog::error("{}", reason);
+  state_ = wire::JobState::ABORTED;
+  abort_reason_ = reason;
+  aborted_at_ = Clock::now();
+}
+
+void Coordinator::ReportProgress() {
+  const double seconds = MillisSince(last_progress_) / 1000.0;
+  uint64_t samples = 0;
+  for (const Node& w : workers_) samples += w.samples;
+  const Node& lead = workers_[0];
+  const double rate = seconds > 0 ? (samples - last_progress_samples_) / seconds : 0;
+  spdlog::info("progress: step {} | loss {:.4f} | {:.0f} samples/s | sync {:.2f} ms", lead.step,
+               lead.loss, rate, lead.sync_micros / 1000.0);
+  last_progress_ = Clock::now();
+  last_progress_samples_ = samples;
+}
+
+}  // namespace een

@@ -1,0 +1,94 @@
+// Coordinator: the job's control plane (started by een-launch).
+//
+// It registers every PS and worker, checks that all workers train the same
+// model, builds the shard map (epoch 1) once everyone is there and sends
+// each a JobStart. It tracks heartbeats: a process silent longer than the
+// failover threshold ends the job with a message naming the process, its
+// host and pid, and the step (recovery comes with replication). It serves
+// barriers, logs a progress line, and ends the job cleanly when every worker
+// is done and every PS has left. Run() returns Ok then, Aborted otherwise.
+// Thread safety: single-threaded; call everything from one thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/shard_map.h"
+#include "common/transport/device.h"
+#include "een/optimizer.h"
+#include "schema/een.capnp.h"
+
+namespace een {
+
+struct CoordinatorOptions {
+  std::string listen_address = "tcp://127.0.0.1:0";
+  int num_ps = 1;
+  int num_workers = 1;
+  std::chrono::milliseconds failover_threshold{500};
+  std::chrono::milliseconds heartbeat_interval{100};
+  std::chrono::milliseconds startup_timeout{120000};
+  std::chrono::milliseconds progress_interval{2000};
+  ShardingOptions sharding;
+};
+
+class Coordinator {
+ public:
+  explicit Coordinator(CoordinatorOptions options) : options_(std::move(options)) {}
+
+  Status Bind();
+  const std::string& address() const { return listener_->address(); }
+  Status Run(const std::atomic<bool>& stop);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Node {
+    wire::Role role = wire::Role::WORKER;
+    int rank = -1;
+    std::string host;
+    int pid = 0;
+    std::string data_address;
+    transport::PeerId control;
+    bool registered = false;
+    bool done = false;   // worker finished / PS left
+    Clock::time_point last_seen;
+    uint64_t step = 0;
+    double loss = 0;
+    uint64_t samples = 0;
+    uint64_t sync_micros = 0;
+  };
+
+  void Handle(const transport::Envelope& envelope);
+  Status HandleRegister(const transport::PeerId& peer, wire::Register::Reader reg);
+  Status HandleHeartbeat(const transport::PeerId& peer, wire::Heartbeat::Reader hb);
+  Status HandleBarrier(const transport::PeerId& peer, uint64_t sequence);
+  Status HandleDone(const transport::PeerId& peer);
+  void HandleLeave(const transport::PeerId& peer);
+  Status StartJob();
+  void CheckLiveness();
+  void Abort(const std::string& reason);
+  void ReportProgress();
+  Node* NodeByControl(const transport::PeerId& peer);
+  std::string Describe(const Node& n) const;
+  std::vector<Node>& NodesOf(wire::Role role) { return role == wire::Role::PS ? ps_ : workers_; }
+
+  CoordinatorOptions options_;
+  std::unique_ptr<transport::Listener> listener_;
+  std::vector<Node> ps_, workers_;
+  std::vector<TensorInfo> model_;
+  OptimizerConfig optimizer_;
+  wire::JobState state_ = wire::JobState::STARTING;
+  std::string abort_reason_;
+  Clock::time_point created_ = Clock::now();
+  Clock::time_point aborted_at_, shutdown_at_;
+  std::map<uint64_t, std::set<int>> barriers_;  // sequence -> worker ranks waiting
+  Clock::time_point last_progress_ = Clock::now();
+  uint64_t last_progress_samples_ = 0;
+};
+
+}  // namespace een

@@ -1,0 +1,59 @@
+// een-coordinator: the control plane of one job. een-launch starts it;
+// it writes its address, one line, to --ready-fd once it listens.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+
+#include "common/logging.h"
+#include "launcher/coordinator.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+}  // namespace
+
+int main(int argc, char** argv) {
+  een::InitLogging("coordinator");
+  een::CoordinatorOptions o;
+  CLI::App app{"een-coordinator: the control plane of an EEN job (started by een-launch)"};
+  int ready_fd = -1;
+  long threshold = 500, heartbeat = 100, startup = 120000, progress = 2000;
+  app.add_option("--listen", o.listen_address, "address to listen on");
+  app.add_option("--ps", o.num_ps, "number of PS processes")->required()->check(CLI::PositiveNumber);
+  app.add_option("--workers", o.num_workers, "number of workers")->required()->check(CLI::PositiveNumber);
+  app.add_option("--failover-threshold-ms", threshold)->check(CLI::PositiveNumber);
+  app.add_option("--heartbeat-ms", heartbeat)->check(CLI::PositiveNumber);
+  app.add_option("--startup-timeout-ms", startup)->check(CLI::PositiveNumber);
+  app.add_option("--progress-ms", progress)->check(CLI::PositiveNumber);
+  app.add_option("--max-chunk-numel", o.sharding.max_chunk_numel)->check(CLI::PositiveNumber);
+  app.add_option("--shards-per-ps", o.sharding.shards_per_ps)->check(CLI::PositiveNumber);
+  app.add_option("--ready-fd", ready_fd, "file descriptor to write the address to");
+  CLI11_PARSE(app, argc, argv);
+  o.failover_threshold = std::chrono::milliseconds(threshold);
+  o.heartbeat_interval = std::chrono::milliseconds(heartbeat);
+  o.startup_timeout = std::chrono::milliseconds(startup);
+  o.progress_interval = std::chrono::milliseconds(progress);
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+
+  een::Coordinator coordinator(o);
+  if (een::Status s = coordinator.Bind(); !s.ok()) {
+    spdlog::error("cannot start: {}", s.ToString());
+    return 2;
+  }
+  if (ready_fd >= 0) {
+    std::string line = coordinator.address() + "\n";
+    if (write(ready_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) return 2;
+    close(ready_fd);
+  } else {
+    std::printf("%s\n", coordinator.address().c_str());
+    std::fflush(stdout);
+  }
+  een::Status s = coordinator.Run(g_stop);
+  if (!s.ok()) {
+    spdlog::error("job aborted: {}", s.message());
+    return 3;
+  }
+  return 0;
+}

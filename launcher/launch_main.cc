@@ -1,0 +1,110 @@
+// een-launch: start a whole EEN job with one command.
+//
+//   een-launch --ps 2 --workers 4 [--config job.yaml] [flags] -- PROGRAM ARGS...
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+
+#include "common/job_config.h"
+#include "launcher/local_job.h"
+
+namespace {
+
+std::string BinaryDir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  buf[n] = '\0';
+  return std::filesystem::path(buf).parent_path().string();
+}
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "een-launch: %s\nRun `een-launch --help` for the options.\n",
+               message.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Everything after "--" is the worker command, untouched.
+  std::vector<std::string> command;
+  int own_argc = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      own_argc = i;
+      command.assign(argv + i + 1, argv + argc);
+      break;
+    }
+  }
+
+  CLI::App app{
+      "een-launch: start an EEN job (coordinator, parameter servers, workers).\n"
+      "Usage: een-launch --ps N --workers M [options] -- PROGRAM ARGS..."};
+  std::string config_path, threshold, heartbeat, startup, progress, transport, host;
+  std::string backend = "local";
+  int ps = 0, workers = 0;
+  auto* ps_opt = app.add_option("--ps", ps, "number of parameter-server processes")
+                     ->check(CLI::PositiveNumber);
+  auto* workers_opt = app.add_option("--workers", workers, "number of worker processes")
+                          ->check(CLI::PositiveNumber);
+  app.add_option("--config", config_path, "job spec (YAML); flags override its fields")
+      ->check(CLI::ExistingFile);
+  app.add_option("--failover-threshold", threshold,
+                 "silence after which a process is lost (default 500ms)");
+  app.add_option("--heartbeat-interval", heartbeat, "heartbeat period (default 100ms)");
+  app.add_option("--startup-timeout", startup, "time for every role to register (default 120s)");
+  app.add_option("--progress-interval", progress, "progress line period (default 2s)");
+  app.add_option("--transport", transport, "data plane: tcp or ipc (default tcp)");
+  app.add_option("--host", host, "address the roles listen on (default 127.0.0.1)");
+  app.add_option("--backend", backend, "where roles run: local (ssh, slurm, k8s: not yet)");
+  try {
+    app.parse(own_argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  een::JobConfig config;
+  if (!config_path.empty()) {
+    if (een::Status s = config.LoadYaml(config_path); !s.ok()) return Usage(s.message());
+  }
+  if (*ps_opt) config.ps = ps;
+  if (*workers_opt) config.workers = workers;
+  auto duration = [&](const std::string& flag, const std::string& text,
+                      std::chrono::milliseconds* out) -> bool {
+    if (text.empty()) return true;
+    auto d = een::ParseDuration(text);
+    if (!d.ok()) {
+      Usage(flag + ": " + d.status().message());
+      return false;
+    }
+    *out = *d;
+    return true;
+  };
+  if (!duration("--failover-threshold", threshold, &config.failover_threshold) ||
+      !duration("--heartbeat-interval", heartbeat, &config.heartbeat_interval) ||
+      !duration("--startup-timeout", startup, &config.startup_timeout) ||
+      !duration("--progress-interval", progress, &config.progress_interval)) {
+    return 2;
+  }
+  if (!transport.empty()) config.transport = transport;
+  if (!host.empty()) config.host = host;
+  if (backend != "local") {
+    return Usage("--backend " + backend + " is not available yet; only 'local' (every role on "
+                 "this machine) is");
+  }
+  if (config_path.empty() && !*ps_opt) return Usage("--ps N is required (or a --config with ps:)");
+  if (config_path.empty() && !*workers_opt) {
+    return Usage("--workers M is required (or a --config with workers:)");
+  }
+  if (een::Status s = config.Validate(); !s.ok()) return Usage(s.message());
+  if (command.empty()) {
+    return Usage("no program to run: put the worker command after --, e.g. "
+                 "`een-launch --ps 2 --workers 4 -- ./train --epochs 3`");
+  }
+  een::LocalJob job(config, command, BinaryDir());
+  return job.Run();
+}

@@ -1,0 +1,251 @@
+#include "launcher/local_job.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+namespace een {
+namespace {
+
+std::atomic<int> g_signal{0};
+void OnSignal(int signo) { g_signal = signo; }
+
+using Clock = std::chrono::steady_clock;
+
+long MillisSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+void Say(const std::string& line) {
+  std::fprintf(stdout, "[een-launch] %s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+std::map<std::string, std::string> LocalJob::RoleEnvironment(const std::string& role,
+                                                             int rank) const {
+  std::map<std::string, std::string> env = {
+      {"EEN_COORDINATOR", coordinator_address_},
+      {"EEN_ROLE", role},
+      {"EEN_RANK", std::to_string(rank)},
+      {"EEN_WORLD_SIZE", std::to_string(config_.workers)},
+      {"EEN_NUM_PS", std::to_string(config_.ps)},
+      {"EEN_HOST", config_.host},
+      {"EEN_DATA_TRANSPORT", config_.transport},
+      {"EEN_RUN_DIR", run_dir_},
+      {"EEN_FAILOVER_THRESHOLD_MS", std::to_string(config_.failover_threshold.count())},
+      {"EEN_HEARTBEAT_MS", std::to_string(config_.heartbeat_interval.count())},
+      {"EEN_STARTUP_TIMEOUT_MS", std::to_string(config_.startup_timeout.count())},
+  };
+  // Several workers share this machine: one intra-op thread each unless told.
+  if (!std::getenv("OMP_NUM_THREADS")) {
+    const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+    env["OMP_NUM_THREADS"] = std::to_string(std::max(1L, cores / config_.workers));
+  }
+  return env;
+}
+
+Status LocalJob::StartCoordinator() {
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) return Internal("pipe failed");
+  std::vector<std::string> argv = {
+      bin_dir_ + "/een-coordinator",
+      "--ps", std::to_string(config_.ps),
+      "--workers", std::to_string(config_.workers),
+      "--failover-threshold-ms", std::to_string(config_.failover_threshold.count()),
+      "--heartbeat-ms", std::to_string(config_.heartbeat_interval.count()),
+      "--startup-timeout-ms", std::to_string(config_.startup_timeout.count()),
+      "--progress-ms", std::to_string(config_.progress_interval.count()),
+      "--max-chunk-numel", std::to_string(config_.sharding.max_chunk_numel),
+      "--shards-per-ps", std::to_string(config_.sharding.shards_per_ps),
+      "--listen", "tcp://" + config_.host + ":0",
+      "--ready-fd", std::to_string(ready[1])};
+  children_.emplace_back("coordinator", argv, std::map<std::string, std::string>{},
+                         std::vector<int>{ready[1]});
+  Status s = children_.back().Start();
+  close(ready[1]);
+  if (!s.ok()) {
+    close(ready[0]);
+    return s;
+  }
+  // One line: the address it listens on. EOF first means it failed.
+  std::string line;
+  const auto start = Clock::now();
+  while (line.find('\n') == std::string::npos) {
+    pollfd p{ready[0], POLLIN, 0};
+    if (poll(&p, 1, 100) > 0) {
+      char buf[256];
+      ssize_t n = read(ready[0], buf, sizeof buf);
+      if (n <= 0) break;
+      line.append(buf, n);
+    }
+    children_[0].Drain();
+    if (MillisSince(start) > 10000) break;
+  }
+  close(ready[0]);
+  if (line.find('\n') == std::string::npos) {
+    children_[0].Drain(true);
+    return Unavailable("the coordinator did not start (see its output above)");
+  }
+  coordinator_address_ = line.substr(0, line.find('\n'));
+  return Status::Ok();
+}
+
+Status LocalJob::StartRoles() {
+  for (int r = 0; r < config_.ps; ++r) {
+    children_.emplace_back("ps " + std::to_string(r), std::vector<std::string>{bin_dir_ + "/een-ps"},
+                           RoleEnvironment("ps", r));
+    EEN_RETURN_IF_ERROR(children_.back().Start());
+  }
+  for (int r = 0; r < config_.workers; ++r) {
+    children_.emplace_back("worker " + std::to_string(r), command_, RoleEnvironment("worker", r));
+    EEN_RETURN_IF_ERROR(children_.back().Start());
+  }
+  return Status::Ok();
+}
+
+void LocalJob::PumpOutput(int timeout_ms) {
+  std::vector<pollfd> fds;
+  for (const ChildProcess& c : children_) {
+    if (c.output_fd() >= 0) fds.push_back({c.output_fd(), POLLIN, 0});
+  }
+  if (fds.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));  // nothing to read: pace the loop
+  } else {
+    poll(fds.data(), fds.size(), timeout_ms);
+  }
+  for (ChildProcess& c : children_) c.Drain();
+}
+
+void LocalJob::ReapChildren() {
+  int status;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    for (ChildProcess& c : children_) {
+      if (c.Reap(pid, status)) c.Drain(true);
+    }
+  }
+}
+
+void LocalJob::StopAll() {
+  for (ChildProcess& c : children_) {
+    if (c.running()) c.Signal(SIGTERM);
+  }
+  const auto start = Clock::now();
+  while (MillisSince(start) < 3000) {
+    ReapChildren();
+    bool any = false;
+    for (const ChildProcess& c : children_) any |= c.running();
+    if (!any) break;
+    PumpOutput(20);
+  }
+  for (ChildProcess& c : children_) {
+    if (c.running()) {
+      Say(c.label() + " did not stop on SIGTERM; sending SIGKILL");
+      c.Signal(SIGKILL);
+    }
+  }
+  for (ChildProcess& c : children_) {
+    if (c.running()) {
+      int status;
+      waitpid(c.pid(), &status, 0);
+      c.Reap(c.pid(), status);
+    }
+    c.Signal(SIGKILL);  // anything a role left behind in its group
+    c.Drain(true);
+  }
+  if (!run_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(run_dir_, ec);
+  }
+}
+
+int LocalJob::Fail(const std::string& reason) {
+  Say("job failed: " + reason + "; stopping every process");
+  StopAll();
+  Say("job failed: " + reason);
+  return 1;
+}
+
+int LocalJob::Run() {
+  struct sigaction sa{};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  char tmpl[] = "/tmp/een-job-XXXXXX";
+  if (mkdtemp(tmpl)) run_dir_ = tmpl;
+  children_.reserve(1 + config_.ps + config_.workers);
+  if (Status s = StartCoordinator(); !s.ok()) return Fail(s.message());
+  Say("coordinator at " + coordinator_address_ + "; starting " + std::to_string(config_.ps) +
+      " PS and " + std::to_string(config_.workers) + " workers: " + command_[0]);
+  if (Status s = StartRoles(); !s.ok()) return Fail(s.message());
+
+  const size_t first_worker = 1 + config_.ps;
+  bool workers_done = false;
+  Clock::time_point workers_done_at, failure_at;
+  std::string failure;
+  while (true) {
+    PumpOutput(50);
+    ReapChildren();
+    if (g_signal != 0) {
+      const char* name = sigabbrev_np(g_signal);
+      Say(std::string("interrupted by SIG") + (name ? name : "?") + "; stopping every process");
+      StopAll();
+      Say("job interrupted; every process stopped");
+      return 130;
+    }
+    if (failure.empty()) {
+      for (size_t i = 0; i < children_.size(); ++i) {
+        const ChildProcess& c = children_[i];
+        if (!c.exited()) continue;
+        // A clean exit is never a failure by itself: a coordinator or PS
+        // that ends early leaves workers that fail loudly on their own.
+        if (!c.succeeded()) {
+          failure = c.label() + " (pid " + std::to_string(c.pid()) + ") " + c.ExitDescription();
+          Say(failure);
+          failure_at = Clock::now();
+          break;
+        }
+      }
+    }
+    if (!failure.empty()) {
+      // Let the coordinator say which process and step, then stop everyone.
+      const bool coordinator_gone = children_[0].exited();
+      if (coordinator_gone || MillisSince(failure_at) > config_.failover_threshold.count() + 1500) {
+        return Fail(failure);
+      }
+      continue;
+    }
+    if (!workers_done) {
+      workers_done = true;
+      for (size_t i = first_worker; i < children_.size(); ++i) workers_done &= children_[i].exited();
+      if (workers_done) workers_done_at = Clock::now();
+    }
+    if (workers_done) {
+      bool all = true;
+      for (const ChildProcess& c : children_) all &= c.exited();
+      if (all) {
+        StopAll();
+        Say("job finished: all " + std::to_string(config_.workers) + " workers succeeded");
+        return 0;
+      }
+      if (MillisSince(workers_done_at) > 4 * config_.failover_threshold.count() + 5000) {
+        return Fail("the coordinator or a PS did not stop after every worker finished");
+      }
+    }
+  }
+}
+
+}  // namespace een

@@ -1,0 +1,47 @@
+// LocalJob: a whole job on this machine (the `local` launch backend).
+//
+// Run() starts the coordinator, waits until it listens, then the PS
+// processes and the workers (the user's command), each with the EEN_*
+// environment that tells it its role. It forwards every child's output,
+// prefixed with its role and rank, and supervises them:
+//  - every worker exits 0 -> waits for the coordinator and PS to finish -> 0;
+//  - any child fails or dies -> gives the coordinator a moment to name the
+//    process and step, stops every child (SIGTERM, then SIGKILL) -> 1;
+//  - SIGINT/SIGTERM to een-launch -> stops every child -> 130.
+// No child outlives Run(). Thread safety: call Run() once, from main.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/job_config.h"
+#include "launcher/child_process.h"
+
+namespace een {
+
+class LocalJob {
+ public:
+  LocalJob(JobConfig config, std::vector<std::string> command, std::string bin_dir)
+      : config_(std::move(config)), command_(std::move(command)), bin_dir_(std::move(bin_dir)) {}
+
+  // The exit code for een-launch.
+  int Run();
+
+ private:
+  Status StartCoordinator();
+  Status StartRoles();
+  std::map<std::string, std::string> RoleEnvironment(const std::string& role, int rank) const;
+  void PumpOutput(int timeout_ms);
+  void ReapChildren();
+  void StopAll();
+  int Fail(const std::string& reason);
+
+  JobConfig config_;
+  std::vector<std::string> command_;
+  std::string bin_dir_;
+  std::string run_dir_;
+  std::string coordinator_address_;
+  std::vector<ChildProcess> children_;  // [0] coordinator, then PS, then workers
+};
+
+}  // namespace een

@@ -1,0 +1,122 @@
+#include "ps/chunk_store.h"
+
+#include <cstring>
+
+namespace een::ps {
+
+Result<std::unique_ptr<ChunkStore>> ChunkStore::Create(const ShardMap& map, uint32_t ps,
+                                                       int num_workers,
+                                                       const OptimizerConfig& optimizer) {
+  if (num_workers < 1) return InvalidArgument("a PS needs at least one worker");
+  std::unique_ptr<ChunkStore> store(new ChunkStore(map, num_workers));
+  EEN_ASSIGN_OR_RETURN(store->optimizer_, Optimizer::Create(optimizer));
+  const int slots_per_chunk = 1 + (store->optimizer_ ? store->optimizer_->state_slots() : 0);
+  std::vector<uint32_t> owned = map.ChunksOwnedBy(ps);
+  size_t bytes = 0;
+  for (uint32_t c : owned) bytes += slots_per_chunk * Arena::BytesFor(map.chunks()[c].numel);
+  EEN_ASSIGN_OR_RETURN(Arena arena, Arena::Create(bytes));
+  store->arena_ = std::make_shared<Arena>(std::move(arena));
+  store->slot_of_.assign(map.chunks().size(), -1);
+  store->slots_.resize(owned.size());
+  for (size_t i = 0; i < owned.size(); ++i) {
+    const uint32_t c = owned[i];
+    const uint32_t n = map.chunks()[c].numel;
+    Slot& s = store->slots_[i];
+    s.values = store->arena_->Allocate(n);
+    for (int k = 1; k < slots_per_chunk; ++k) s.state.push_back(store->arena_->Allocate(n));
+    if (store->optimizer_) store->optimizer_->InitState(s.state.data(), n);
+    s.contributions.resize(num_workers);
+    store->slot_of_[c] = static_cast<int32_t>(i);
+  }
+  return store;
+}
+
+bool ChunkStore::HasContribution(uint32_t chunk, int worker) const {
+  return SlotOf(chunk).contributions[worker].data() != nullptr;
+}
+
+Status ChunkStore::SetInitial(uint32_t chunk, const transport::Frame& values) {
+  if (!Owns(chunk)) return InvalidArgument("chunk " + std::to_string(chunk) + " is not here");
+  Slot& s = slots_[slot_of_[chunk]];
+  const uint32_t n = Numel(chunk);
+  if (values.size() != n * sizeof(float)) {
+    return InvalidArgument("initial values of chunk " + std::to_string(chunk) + ": " +
+                           std::to_string(values.size()) + " bytes, expected " +
+                           std::to_string(n * sizeof(float)));
+  }
+  if (s.initialized) {
+    return FailedPrecondition("chunk " + std::to_string(chunk) + " is already initialized");
+  }
+  std::memcpy(s.values, values.data(), values.size());
+  s.initialized = true;
+  return Status::Ok();
+}
+
+Result<bool> ChunkStore::AddGradient(uint32_t chunk, int worker, uint64_t step,
+                                     transport::Frame grad) {
+  if (!Owns(chunk)) return InvalidArgument("chunk " + std::to_string(chunk) + " is not here");
+  if (worker < 0 || worker >= num_workers_) {
+    return InvalidArgument("worker rank " + std::to_string(worker) + " out of range");
+  }
+  Slot& s = slots_[slot_of_[chunk]];
+  if (!s.initialized) {
+    return FailedPrecondition("chunk " + std::to_string(chunk) + " has no initial values yet");
+  }
+  if (step != s.version) {
+    return FailedPrecondition("gradient of chunk " + std::to_string(chunk) + " for step " +
+                              std::to_string(step) + ", but the chunk is at step " +
+                              std::to_string(s.version));
+  }
+  if (grad.size() != Numel(chunk) * sizeof(float)) {
+    return InvalidArgument("gradient of chunk " + std::to_string(chunk) + ": " +
+                           std::to_string(grad.size()) + " bytes, expected " +
+                           std::to_string(Numel(chunk) * sizeof(float)));
+  }
+  if (s.contributions[worker].data() != nullptr) {
+    return FailedPrecondition("duplicate gradient from worker " + std::to_string(worker) +
+                              " for chunk " + std::to_string(chunk) + " step " +
+                              std::to_string(step));
+  }
+  s.contributions[worker] = std::move(grad);
+  if (++s.received < num_workers_) return false;
+  Aggregate(chunk, s);
+  return true;
+}
+
+void ChunkStore::Aggregate(uint32_t chunk, Slot& s) {
+  const uint32_t n = Numel(chunk);
+  float* mean;
+  if (optimizer_) {
+    scratch_.resize(n);
+    mean = scratch_.data();
+  } else {
+    s.mean = std::make_shared<std::vector<float>>(n);  // lent out to pulls: a fresh buffer
+    mean = s.mean->data();
+  }
+  // Sum in rank order, so the result does not depend on arrival order.
+  std::memcpy(mean, s.contributions[0].data(), n * sizeof(float));
+  for (int w = 1; w < num_workers_; ++w) {
+    const float* g = reinterpret_cast<const float*>(s.contributions[w].data());
+    for (uint32_t i = 0; i < n; ++i) mean[i] += g[i];
+  }
+  const float workers = static_cast<float>(num_workers_);
+  for (uint32_t i = 0; i < n; ++i) mean[i] /= workers;
+  for (auto& f : s.contributions) f = transport::Frame();
+  s.received = 0;
+  if (optimizer_) optimizer_->Apply(s.values, mean, s.state.data(), n, s.version + 1);
+  s.version++;
+}
+
+transport::Frame ChunkStore::Values(uint32_t chunk) const {
+  const Slot& s = SlotOf(chunk);
+  return transport::Frame::Borrow(s.values, Numel(chunk) * sizeof(float),
+                                  std::shared_ptr<const void>(arena_, s.values));
+}
+
+transport::Frame ChunkStore::MeanGradient(uint32_t chunk) const {
+  const Slot& s = SlotOf(chunk);
+  if (!s.mean) return transport::Frame();
+  return transport::Frame::Borrow(s.mean->data(), s.mean->size() * sizeof(float), s.mean);
+}
+
+}  // namespace een::ps

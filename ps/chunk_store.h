@@ -1,0 +1,77 @@
+// ChunkStore: the chunks one PS owns, and BSP aggregation over them.
+//
+// Every owned chunk has its values and optimizer state in the PS Arena and a
+// version: the number of steps applied. For step t == version, each of the
+// `num_workers` workers contributes one gradient; when the last arrives the
+// contributions are summed in worker-rank order (reproducible run to run),
+// divided by the number of workers (DDP's mean), and either the optimizer is
+// applied once or (sum mode) the mean is kept for pulling. Then version = t+1.
+// Contributions are held zero-copy (the received Frames) until aggregated.
+// Callers validate messages first; methods here return InvalidArgument or
+// FailedPrecondition for anything inconsistent and change nothing then.
+// Thread safety: single-threaded (the PS event loop).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/shard_map.h"
+#include "common/status.h"
+#include "common/transport/frame.h"
+#include "een/optimizer.h"
+#include "ps/arena.h"
+#include "ps/optimizer.h"
+
+namespace een::ps {
+
+class ChunkStore {
+ public:
+  static Result<std::unique_ptr<ChunkStore>> Create(const ShardMap& map, uint32_t ps,
+                                                    int num_workers,
+                                                    const OptimizerConfig& optimizer);
+
+  bool Owns(uint32_t chunk) const { return chunk < slot_of_.size() && slot_of_[chunk] >= 0; }
+  uint32_t Numel(uint32_t chunk) const { return map_.chunks()[chunk].numel; }
+  uint64_t Version(uint32_t chunk) const { return SlotOf(chunk).version; }
+  bool Initialized(uint32_t chunk) const { return SlotOf(chunk).initialized; }
+  bool HasContribution(uint32_t chunk, int worker) const;
+  bool sum_mode() const { return optimizer_ == nullptr; }
+  int num_workers() const { return num_workers_; }
+  const Arena& arena() const { return *arena_; }
+  size_t owned_chunks() const { return slots_.size(); }
+
+  // Rank 0's starting values; once per chunk.
+  Status SetInitial(uint32_t chunk, const transport::Frame& values);
+  // One worker's gradient for step `step` (== Version). Returns true when this
+  // completed the step (the update is applied and Version moved on).
+  Result<bool> AddGradient(uint32_t chunk, int worker, uint64_t step, transport::Frame grad);
+  // Values (or, in sum mode, the last mean gradient) as zero-copy frames.
+  transport::Frame Values(uint32_t chunk) const;
+  transport::Frame MeanGradient(uint32_t chunk) const;
+
+ private:
+  struct Slot {
+    float* values = nullptr;
+    std::vector<float*> state;
+    uint64_t version = 0;
+    bool initialized = false;
+    std::vector<transport::Frame> contributions;  // per worker, for step `version`
+    int received = 0;
+    std::shared_ptr<std::vector<float>> mean;     // sum mode: last step's mean
+  };
+
+  ChunkStore(const ShardMap& map, int num_workers) : map_(map), num_workers_(num_workers) {}
+  const Slot& SlotOf(uint32_t chunk) const { return slots_[slot_of_[chunk]]; }
+  void Aggregate(uint32_t chunk, Slot& slot);
+
+  ShardMap map_;
+  int num_workers_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::shared_ptr<Arena> arena_;  // shared with every frame lent out of it
+  std::vector<int32_t> slot_of_;             // chunk id -> slot, -1 if not owned
+  std::vector<Slot> slots_;
+  std::vector<float> scratch_;               // the mean gradient being applied
+};
+
+}  // namespace een::ps

@@ -1,0 +1,268 @@
+#include "ps/parameter_server.h"
+
+#include <unistd.h>
+
+#include <set>
+
+#include "common/logging.h"
+#include "common/optimizer_wire.h"
+#include "common/transport/rdma/rdma_probe.h"
+#include "common/wire.h"
+
+namespace een::ps {
+
+using std::chrono::milliseconds;
+using transport::Frame;
+using transport::Message;
+using Clock = std::chrono::steady_clock;
+
+Status ParameterServer::Join(const std::atomic<bool>& stop) {
+  EEN_ASSIGN_OR_RETURN(transport::Device * data_device, transport::DeviceFor(env_.DataListenAddress()));
+  EEN_ASSIGN_OR_RETURN(listener_, data_device->Listen(env_.DataListenAddress()));
+  spdlog::info("data plane: {} on {}; {}", data_device->name(), listener_->address(),
+               transport::DescribeRdmaDevices());
+  EEN_ASSIGN_OR_RETURN(transport::Device * control_device, transport::DeviceFor(env_.coordinator));
+  EEN_ASSIGN_OR_RETURN(control_, control_device->Connect(env_.coordinator));
+  {
+    capnp::MallocMessageBuilder b;
+    auto reg = b.initRoot<wire::Header>().initRegister();
+    reg.setRole(wire::Role::PS);
+    reg.setRank(env_.rank);
+    reg.setHost(HostName());
+    reg.setPid(getpid());
+    reg.setDataAddress(listener_->address());
+    EEN_RETURN_IF_ERROR(control_->Send(Message{{wire::Encode(b)}}));
+  }
+  const auto deadline = Clock::now() + env_.startup_timeout;
+  OptimizerConfig optimizer;
+  int workers = 0;
+  bool started = false;
+  while (!started) {
+    if (stop) return Aborted("stopped before the job started");
+    if (Clock::now() > deadline) {
+      return DeadlineExceeded("no job start from the coordinator at " + env_.coordinator +
+                              " within " + std::to_string(env_.startup_timeout.count()) + " ms");
+    }
+    auto reply = control_->Receive(milliseconds(100));
+    if (!reply.ok()) continue;
+    EEN_RETURN_IF_ERROR(wire::Visit(*reply, [&](wire::Header::Reader h) -> Status {
+      if (h.isError()) return Aborted("coordinator refused this PS: " + std::string(h.getError().getMessage().cStr()));
+      if (!h.isJobStart()) return Status::Ok();
+      auto js = h.getJobStart();
+      EEN_ASSIGN_OR_RETURN(map_, ShardMap::FromWire(js.getMap()));
+      EEN_ASSIGN_OR_RETURN(optimizer, OptimizerFromWire(js.getOptimizer()));
+      workers = js.getWorldSize();
+      if (js.getRank() != env_.rank) env_.rank = js.getRank();
+      started = true;
+      return Status::Ok();
+    }));
+  }
+  if (env_.rank < 0 || static_cast<uint32_t>(env_.rank) >= map_.num_ps()) {
+    return InvalidArgument("PS rank " + std::to_string(env_.rank) + " is not in the shard map");
+  }
+  EEN_ASSIGN_OR_RETURN(store_, ChunkStore::Create(map_, env_.rank, workers, optimizer));
+  EEN_ASSIGN_OR_RETURN(transport::MemoryRegion region,
+                       data_device->RegisterMemory(store_->arena().data(), store_->arena().size()));
+  (void)region;  // ZeroMQ needs no registration; RDMA will keep it for the arena's life
+  spdlog::info("holding {} chunks ({} bytes of arena) for {} workers; optimizer {}",
+               store_->owned_chunks(), store_->arena().size(), workers,
+               OptimizerName(optimizer.kind));
+  EEN_ASSIGN_OR_RETURN(auto hb_connection, control_device->Connect(env_.coordinator));
+  heartbeat_ = std::make_unique<HeartbeatSender>(
+      std::move(hb_connection), env_.heartbeat_interval, env_.failover_threshold,
+      [this](wire::Heartbeat::Builder hb) {
+        hb.setRole(wire::Role::PS);
+        hb.setRank(env_.rank);
+        hb.setStep(step_.load());
+      });
+  return Status::Ok();
+}
+
+Status ParameterServer::Serve(const std::atomic<bool>& stop) {
+  while (true) {
+    if (stop) return Status::Ok();
+    if (heartbeat_->state() == HeartbeatSender::State::kShutdown) {
+      capnp::MallocMessageBuilder b;
+      b.initRoot<wire::Header>().setLeave();
+      (void)control_->Send(Message{{wire::Encode(b)}});
+      spdlog::info("job finished; leaving after {} steps", step_.load());
+      return Status::Ok();
+    }
+    if (heartbeat_->state() == HeartbeatSender::State::kAborted) {
+      return Aborted(heartbeat_->reason());
+    }
+    auto envelope = listener_->Receive(milliseconds(20));
+    if (envelope.ok()) Handle(*envelope);
+  }
+}
+
+void ParameterServer::SendError(const transport::PeerId& peer, wire::ErrorCode code,
+                                const std::string& text, uint64_t request_id) {
+  spdlog::warn("refused a message from {}: {}", peer.size() <= 16 ? "a worker" : peer, text);
+  (void)listener_->Send(peer, wire::MakeError(code, text, request_id));
+}
+
+void ParameterServer::Handle(const transport::Envelope& envelope) {
+  Status s = wire::Visit(envelope.message, [&](wire::Header::Reader h) -> Status {
+    if (h.isPush()) return HandlePush(envelope.from, h.getPush(), envelope.message);
+    if (h.isPull()) return HandlePull(envelope.from, h.getPull());
+    return InvalidArgument("a PS takes only push and pull messages");
+  });
+  if (!s.ok()) {
+    wire::ErrorCode code = s.code() == StatusCode::kFailedPrecondition
+                               ? wire::ErrorCode::FAILED_PRECONDITION
+                               : wire::ErrorCode::INVALID_ARGUMENT;
+    if (s.code() == StatusCode::kUnavailable) code = wire::ErrorCode::STALE_EPOCH;
+    SendError(envelope.from, code, "PS " + std::to_string(env_.rank) + ": " + s.message(), 0);
+  }
+}
+
+Status ParameterServer::CheckChunks(capnp::List<uint32_t>::Reader chunks) {
+  std::set<uint32_t> seen;
+  for (uint32_t c : chunks) {
+    if (!store_->Owns(c)) {
+      return InvalidArgument("chunk " + std::to_string(c) + " is not held by this PS");
+    }
+    if (!seen.insert(c).second) return InvalidArgument("chunk " + std::to_string(c) + " listed twice");
+  }
+  return Status::Ok();
+}
+
+Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Reader push,
+                                   const Message& message) {
+  if (push.getEpoch() != map_.epoch()) {
+    return Unavailable("push with shard map epoch " + std::to_string(push.getEpoch()) +
+                       ", current epoch is " + std::to_string(map_.epoch()));
+  }
+  const int worker = push.getWorker();
+  if (worker < 0 || worker >= store_->num_workers()) {
+    return InvalidArgument("push from worker rank " + std::to_string(worker) + " of " +
+                           std::to_string(store_->num_workers()));
+  }
+  if (push.getDtype() != wire::DType::F32) {
+    return InvalidArgument("push payload dtype " + std::to_string(int(push.getDtype())) +
+                           " is not supported yet (only f32)");
+  }
+  auto chunks = push.getChunks();
+  if (chunks.size() != message.payload_count()) {
+    return InvalidArgument("push lists " + std::to_string(chunks.size()) + " chunks but carries " +
+                           std::to_string(message.payload_count()) + " payload frames");
+  }
+  EEN_RETURN_IF_ERROR(CheckChunks(chunks));
+  for (uint32_t i = 0; i < chunks.size(); ++i) {
+    const size_t want = size_t{store_->Numel(chunks[i])} * sizeof(float);
+    if (message.payload(i).size() != want) {
+      return InvalidArgument("chunk " + std::to_string(chunks[i]) + " payload has " +
+                             std::to_string(message.payload(i).size()) + " bytes, expected " +
+                             std::to_string(want));
+    }
+  }
+  if (push.getKind() == wire::PushKind::INITIAL) {
+    if (worker != 0) return InvalidArgument("only worker 0 sets initial values");
+    for (uint32_t c : chunks) {
+      if (store_->Initialized(c)) {
+        return FailedPrecondition("chunk " + std::to_string(c) + " already has initial values");
+      }
+    }
+    for (uint32_t i = 0; i < chunks.size(); ++i) {
+      EEN_RETURN_IF_ERROR(store_->SetInitial(chunks[i], message.payload(i)));
+    }
+    AnswerReadyPulls();
+    return Status::Ok();
+  }
+  const uint64_t step = push.getStep();
+  for (uint32_t c : chunks) {
+    if (!store_->Initialized(c)) return FailedPrecondition("chunk " + std::to_string(c) + " has no initial values yet");
+    if (step < store_->Version(c) || store_->HasContribution(c, worker)) {
+      spdlog::warn("dropped a duplicate push from worker {} for step {} (chunk {} is at step {})",
+                   worker, step, c, store_->Version(c));
+      return Status::Ok();
+    }
+    if (step > store_->Version(c)) {
+      return FailedPrecondition("push for step " + std::to_string(step) + " but chunk " +
+                                std::to_string(c) + " is at step " +
+                                std::to_string(store_->Version(c)));
+    }
+  }
+  bool completed = false;
+  for (uint32_t i = 0; i < chunks.size(); ++i) {
+    EEN_ASSIGN_OR_RETURN(bool done, store_->AddGradient(chunks[i], worker, step, message.payload(i)));
+    completed |= done;
+  }
+  if (completed) {
+    if (step + 1 > step_) step_ = step + 1;
+    AnswerReadyPulls();
+  }
+  (void)peer;
+  return Status::Ok();
+}
+
+Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Reader pull) {
+  if (pull.getEpoch() != map_.epoch()) {
+    return Unavailable("pull with shard map epoch " + std::to_string(pull.getEpoch()) +
+                       ", current epoch is " + std::to_string(map_.epoch()));
+  }
+  if (pull.getWorker() < 0 || pull.getWorker() >= store_->num_workers()) {
+    return InvalidArgument("pull from worker rank " + std::to_string(pull.getWorker()));
+  }
+  EEN_RETURN_IF_ERROR(CheckChunks(pull.getChunks()));
+  if (pull.getGradients() && (!store_->sum_mode() || pull.getMinVersion() == 0)) {
+    return InvalidArgument("gradients can be pulled only in sum mode, for a step that ran");
+  }
+  PendingPull p{peer, pull.getRequestId(), pull.getMinVersion(), pull.getGradients(), {}};
+  for (uint32_t c : pull.getChunks()) {
+    if (p.gradients && store_->Version(c) > p.min_version) {
+      return FailedPrecondition("the mean gradient of step " + std::to_string(p.min_version - 1) +
+                                " for chunk " + std::to_string(c) + " is gone (chunk at step " +
+                                std::to_string(store_->Version(c)) + ")");
+    }
+    p.chunks.push_back(c);
+  }
+  if (Ready(p)) {
+    Answer(p);
+  } else {
+    pending_.push_back(std::move(p));
+  }
+  return Status::Ok();
+}
+
+bool ParameterServer::Ready(const PendingPull& p) const {
+  for (uint32_t c : p.chunks) {
+    if (!store_->Initialized(c) || store_->Version(c) < p.min_version) return false;
+  }
+  return true;
+}
+
+void ParameterServer::Answer(const PendingPull& p) {
+  capnp::MallocMessageBuilder b;
+  auto reply = b.initRoot<wire::Header>().initPullReply();
+  reply.setRequestId(p.request_id);
+  reply.setDtype(wire::DType::F32);
+  auto list = reply.initChunks(p.chunks.size());
+  uint64_t version = UINT64_MAX;
+  Message m;
+  m.frames.emplace_back();
+  for (size_t i = 0; i < p.chunks.size(); ++i) {
+    list.set(i, p.chunks[i]);
+    version = std::min(version, store_->Version(p.chunks[i]));
+    m.frames.push_back(p.gradients ? store_->MeanGradient(p.chunks[i]) : store_->Values(p.chunks[i]));
+  }
+  reply.setVersion(p.chunks.empty() ? 0 : version);
+  m.frames[0] = wire::Encode(b);
+  if (Status s = listener_->Send(p.peer, std::move(m)); !s.ok()) {
+    spdlog::warn("could not answer a pull: {}", s.ToString());
+  }
+}
+
+void ParameterServer::AnswerReadyPulls() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (Ready(*it)) {
+      Answer(*it);
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace een::ps

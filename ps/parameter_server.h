@@ -1,0 +1,66 @@
+// ParameterServer: one PS process's event loop.
+//
+// Join(): listens for workers on the data address, registers with the
+// coordinator, and waits for the job to start (shard map + optimizer).
+// Serve(): answers Push and Pull messages until the coordinator ends the job
+// (Ok), the job is aborted or the coordinator is lost (Aborted), or `stop`
+// turns true (Ok). Every message is validated whole before any of it is
+// applied; a bad one gets an Error answer and changes nothing, a duplicate
+// gradient is dropped with a log line. Pulls wait until every chunk asked
+// for has reached the version asked for.
+// Thread safety: Serve() runs on one thread; the heartbeat has its own.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+
+#include "common/heartbeat_sender.h"
+#include "common/job_env.h"
+#include "common/shard_map.h"
+#include "common/transport/device.h"
+#include "ps/chunk_store.h"
+
+namespace een::ps {
+
+class ParameterServer {
+ public:
+  explicit ParameterServer(JobEnvironment env) : env_(std::move(env)) {}
+
+  Status Join(const std::atomic<bool>& stop);
+  Status Serve(const std::atomic<bool>& stop);
+
+  // For tests: the store once joined.
+  const ChunkStore* store() const { return store_.get(); }
+
+ private:
+  struct PendingPull {
+    transport::PeerId peer;
+    uint64_t request_id;
+    uint64_t min_version;
+    bool gradients;
+    std::vector<uint32_t> chunks;
+  };
+
+  void Handle(const transport::Envelope& envelope);
+  Status HandlePush(const transport::PeerId& peer, wire::Push::Reader push,
+                    const transport::Message& message);
+  Status HandlePull(const transport::PeerId& peer, wire::Pull::Reader pull);
+  Status CheckChunks(capnp::List<uint32_t>::Reader chunks);
+  bool Ready(const PendingPull& pull) const;
+  void Answer(const PendingPull& pull);
+  void AnswerReadyPulls();
+  void SendError(const transport::PeerId& peer, wire::ErrorCode code, const std::string& text,
+                 uint64_t request_id);
+
+  JobEnvironment env_;
+  std::unique_ptr<transport::Listener> listener_;
+  std::unique_ptr<transport::Connection> control_;
+  std::unique_ptr<HeartbeatSender> heartbeat_;
+  ShardMap map_;
+  std::unique_ptr<ChunkStore> store_;
+  std::deque<PendingPull> pending_;
+  std::atomic<uint64_t> step_{0};
+};
+
+}  // namespace een::ps

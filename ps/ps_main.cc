@@ -1,0 +1,31 @@
+// een-ps: a parameter-server process. Started by een-launch (or any
+// scheduler that sets the EEN_* environment); see parameter_server.h.
+#include <csignal>
+
+#include "common/logging.h"
+#include "ps/parameter_server.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+}  // namespace
+
+int main() {
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  auto env = een::JobEnvironment::FromProcess("een-ps");
+  een::InitLogging(env.ok() ? "ps " + std::to_string(env->rank) : "ps");
+  if (!env.ok()) {
+    spdlog::error("{}", env.status().message());
+    return 2;
+  }
+  env->role = "ps";
+  een::ps::ParameterServer server(*env);
+  een::Status s = server.Join(g_stop);
+  if (s.ok()) s = server.Serve(g_stop);
+  if (!s.ok()) {
+    spdlog::error("stopping: {}", s.ToString());
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,126 @@
+// fashion_mnist: a small CNN trained data-parallel through EEN.
+//
+//   een-launch --ps 2 --workers 4 -- build/bin/fashion_mnist
+//
+// With no arguments it uses the README job's settings (3 epochs, batch 32 per
+// worker, Adam on the parameter servers). Rank 0 evaluates on the test set at
+// the end and prints `test accuracy: NN.N%` on a line of its own.
+#include <een/data_parallel.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+
+#include "samples/common/fashion_mnist.h"
+
+namespace {
+
+struct Net : torch::nn::Module {
+  Net()
+      : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 16, 5)))),
+        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 5)))),
+        fc1(register_module("fc1", torch::nn::Linear(512, 64))),
+        fc2(register_module("fc2", torch::nn::Linear(64, 10))) {}
+
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::max_pool2d(torch::relu(conv1->forward(x)), 2);
+    x = torch::max_pool2d(torch::relu(conv2->forward(x)), 2);
+    x = torch::relu(fc1->forward(x.flatten(1)));
+    return fc2->forward(x);
+  }
+
+  torch::nn::Conv2d conv1, conv2;
+  torch::nn::Linear fc1, fc2;
+};
+
+double Evaluate(Net& net, const een::samples::LabelledImages& test) {
+  torch::NoGradGuard no_grad;
+  net.eval();
+  int64_t correct = 0;
+  const int64_t n = test.images.size(0);
+  for (int64_t i = 0; i < n; i += 1000) {
+    auto x = test.images.slice(0, i, std::min(n, i + 1000));
+    auto y = test.labels.slice(0, i, std::min(n, i + 1000));
+    correct += net.forward(x).argmax(1).eq(y).sum().item<int64_t>();
+  }
+  net.train();
+  return 100.0 * correct / n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"fashion_mnist: train a small CNN on Fashion-MNIST through EEN"};
+  int epochs = 3, batch = 32, log_every = 100;
+  int64_t train_limit = 0, test_limit = 0;
+  double lr = 2e-3, momentum = 0.9;
+  std::string optimizer = "adam", save;
+  uint64_t seed = 1;
+  app.add_option("--epochs", epochs, "passes over the training set")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", batch, "samples per worker per step")->check(CLI::PositiveNumber);
+  app.add_option("--lr", lr, "learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--optimizer", optimizer, "server optimizer")->check(CLI::IsMember({"adam", "sgd"}));
+  app.add_option("--momentum", momentum, "SGD momentum");
+  app.add_option("--train-limit", train_limit, "use only the first N training images");
+  app.add_option("--test-limit", test_limit, "evaluate on the first N test images");
+  app.add_option("--seed", seed, "seed of the initial model (rank 0) and the shuffle");
+  app.add_option("--log-every", log_every, "steps between loss lines on rank 0");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    torch::manual_seed(seed);
+    auto net = std::make_shared<Net>();
+    een::DataParallelOptions options;
+    options.optimizer = optimizer == "adam" ? een::OptimizerConfig::Adam(lr)
+                                            : een::OptimizerConfig::SGD(lr, momentum);
+    een::DataParallel dp(*net, options);
+    const auto train = een::samples::LoadFashionMnist(true, train_limit);
+    een::DistributedSampler sampler(train.images.size(0), dp.rank(), dp.world_size(), true, seed);
+    if (dp.rank() == 0) {
+      std::printf("training on %lld images, %d workers x batch %d, %d epochs, %s lr %g\n",
+                  static_cast<long long>(train.images.size(0)), dp.world_size(), batch, epochs,
+                  optimizer.c_str(), lr);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    for (int epoch = 0; epoch < epochs; ++epoch) {
+      sampler.set_epoch(epoch);
+      std::vector<size_t> mine = sampler.indices();
+      std::vector<int64_t> idx(mine.begin(), mine.end());
+      auto order = torch::tensor(idx, torch::kLong);
+      double epoch_loss = 0;
+      int64_t steps = 0;
+      for (int64_t i = 0; i < order.size(0); i += batch) {
+        auto take = order.slice(0, i, std::min<int64_t>(order.size(0), i + batch));
+        auto x = train.images.index_select(0, take);
+        auto y = train.labels.index_select(0, take);
+        auto loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+        loss.backward();
+        const double l = loss.item<double>();
+        dp.Step(l, x.size(0));
+        epoch_loss += l;
+        ++steps;
+        if (dp.rank() == 0 && log_every > 0 && dp.step() % log_every == 0) {
+          std::printf("epoch %d step %llu loss %.4f\n", epoch + 1,
+                      static_cast<unsigned long long>(dp.step()), l);
+          std::fflush(stdout);
+        }
+      }
+      if (dp.rank() == 0) {
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::printf("epoch %d done: mean loss %.4f, %.1f s elapsed\n", epoch + 1,
+                    epoch_loss / std::max<int64_t>(steps, 1), secs);
+        std::fflush(stdout);
+      }
+    }
+    if (dp.rank() == 0) {
+      const auto test = een::samples::LoadFashionMnist(false, test_limit);
+      std::printf("test accuracy: %.1f%%\n", Evaluate(*net, test));
+      std::fflush(stdout);
+    }
+    dp.Finish();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

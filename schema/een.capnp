@@ -1,0 +1,169 @@
+# EEN wire schema. Every message on every socket is one `Header` frame,
+# followed by zero or more raw payload frames that never pass through a
+# Cap'n Proto builder (zero-copy). A header that declares payloads says how
+# many and how large; receivers check both against the frames before use.
+@0xd7150cdc5b9c5c61;
+
+$import "/capnp/c++.capnp".namespace("een::wire");
+
+enum Role {
+  coordinator @0;
+  ps @1;
+  worker @2;
+}
+
+enum DType {
+  f32 @0;
+  f16 @1;
+  bf16 @2;
+}
+
+enum OptimizerKind {
+  sgd @0;
+  adam @1;
+  adamw @2;
+  adagrad @3;
+  sum @4;      # no server optimizer: pulls return the mean gradient
+}
+
+struct OptimizerConfig {
+  kind @0 :OptimizerKind;
+  lr @1 :Float64;
+  momentum @2 :Float64;
+  dampening @3 :Float64;
+  nesterov @4 :Bool;
+  weightDecay @5 :Float64;
+  beta1 @6 :Float64 = 0.9;
+  beta2 @7 :Float64 = 0.999;
+  eps @8 :Float64 = 1e-8;
+  lrDecay @9 :Float64;
+  initialAccumulator @10 :Float64;
+}
+
+struct TensorSpec {
+  name @0 :Text;
+  numel @1 :UInt64;
+}
+
+# A contiguous piece of one tensor; the unit of sharding and transfer.
+struct ChunkSpec {
+  tensor @0 :UInt32;
+  offset @1 :UInt64;
+  numel @2 :UInt32;
+  shard @3 :UInt32;
+}
+
+struct ShardMap {
+  epoch @0 :UInt64;
+  tensors @1 :List(TensorSpec);
+  chunks @2 :List(ChunkSpec);
+  shardOwner @3 :List(UInt32);     # virtual shard -> PS index
+  psAddresses @4 :List(Text);      # PS index -> data address
+}
+
+struct Register {
+  role @0 :Role;
+  rank @1 :Int32;                  # requested rank (from EEN_RANK)
+  host @2 :Text;
+  pid @3 :Int32;
+  dataAddress @4 :Text;            # PS: where workers reach it
+  tensors @5 :List(TensorSpec);    # worker: the model it trains
+  optimizer @6 :OptimizerConfig;   # worker: server-side optimizer
+}
+
+struct JobStart {
+  rank @0 :Int32;
+  worldSize @1 :Int32;             # number of workers
+  numPs @2 :Int32;
+  map @3 :ShardMap;
+  optimizer @4 :OptimizerConfig;
+}
+
+enum JobState {
+  starting @0;
+  running @1;
+  shutdown @2;                     # finished cleanly: exit 0
+  aborted @3;                      # see `reason`: exit non-zero
+}
+
+struct Heartbeat {
+  step @0 :UInt64;
+  loss @1 :Float64;
+  samples @2 :UInt64;              # samples processed so far
+  syncMicros @3 :UInt64;           # last step's sync time
+  role @4 :Role;
+  rank @5 :Int32;
+}
+
+struct HeartbeatReply {
+  state @0 :JobState;
+  reason @1 :Text;
+}
+
+struct Barrier {
+  sequence @0 :UInt64;
+}
+
+enum PushKind {
+  gradient @0;
+  initial @1;                      # rank 0's starting values
+}
+
+# Followed by one payload frame per chunk id, numel * sizeof(dtype) bytes.
+struct Push {
+  epoch @0 :UInt64;
+  step @1 :UInt64;
+  worker @2 :Int32;
+  kind @3 :PushKind;
+  dtype @4 :DType;
+  chunks @5 :List(UInt32);
+}
+
+struct Pull {
+  epoch @0 :UInt64;
+  minVersion @1 :UInt64;           # answer once every chunk has reached it
+  worker @2 :Int32;
+  chunks @3 :List(UInt32);
+  requestId @4 :UInt64;
+  gradients @5 :Bool;              # sum mode: the mean gradient of step minVersion-1
+}
+
+# Followed by one payload frame per chunk id.
+struct PullReply {
+  requestId @0 :UInt64;
+  version @1 :UInt64;
+  dtype @2 :DType;
+  chunks @3 :List(UInt32);
+}
+
+enum ErrorCode {
+  invalidArgument @0;
+  staleEpoch @1;
+  failedPrecondition @2;
+  unavailable @3;
+  internal @4;
+}
+
+struct Error {
+  code @0 :ErrorCode;
+  message @1 :Text;
+  requestId @2 :UInt64;
+}
+
+struct Header {
+  union {
+    register @0 :Register;
+    jobStart @1 :JobStart;
+    heartbeat @2 :Heartbeat;
+    heartbeatReply @3 :HeartbeatReply;
+    barrier @4 :Barrier;
+    barrierReply @5 :Barrier;
+    done @6 :Void;                 # worker finished training
+    doneReply @7 :Void;
+    push @8 :Push;
+    pull @9 :Pull;
+    pullReply @10 :PullReply;
+    error @11 :Error;
+    leave @12 :Void;               # PS acknowledges shutdown
+  }
+}

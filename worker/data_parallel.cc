@@ -1,0 +1,226 @@
+// The LibTorch integration: the only worker file that includes torch.
+#include "een/data_parallel.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "common/logging.h"
+#include "worker/bucket_layout.h"
+#include "worker/worker_client.h"
+
+namespace een {
+
+namespace {
+
+void ThrowIfError(const Status& s, const std::string& where) {
+  if (!s.ok()) throw Error("een: " + where + ": " + s.message());
+}
+
+}  // namespace
+
+class DataParallel::Impl {
+ public:
+  Impl(torch::nn::Module& module, DataParallelOptions options);
+  ~Impl();
+
+  void OnGradient(size_t tensor, const torch::Tensor& grad);
+  void Step(double loss, int64_t samples);
+
+  std::unique_ptr<WorkerClient> client_;
+  uint64_t step_ = 0;
+  uint64_t samples_ = 0;
+
+ private:
+  struct BucketState {
+    std::shared_ptr<std::vector<float>> buffer;  // shared with in-flight frames
+    size_t pending = 0;                          // tensors still to arrive
+  };
+
+  void BuildBuckets(size_t bucket_bytes);
+  void ResetBuckets();
+  // Marks tensor `t` as arrived and pushes each bucket it completes.
+  void Arrived(size_t t);
+  void PushBucket(uint32_t bucket);
+  void PullInto(uint64_t version, bool gradients);
+
+  std::vector<torch::Tensor> params_;
+  std::vector<std::string> names_;
+  std::vector<unsigned> hooks_;
+  std::unique_ptr<BucketLayout> layout_;
+  std::vector<BucketState> buckets_;
+  std::vector<float*> bucket_data_;
+  std::vector<bool> arrived_;
+  std::mutex mu_;  // hooks may run on autograd's threads
+};
+
+DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options) {
+  auto env = JobEnvironment::FromProcess("this program");
+  ThrowIfError(env.status(), "cannot join a job");
+  if (spdlog::get("een:worker " + std::to_string(env->rank)) == nullptr) {
+    InitLogging("worker " + std::to_string(env->rank));
+  }
+  if (const char* b = std::getenv("EEN_BUCKET_BYTES")) options.bucket_bytes = std::strtoull(b, nullptr, 10);
+  if (options.bucket_bytes == 0) throw Error("een: bucket_bytes must be positive");
+  std::vector<TensorInfo> tensors;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    const torch::Tensor& p = item.value();
+    if (!p.requires_grad()) continue;
+    if (p.scalar_type() != torch::kFloat || !p.is_cpu() || !p.is_contiguous() || p.is_sparse()) {
+      throw Error("een: parameter '" + item.key() + "' must be a dense contiguous float32 CPU "
+                  "tensor (got " + std::string(c10::toString(p.scalar_type())) + " on " +
+                  p.device().str() + ")");
+    }
+    params_.push_back(p);
+    names_.push_back(item.key());
+    tensors.push_back({item.key(), static_cast<uint64_t>(p.numel())});
+  }
+  if (params_.empty()) throw Error("een: the module has no trainable parameters");
+  auto joined = WorkerClient::Join(*env, tensors, options.optimizer);
+  ThrowIfError(joined.status(), "cannot join the job at " + env->coordinator);
+  client_ = std::move(joined).value();
+  BuildBuckets(options.bucket_bytes);
+
+  // Every worker starts from rank 0's parameters.
+  if (client_->rank() == 0) {
+    const ShardMap& map = client_->map();
+    auto values = std::make_shared<std::vector<float>>(map.TotalNumel());
+    std::vector<uint32_t> chunks;
+    std::vector<const float*> data;
+    size_t at = 0;
+    for (uint32_t c = 0; c < map.chunks().size(); ++c) {
+      const Chunk& chunk = map.chunks()[c];
+      std::memcpy(values->data() + at, params_[chunk.tensor].data_ptr<float>() + chunk.offset,
+                  chunk.numel * sizeof(float));
+      chunks.push_back(c);
+      data.push_back(values->data() + at);
+      at += chunk.numel;
+    }
+    ThrowIfError(client_->Push(wire::PushKind::INITIAL, 0, chunks, data, values),
+                 "sending initial parameters");
+  }
+  PullInto(0, /*gradients=*/false);
+
+  for (size_t i = 0; i < params_.size(); ++i) {
+    hooks_.push_back(params_[i].register_hook([this, i](torch::Tensor grad) { OnGradient(i, grad); }));
+  }
+  spdlog::info("joined as worker {} of {}: {} tensors, {} buckets, optimizer on {}",
+               client_->rank(), client_->world_size(), params_.size(), buckets_.size(),
+               client_->sum_mode() ? "this worker (sum mode)" : "the parameter servers");
+}
+
+DataParallel::Impl::~Impl() {
+  for (size_t i = 0; i < hooks_.size(); ++i) params_[i].remove_hook(hooks_[i]);
+}
+
+void DataParallel::Impl::BuildBuckets(size_t bucket_bytes) {
+  layout_ = std::make_unique<BucketLayout>(client_->map(), bucket_bytes);
+  buckets_.clear();
+  bucket_data_.clear();
+  for (const BucketLayout::Bucket& b : layout_->buckets()) {
+    buckets_.push_back({std::make_shared<std::vector<float>>(b.numel), 0});
+    bucket_data_.push_back(buckets_.back().buffer->data());
+  }
+  ResetBuckets();
+}
+
+void DataParallel::Impl::ResetBuckets() {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    buckets_[b].pending = layout_->buckets()[b].tensors.size();
+  }
+  arrived_.assign(params_.size(), false);
+}
+
+void DataParallel::Impl::Arrived(size_t t) {
+  arrived_[t] = true;
+  uint32_t last = UINT32_MAX;
+  for (const BucketLayout::Segment& s : layout_->segments(t)) {  // in bucket order
+    if (s.bucket == last) continue;
+    last = s.bucket;
+    if (--buckets_[s.bucket].pending == 0) PushBucket(s.bucket);
+  }
+}
+
+void DataParallel::Impl::OnGradient(size_t t, const torch::Tensor& grad) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (arrived_[t]) {
+    throw Error("een: the gradient of '" + names_[t] + "' arrived twice in step " +
+                std::to_string(step_) + "; call Step() after each backward()");
+  }
+  torch::Tensor g = grad;
+  if (g.is_sparse()) throw Error("een: sparse gradient for '" + names_[t] + "' is not supported");
+  if (!g.is_cpu() || g.scalar_type() != torch::kFloat) g = g.to(torch::kCPU, torch::kFloat);
+  g = g.contiguous();
+  layout_->Pack(t, g.data_ptr<float>(), bucket_data_);
+  Arrived(t);
+}
+
+void DataParallel::Impl::PushBucket(uint32_t bucket) {
+  const BucketLayout::Bucket& b = layout_->buckets()[bucket];
+  std::vector<const float*> data;
+  for (size_t off : b.chunk_offsets) data.push_back(bucket_data_[bucket] + off);
+  ThrowIfError(client_->Push(wire::PushKind::GRADIENT, step_, b.chunks, data,
+                             buckets_[bucket].buffer),
+               "pushing gradients of step " + std::to_string(step_));
+}
+
+void DataParallel::Impl::PullInto(uint64_t version, bool gradients) {
+  const ShardMap& map = client_->map();
+  if (gradients) {
+    for (torch::Tensor& p : params_) {
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    }
+  }
+  Status s = client_->Pull(version, gradients, [&](uint32_t c, const float* values) {
+    const Chunk& chunk = map.chunks()[c];
+    torch::Tensor& p = params_[chunk.tensor];
+    float* dst = (gradients ? p.grad() : p).data_ptr<float>() + chunk.offset;
+    std::memcpy(dst, values, chunk.numel * sizeof(float));
+  });
+  ThrowIfError(s, gradients ? "pulling mean gradients" : "pulling parameters");
+}
+
+void DataParallel::Impl::Step(double loss, int64_t samples) {
+  const auto start = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Parameters without a gradient this step contribute zeros.
+    for (size_t t = 0; t < params_.size(); ++t) {
+      if (arrived_[t]) continue;
+      for (const BucketLayout::Segment& s : layout_->segments(t)) {
+        std::memset(bucket_data_[s.bucket] + s.bucket_offset, 0, s.numel * sizeof(float));
+      }
+      Arrived(t);
+    }
+  }
+  PullInto(step_ + 1, client_->sum_mode());
+  std::lock_guard<std::mutex> lock(mu_);
+  ResetBuckets();
+  step_++;
+  samples_ += samples > 0 ? samples : 0;
+  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::steady_clock::now() - start).count();
+  client_->ReportProgress(step_, std::isnan(loss) ? 0.0 : loss, samples_, micros);
+}
+
+DataParallel::DataParallel(torch::nn::Module& module, DataParallelOptions options)
+    : impl_(std::make_unique<Impl>(module, std::move(options))) {}
+
+DataParallel::~DataParallel() {
+  try {
+    Finish();
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+  }
+}
+
+int DataParallel::rank() const { return impl_->client_->rank(); }
+int DataParallel::world_size() const { return impl_->client_->world_size(); }
+uint64_t DataParallel::step() const { return impl_->step_; }
+void DataParallel::Step(double loss, int64_t samples) { impl_->Step(loss, samples); }
+void DataParallel::Barrier() { ThrowIfError(impl_->client_->Barrier(), "barrier"); }
+void DataParallel::Finish() { ThrowIfError(impl_->client_->Finish(), "finishing"); }
+
+}  // namespace een

@@ -1,0 +1,67 @@
+// een::DataParallel: data-parallel training of a LibTorch module through
+// EEN's parameter servers, for a program started by een-launch.
+//
+//   een::DataParallel dp(*model, {.optimizer = een::OptimizerConfig::SGD(0.1, 0.9)});
+//   een::DistributedSampler sampler(n, dp.rank(), dp.world_size());
+//   for (...) {
+//     auto loss = loss_fn(model->forward(x), y);
+//     loss.backward();            // gradients are pushed as buckets fill
+//     dp.Step(loss.item<double>(), x.size(0));  // parameters are fresh again
+//   }
+//   dp.Finish();
+//
+// The constructor joins the job from the EEN_* environment, registers the
+// module's parameters (same names and sizes on every worker) and gives every
+// worker rank 0's initial values. During backward, hooks copy each gradient
+// into fixed buckets (backward order, `bucket_bytes` each) and push a bucket
+// as soon as all of its gradients are in. Step() pushes what is left
+// (parameters that got no gradient count as zero), then pulls the new
+// parameters into the module's own storage (server optimizer), or the mean
+// gradient into each parameter's .grad (OptimizerConfig::Sum(), for a torch
+// optimizer the program steps itself).
+// Parameters must be dense, contiguous float32 CPU tensors.
+// Errors throw een::Error, naming the cause (job aborted, PS lost, ...).
+// Thread safety: one DataParallel per process, used from the training thread.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+
+#include "een/error.h"
+#include "een/optimizer.h"
+#include "een/sampler.h"
+
+namespace een {
+
+struct DataParallelOptions {
+  OptimizerConfig optimizer = OptimizerConfig::SGD(0.01);
+  size_t bucket_bytes = 25u << 20;  // like DDP's bucket_cap_mb=25; EEN_BUCKET_BYTES overrides
+};
+
+class DataParallel {
+ public:
+  DataParallel(torch::nn::Module& module, DataParallelOptions options = {});
+  ~DataParallel();  // Finish()es if still running
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  int rank() const;
+  int world_size() const;
+  uint64_t step() const;
+
+  // Completes one step after backward(). `loss` and `samples` (this worker's
+  // batch size) feed the launcher's progress line.
+  void Step(double loss = std::numeric_limits<double>::quiet_NaN(), int64_t samples = 0);
+  void Barrier();
+  void Finish();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace een

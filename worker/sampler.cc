@@ -1,0 +1,47 @@
+#include "een/sampler.h"
+
+#include <numeric>
+#include <random>
+
+#include "een/error.h"
+
+namespace een {
+
+DistributedSampler::DistributedSampler(size_t dataset_size, int rank, int world_size,
+                                       bool shuffle, uint64_t seed, bool drop_last)
+    : size_(dataset_size), rank_(rank), world_(world_size), shuffle_(shuffle),
+      drop_last_(drop_last), seed_(seed) {
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    throw Error("DistributedSampler: rank " + std::to_string(rank) + " is not in [0, " +
+                std::to_string(world_size) + ")");
+  }
+  if (dataset_size == 0) throw Error("DistributedSampler: the dataset is empty");
+}
+
+size_t DistributedSampler::num_samples() const {
+  return drop_last_ ? size_ / world_ : (size_ + world_ - 1) / world_;
+}
+
+std::vector<size_t> DistributedSampler::permutation() const {
+  std::vector<size_t> order(size_);
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (shuffle_) {
+    // Fisher-Yates with a fixed engine: the same order on every platform.
+    std::mt19937_64 rng(seed_ + epoch_);
+    for (size_t i = size_ - 1; i > 0; --i) {
+      std::swap(order[i], order[rng() % (i + 1)]);
+    }
+  }
+  return order;
+}
+
+std::vector<size_t> DistributedSampler::indices() const {
+  std::vector<size_t> order = permutation();
+  const size_t total = num_samples() * world_;
+  std::vector<size_t> mine;
+  mine.reserve(num_samples());
+  for (size_t pos = rank_; pos < total; pos += world_) mine.push_back(order[pos % size_]);
+  return mine;
+}
+
+}  // namespace een

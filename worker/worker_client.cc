@@ -1,0 +1,254 @@
+#include "worker/worker_client.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "common/logging.h"
+#include "common/optimizer_wire.h"
+#include "common/wire.h"
+
+namespace een {
+
+using std::chrono::milliseconds;
+using transport::Message;
+using Clock = std::chrono::steady_clock;
+
+Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& env,
+                                                         std::vector<TensorInfo> tensors,
+                                                         const OptimizerConfig& optimizer) {
+  EEN_RETURN_IF_ERROR(ValidateOptimizer(optimizer));
+  std::unique_ptr<WorkerClient> c(new WorkerClient(env));
+  EEN_ASSIGN_OR_RETURN(transport::Device * control_device, transport::DeviceFor(env.coordinator));
+  EEN_ASSIGN_OR_RETURN(c->control_, control_device->Connect(env.coordinator));
+  {
+    capnp::MallocMessageBuilder b;
+    auto reg = b.initRoot<wire::Header>().initRegister();
+    reg.setRole(wire::Role::WORKER);
+    reg.setRank(env.rank);
+    reg.setHost(HostName());
+    reg.setPid(getpid());
+    auto ts = reg.initTensors(tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      ts[i].setName(tensors[i].name);
+      ts[i].setNumel(tensors[i].numel);
+    }
+    OptimizerToWire(optimizer, reg.initOptimizer());
+    EEN_RETURN_IF_ERROR(c->control_->Send(Message{{wire::Encode(b)}}));
+  }
+  Status decoded;
+  EEN_RETURN_IF_ERROR(c->AwaitControl(
+      [&](wire::Header::Reader h) {
+        if (!h.isJobStart()) return false;
+        auto js = h.getJobStart();
+        c->rank_ = js.getRank();
+        c->world_size_ = js.getWorldSize();
+        auto map = ShardMap::FromWire(js.getMap());
+        auto opt = OptimizerFromWire(js.getOptimizer());
+        if (!map.ok()) decoded = map.status();
+        else if (!opt.ok()) decoded = opt.status();
+        else {
+          c->map_ = std::move(map).value();
+          c->optimizer_ = *opt;
+        }
+        return true;
+      },
+      env.startup_timeout, "the job to start"));
+  EEN_RETURN_IF_ERROR(decoded);
+  c->ps_chunks_.resize(c->map_.num_ps());
+  for (uint32_t i = 0; i < c->map_.chunks().size(); ++i) {
+    c->ps_chunks_[c->map_.OwnerOfChunk(i)].push_back(i);
+  }
+  for (const std::string& address : c->map_.ps_addresses()) {
+    EEN_ASSIGN_OR_RETURN(transport::Device * device, transport::DeviceFor(address));
+    EEN_ASSIGN_OR_RETURN(auto connection, device->Connect(address));
+    c->ps_.push_back(std::move(connection));
+  }
+  EEN_ASSIGN_OR_RETURN(auto hb_connection, control_device->Connect(env.coordinator));
+  WorkerClient* self = c.get();
+  c->heartbeat_ = std::make_unique<HeartbeatSender>(
+      std::move(hb_connection), env.heartbeat_interval, env.failover_threshold,
+      [self](wire::Heartbeat::Builder hb) {
+        hb.setRole(wire::Role::WORKER);
+        hb.setRank(self->rank_);
+        hb.setStep(self->step_.load());
+        hb.setLoss(self->loss_.load());
+        hb.setSamples(self->samples_.load());
+        hb.setSyncMicros(self->sync_micros_.load());
+      });
+  return c;
+}
+
+WorkerClient::~WorkerClient() {
+  if (!finished_ && heartbeat_ && heartbeat_->state() == HeartbeatSender::State::kRunning) {
+    (void)Finish();
+  }
+}
+
+Status WorkerClient::JobStatus() const {
+  if (heartbeat_ && heartbeat_->state() == HeartbeatSender::State::kAborted) {
+    return Aborted("job aborted: " + heartbeat_->reason());
+  }
+  return Status::Ok();
+}
+
+Status WorkerClient::AwaitControl(const std::function<bool(wire::Header::Reader)>& accept,
+                                  milliseconds timeout, const std::string& what) {
+  const auto deadline = Clock::now() + timeout;
+  while (true) {
+    EEN_RETURN_IF_ERROR(JobStatus());
+    if (Clock::now() > deadline) {
+      return DeadlineExceeded(fmt::format("no answer from the coordinator at {} within {} ms "
+                                          "while waiting for {}",
+                                          env_.coordinator, timeout.count(), what));
+    }
+    auto reply = control_->Receive(milliseconds(50));
+    if (!reply.ok()) continue;
+    bool accepted = false;
+    EEN_RETURN_IF_ERROR(wire::Visit(*reply, [&](wire::Header::Reader h) -> Status {
+      if (h.isError()) {
+        return FailedPrecondition(std::string("coordinator: ") + h.getError().getMessage().cStr());
+      }
+      accepted = accept(h);
+      return Status::Ok();
+    }));
+    if (accepted) return Status::Ok();
+  }
+}
+
+Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<uint32_t>& chunks,
+                          const std::vector<const float*>& data,
+                          const std::shared_ptr<const void>& owner) {
+  EEN_RETURN_IF_ERROR(JobStatus());
+  std::vector<std::vector<size_t>> by_ps(ps_.size());
+  for (size_t i = 0; i < chunks.size(); ++i) by_ps[map_.OwnerOfChunk(chunks[i])].push_back(i);
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    if (by_ps[p].empty()) continue;
+    capnp::MallocMessageBuilder b;
+    auto push = b.initRoot<wire::Header>().initPush();
+    push.setEpoch(map_.epoch());
+    push.setStep(step);
+    push.setWorker(rank_);
+    push.setKind(kind);
+    push.setDtype(wire::DType::F32);
+    auto list = push.initChunks(by_ps[p].size());
+    Message m;
+    m.frames.emplace_back();
+    for (size_t k = 0; k < by_ps[p].size(); ++k) {
+      const size_t i = by_ps[p][k];
+      list.set(k, chunks[i]);
+      m.frames.push_back(transport::Frame::Borrow(
+          data[i], size_t{map_.chunks()[chunks[i]].numel} * sizeof(float), owner));
+    }
+    m.frames[0] = wire::Encode(b);
+    if (Status s = ps_[p]->Send(std::move(m)); !s.ok()) {
+      return Unavailable(fmt::format("push to PS {} ({}) failed: {}", p, ps_[p]->address(),
+                                     s.message()));
+    }
+  }
+  return Status::Ok();
+}
+
+Status WorkerClient::Pull(uint64_t min_version, bool gradients,
+                          const std::function<void(uint32_t, const float*)>& sink) {
+  std::vector<uint64_t> request(ps_.size(), 0);
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    if (ps_chunks_[p].empty()) continue;
+    capnp::MallocMessageBuilder b;
+    auto pull = b.initRoot<wire::Header>().initPull();
+    pull.setEpoch(map_.epoch());
+    pull.setMinVersion(min_version);
+    pull.setWorker(rank_);
+    pull.setGradients(gradients);
+    request[p] = next_request_++;
+    pull.setRequestId(request[p]);
+    auto list = pull.initChunks(ps_chunks_[p].size());
+    for (size_t k = 0; k < ps_chunks_[p].size(); ++k) list.set(k, ps_chunks_[p][k]);
+    if (Status s = ps_[p]->Send(Message{{wire::Encode(b)}}); !s.ok()) {
+      return Unavailable(fmt::format("pull from PS {} failed: {}", p, s.message()));
+    }
+  }
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    if (request[p] == 0) continue;
+    auto waiting_since = Clock::now();
+    auto next_warning = waiting_since + std::chrono::seconds(30);
+    bool answered = false;
+    while (!answered) {
+      EEN_RETURN_IF_ERROR(JobStatus());
+      if (Clock::now() > next_warning) {
+        spdlog::warn("still waiting for PS {} ({}) to reach version {} after {} s", p,
+                     ps_[p]->address(), min_version,
+                     std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - waiting_since)
+                         .count());
+        next_warning += std::chrono::seconds(30);
+      }
+      auto reply = ps_[p]->Receive(milliseconds(50));
+      if (!reply.ok()) continue;
+      const Message& m = *reply;
+      EEN_RETURN_IF_ERROR(wire::Visit(m, [&](wire::Header::Reader h) -> Status {
+        if (h.isError()) {
+          return FailedPrecondition(fmt::format("PS {} refused this worker's request: {}", p,
+                                                h.getError().getMessage().cStr()));
+        }
+        if (!h.isPullReply() || h.getPullReply().getRequestId() != request[p]) {
+          spdlog::warn("dropped an unexpected message from PS {}", p);
+          return Status::Ok();
+        }
+        auto reply = h.getPullReply();
+        auto chunks = reply.getChunks();
+        if (chunks.size() != ps_chunks_[p].size() || m.payload_count() != chunks.size() ||
+            reply.getDtype() != wire::DType::F32) {
+          return Internal(fmt::format("PS {} answered a pull with {} chunks in {} frames; asked for {}",
+                                      p, chunks.size(), m.payload_count(), ps_chunks_[p].size()));
+        }
+        for (uint32_t k = 0; k < chunks.size(); ++k) {
+          const uint32_t c = chunks[k];
+          if (c != ps_chunks_[p][k] ||
+              m.payload(k).size() != size_t{map_.chunks()[c].numel} * sizeof(float)) {
+            return Internal(fmt::format("PS {} answered chunk {} with {} bytes", p, c,
+                                        m.payload(k).size()));
+          }
+        }
+        for (uint32_t k = 0; k < chunks.size(); ++k) {
+          sink(chunks[k], reinterpret_cast<const float*>(m.payload(k).data()));
+        }
+        answered = true;
+        return Status::Ok();
+      }));
+    }
+  }
+  return Status::Ok();
+}
+
+Status WorkerClient::Barrier() {
+  const uint64_t sequence = ++barrier_sequence_;
+  capnp::MallocMessageBuilder b;
+  b.initRoot<wire::Header>().initBarrier().setSequence(sequence);
+  EEN_RETURN_IF_ERROR(control_->Send(Message{{wire::Encode(b)}}));
+  return AwaitControl(
+      [&](wire::Header::Reader h) {
+        return h.isBarrierReply() && h.getBarrierReply().getSequence() == sequence;
+      },
+      std::chrono::hours(24 * 365), "barrier " + std::to_string(sequence));
+}
+
+Status WorkerClient::Finish() {
+  if (finished_) return Status::Ok();
+  finished_ = true;
+  capnp::MallocMessageBuilder b;
+  b.initRoot<wire::Header>().setDone();
+  EEN_RETURN_IF_ERROR(control_->Send(Message{{wire::Encode(b)}}));
+  Status s = AwaitControl([](wire::Header::Reader h) { return h.isDoneReply(); },
+                          env_.failover_threshold * 10, "the end of the job");
+  heartbeat_.reset();  // a finished worker stops its heartbeats
+  return s;
+}
+
+void WorkerClient::ReportProgress(uint64_t step, double loss, uint64_t samples,
+                                  uint64_t sync_micros) {
+  step_ = step;
+  loss_ = loss;
+  samples_ = samples;
+  sync_micros_ = sync_micros;
+}
+
+}  // namespace een

@@ -1,0 +1,73 @@
+// WorkerClient: a worker's side of the protocol, on raw float buffers
+// (no LibTorch here; een::DataParallel builds on it).
+//
+// Join() registers with the coordinator (model tensors and optimizer), waits
+// for the job to start, connects to every PS and starts heartbeats. Push()
+// sends chunks zero-copy: the memory behind `owner` must stay unchanged until
+// a later Pull() of a newer version returns (the PS has then consumed it).
+// Pull() asks every PS for its chunks and hands each chunk to `sink` as the
+// replies arrive. Every wait checks the job state from the heartbeats, so a
+// job aborted elsewhere (a lost PS) ends the wait with Aborted and the reason.
+// Thread safety: one thread at a time (DataParallel serialises its calls).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/heartbeat_sender.h"
+#include "common/job_env.h"
+#include "common/shard_map.h"
+#include "common/transport/device.h"
+#include "een/optimizer.h"
+
+namespace een {
+
+class WorkerClient {
+ public:
+  static Result<std::unique_ptr<WorkerClient>> Join(const JobEnvironment& env,
+                                                    std::vector<TensorInfo> tensors,
+                                                    const OptimizerConfig& optimizer);
+  ~WorkerClient();
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  const ShardMap& map() const { return map_; }
+  bool sum_mode() const { return optimizer_.kind == OptimizerConfig::Kind::kSum; }
+
+  Status Push(wire::PushKind kind, uint64_t step, const std::vector<uint32_t>& chunks,
+              const std::vector<const float*>& data, const std::shared_ptr<const void>& owner);
+  Status Pull(uint64_t min_version, bool gradients,
+              const std::function<void(uint32_t chunk, const float* values)>& sink);
+  Status Barrier();
+  Status Finish();  // tells the coordinator this worker is done; idempotent
+
+  // Shown by the coordinator's progress line (read by the heartbeat thread).
+  void ReportProgress(uint64_t step, double loss, uint64_t samples, uint64_t sync_micros);
+  // Aborted with the reason when the job has been ended elsewhere.
+  Status JobStatus() const;
+
+ private:
+  WorkerClient(JobEnvironment env) : env_(std::move(env)) {}
+  // Waits for a control message the predicate accepts; other messages are dropped.
+  Status AwaitControl(const std::function<bool(wire::Header::Reader)>& accept,
+                      std::chrono::milliseconds timeout, const std::string& what);
+
+  JobEnvironment env_;
+  int rank_ = -1;
+  int world_size_ = 0;
+  ShardMap map_;
+  OptimizerConfig optimizer_;
+  std::unique_ptr<transport::Connection> control_;
+  std::vector<std::unique_ptr<transport::Connection>> ps_;
+  std::vector<std::vector<uint32_t>> ps_chunks_;  // chunk ids held by each PS
+  std::unique_ptr<HeartbeatSender> heartbeat_;
+  uint64_t next_request_ = 1;
+  uint64_t barrier_sequence_ = 0;
+  bool finished_ = false;
+  std::atomic<uint64_t> step_{0}, samples_{0}, sync_micros_{0};
+  std::atomic<double> loss_{0};
+};
+
+}  // namespace een

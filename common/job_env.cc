@@ -72,7 +72,7 @@ std::string JobEnvironment::DataListenAddress() const {
     return "ipc://" + run_dir + "/een-" + role + "-" + std::to_string(rank) + "-" +
            std::to_string(getpid()) + ".sock";
   }
-  if (data_transport == "mem") return "mem://" + role + "-" + std::to_string(rank);
+  if (data_transport == "mem") return "mem://" + run_dir + "/" + role + "-" + std::to_string(rank);
   return "tcp://" + host + ":0";
 }
 

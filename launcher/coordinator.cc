@@ -152,16 +152,22 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
       model_ = model;
       optimizer_ = opt;
     } else {
+      std::string mismatch;
       if (model.size() != model_.size()) {
-        return InvalidArgument(fmt::format("worker {} has {} parameter tensors, others have {}",
-                                           rank, model.size(), model_.size()));
+        mismatch = fmt::format("worker {} has {} parameter tensors, others have {}", rank,
+                               model.size(), model_.size());
       }
-      for (size_t i = 0; i < model.size(); ++i) {
+      for (size_t i = 0; i < model.size() && mismatch.empty(); ++i) {
         if (model[i].name != model_[i].name || model[i].numel != model_[i].numel) {
-          return InvalidArgument(fmt::format(
+          mismatch = fmt::format(
               "worker {}'s tensor {} is '{}' with {} elements, other workers have '{}' with {}",
-              rank, i, model[i].name, model[i].numel, model_[i].name, model_[i].numel));
+              rank, i, model[i].name, model[i].numel, model_[i].name, model_[i].numel);
         }
+      }
+      if (!mismatch.empty()) {
+        // Workers must train one model: the job cannot start at all.
+        RefuseJob(mismatch + "; every worker must build the same model");
+        return InvalidArgument(mismatch);
       }
     }
     if (rank == 0) optimizer_ = opt;  // rank 0's settings define the job
@@ -285,6 +291,17 @@ void Coordinator::CheckLiveness() {
       }
     }
   }
+}
+
+void Coordinator::RefuseJob(const std::string& reason) {
+  for (auto* nodes : {&ps_, &workers_}) {
+    for (const Node& n : *nodes) {
+      if (!n.registered) continue;
+      (void)listener_->Send(n.control, wire::MakeError(wire::ErrorCode::FAILED_PRECONDITION,
+                                                       "the job cannot start: " + reason));
+    }
+  }
+  Abort(reason);
 }
 
 void Coordinator::Abort(const std::string& reason) {

@@ -72,6 +72,8 @@ class Coordinator {
   Status StartJob();
   void CheckLiveness();
   void Abort(const std::string& reason);
+  // Before the start: tells every registered process why, then aborts.
+  void RefuseJob(const std::string& reason);
   void ReportProgress();
   Node* NodeByControl(const transport::PeerId& peer);
   std::string Describe(const Node& n) const;

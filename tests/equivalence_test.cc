@@ -1,0 +1,91 @@
+// BSP through een-launch equals single-process training with the global
+// batch, and two identical runs give bitwise identical parameters.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "support/subprocess.h"
+
+namespace een {
+namespace {
+
+using std::chrono::seconds;
+const std::string kBin = EEN_BIN_DIR;
+
+std::vector<float> Load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
+}
+
+std::string Temp(const std::string& name) {
+  return "/tmp/een-equivalence-" + std::to_string(getpid()) + "-" + name + ".bin";
+}
+
+std::vector<float> Distributed(const std::string& optimizer, const std::string& name) {
+  const std::string out = Temp(name);
+  auto r = testing::Run({kBin + "/een-launch", "--ps", "2", "--workers", "4", "--",
+                         kBin + "/equivalence_train", "--optimizer", optimizer, "--out", out},
+                        seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  auto v = Load(out);
+  std::remove(out.c_str());
+  return v;
+}
+
+std::vector<float> Reference(const std::string& optimizer) {
+  const std::string out = Temp("reference-" + optimizer);
+  auto r = testing::Run({kBin + "/equivalence_train", "--reference", "--workers", "4",
+                         "--optimizer", optimizer, "--out", out},
+                        seconds(60));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  auto v = Load(out);
+  std::remove(out.c_str());
+  return v;
+}
+
+double MaxAbsDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::abs(a[i] - b[i])));
+  return worst;
+}
+
+class Equivalence : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Equivalence, FourWorkersMatchOneProcessWithTheGlobalBatch) {
+  auto distributed = Distributed(GetParam(), GetParam());
+  auto reference = Reference(GetParam());
+  ASSERT_FALSE(reference.empty());
+  ASSERT_EQ(distributed.size(), reference.size());
+  const double diff = MaxAbsDifference(distributed, reference);
+  std::ostringstream figure;
+  figure << std::scientific << diff;
+  RecordProperty("max_abs_difference", figure.str());
+  std::printf("max abs difference, %s: %s\n", GetParam().c_str(), figure.str().c_str());
+  EXPECT_LE(diff, 1e-5);
+  // The runs trained: parameters moved well away from where they started.
+  auto untrained = testing::Run({kBin + "/equivalence_train", "--reference", "--steps", "0",
+                                 "--out", Temp("start")}, seconds(60));
+  ASSERT_EQ(untrained.exit_code, 0);
+  EXPECT_GT(MaxAbsDifference(Load(Temp("start")), reference), 1e-2);
+  std::remove(Temp("start").c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, Equivalence, ::testing::Values("sgd", "adam"));
+
+TEST(Determinism, TwoIdenticalRunsAreBitwiseIdentical) {
+  auto a = Distributed("adam", "first");
+  auto b = Distributed("adam", "second");
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+}  // namespace
+}  // namespace een

@@ -1,0 +1,106 @@
+// equivalence_train: the same 20 training steps two ways, for the
+// equivalence test.
+//   under een-launch: W workers, batch b each, server optimizer;
+//   with --reference: one process, batch W*b over the same samples,
+//   torch::optim. Both write the final parameters (raw float32, in
+//   named_parameters order) to --out.
+#include <een/data_parallel.h>
+
+#include <CLI/CLI.hpp>
+#include <fstream>
+
+namespace {
+
+struct Mlp : torch::nn::Module {
+  Mlp()
+      : fc1(register_module("fc1", torch::nn::Linear(20, 64))),
+        fc2(register_module("fc2", torch::nn::Linear(64, 32))),
+        fc3(register_module("fc3", torch::nn::Linear(32, 4))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    return fc3->forward(torch::tanh(fc2->forward(torch::tanh(fc1->forward(x)))));
+  }
+  torch::nn::Linear fc1, fc2, fc3;
+};
+
+void Save(Mlp& net, const std::string& path) {
+  std::ofstream out(path, std::ios::binary);
+  for (const auto& p : net.parameters()) {
+    auto t = p.detach().contiguous();
+    out.write(reinterpret_cast<const char*>(t.data_ptr<float>()), t.numel() * sizeof(float));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"equivalence_train"};
+  std::string optimizer = "sgd", out;
+  bool reference = false;
+  int workers = 4, batch = 8, steps = 20;
+  app.add_option("--optimizer", optimizer)->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--out", out)->required();
+  app.add_flag("--reference", reference, "single process, global batch, torch::optim");
+  app.add_option("--workers", workers, "workers the reference stands for");
+  app.add_option("--batch", batch, "per-worker batch");
+  app.add_option("--steps", steps);
+  CLI11_PARSE(app, argc, argv);
+  torch::set_num_threads(1);
+
+  // Synthetic, fixed data: the same on every process.
+  torch::manual_seed(1234);
+  const int64_t n = 4096;
+  auto x = torch::randn({n, 20});
+  auto y = torch::randint(0, 4, {n}, torch::kLong);
+  torch::manual_seed(7);
+  auto net = std::make_shared<Mlp>();
+  const auto config = optimizer == "sgd" ? een::OptimizerConfig::SGD(0.1, 0.9)
+                                         : een::OptimizerConfig::Adam(1e-2);
+  try {
+    if (reference) {
+      een::DistributedSampler all(n, 0, 1, true, 3);
+      auto order = all.permutation();
+      std::unique_ptr<torch::optim::Optimizer> opt;
+      if (optimizer == "sgd") {
+        opt = std::make_unique<torch::optim::SGD>(net->parameters(),
+                                                  torch::optim::SGDOptions(0.1).momentum(0.9));
+      } else {
+        opt = std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(1e-2));
+      }
+      const int64_t global = int64_t{workers} * batch;
+      for (int s = 0; s < steps; ++s) {
+        std::vector<int64_t> idx(order.begin() + s * global, order.begin() + (s + 1) * global);
+        auto take = torch::tensor(idx, torch::kLong);
+        opt->zero_grad();
+        torch::nn::functional::cross_entropy(net->forward(x.index_select(0, take)),
+                                             y.index_select(0, take))
+            .backward();
+        opt->step();
+      }
+    } else {
+      een::DataParallelOptions options;
+      options.optimizer = config;
+      options.bucket_bytes = 4096;  // several buckets, pushed during backward
+      een::DataParallel dp(*net, options);
+      een::DistributedSampler sampler(n, dp.rank(), dp.world_size(), true, 3);
+      auto mine = sampler.indices();
+      for (int s = 0; s < steps; ++s) {
+        std::vector<int64_t> idx(mine.begin() + s * batch, mine.begin() + (s + 1) * batch);
+        auto take = torch::tensor(idx, torch::kLong);
+        net->zero_grad();
+        auto loss = torch::nn::functional::cross_entropy(net->forward(x.index_select(0, take)),
+                                                         y.index_select(0, take));
+        loss.backward();
+        dp.Step(loss.item<double>(), batch);
+      }
+      dp.Barrier();
+      if (dp.rank() == 0) Save(*net, out);
+      dp.Finish();
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "equivalence_train: %s\n", e.what());
+    return 1;
+  }
+  Save(*net, out);
+  return 0;
+}

@@ -1,0 +1,65 @@
+// The job spec: YAML fields, durations, and errors that name the field.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "common/job_config.h"
+
+namespace een {
+namespace {
+
+std::string WriteYaml(const std::string& text) {
+  static int n = 0;
+  std::string path = "/tmp/een-config-test-" + std::to_string(getpid()) + "-" + std::to_string(++n) + ".yaml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(JobConfig, ReadsEveryField) {
+  JobConfig c;
+  ASSERT_TRUE(c.LoadYaml(WriteYaml("ps: 3\nworkers: 5\nfailover_threshold: 750ms\n"
+                                   "heartbeat_interval: 0.05s\ntransport: ipc\n"
+                                   "max_chunk_numel: 1000\nshards_per_ps: 4\n"))
+                  .ok());
+  EXPECT_EQ(c.ps, 3);
+  EXPECT_EQ(c.workers, 5);
+  EXPECT_EQ(c.failover_threshold.count(), 750);
+  EXPECT_EQ(c.heartbeat_interval.count(), 50);
+  EXPECT_EQ(c.transport, "ipc");
+  EXPECT_EQ(c.sharding.max_chunk_numel, 1000u);
+  EXPECT_EQ(c.sharding.shards_per_ps, 4u);
+}
+
+TEST(JobConfig, ErrorsNameTheField) {
+  struct Case {
+    std::string yaml, expect;
+  };
+  for (const Case& k : std::vector<Case>{
+           {"pss: 2\n", "field 'pss' is unknown"},
+           {"ps: 0\n", "field 'ps' must be an integer >= 1"},
+           {"workers: many\n", "field 'workers' has the wrong type"},
+           {"failover_threshold: soon\n", "field 'failover_threshold'"},
+           {"transport: udp\n", "transport 'udp' is not one of tcp, ipc"},
+           {"heartbeat_interval: 1s\nfailover_threshold: 500ms\n", "must be shorter than"},
+           {"- a\n- b\n", "top level must be a mapping"},
+           {"ps: [\n", "config"},
+       }) {
+    JobConfig c;
+    Status s = c.LoadYaml(WriteYaml(k.yaml));
+    EXPECT_FALSE(s.ok()) << k.yaml;
+    EXPECT_NE(s.message().find(k.expect), std::string::npos) << s.message();
+  }
+}
+
+TEST(ParseDuration, Units) {
+  EXPECT_EQ(ParseDuration("500ms")->count(), 500);
+  EXPECT_EQ(ParseDuration("2s")->count(), 2000);
+  EXPECT_EQ(ParseDuration("250")->count(), 250);
+  EXPECT_FALSE(ParseDuration("5 parsecs").ok());
+  EXPECT_FALSE(ParseDuration("-1s").ok());
+  EXPECT_FALSE(ParseDuration("").ok());
+}
+
+}  // namespace
+}  // namespace een

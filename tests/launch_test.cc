@@ -1,0 +1,130 @@
+// End to end through een-launch: a real training run, a killed PS, Ctrl-C,
+// a failing worker, a program started without een-launch, and bad flags.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <regex>
+
+#include "support/subprocess.h"
+
+namespace een {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::Subprocess;
+
+const std::string kBin = EEN_BIN_DIR;
+
+std::vector<std::string> Launch(std::vector<std::string> flags, std::vector<std::string> command) {
+  std::vector<std::string> argv = {kBin + "/een-launch"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+// A job that trains long enough to be interrupted.
+std::vector<std::string> LongJob() {
+  return Launch({"--ps", "2", "--workers", "2", "--progress-interval", "200ms"},
+                {kBin + "/fashion_mnist", "--epochs", "1000", "--train-limit", "512",
+                 "--test-limit", "10"});
+}
+
+pid_t PidOf(const std::string& output, const std::string& role) {
+  std::smatch m;
+  std::regex re("registered " + role + " \\(host [^,]+, pid ([0-9]+)\\)");
+  if (!std::regex_search(output, m, re)) return -1;
+  return std::stoi(m[1]);
+}
+
+TEST(Launch, FashionMnistSubsetReachesAccuracy) {
+  auto r = testing::Run(Launch({"--ps", "2", "--workers", "2"},
+                               {kBin + "/fashion_mnist", "--epochs", "2", "--train-limit", "8000",
+                                "--test-limit", "2000"}),
+                        seconds(240));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("test accuracy: ([0-9.]+)%"))) << r.output;
+  EXPECT_GE(std::stod(m[1]), 75.0) << r.output;
+  RecordProperty("test_accuracy", m[1].str());
+  EXPECT_NE(r.output.find("progress: step"), std::string::npos) << "no progress line";
+  EXPECT_NE(r.output.find("[een-launch] job finished"), std::string::npos);
+}
+
+TEST(Launch, KilledPsEndsTheJobWithin5sNamingIt) {
+  Subprocess job(LongJob());
+  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
+  const pid_t ps = PidOf(job.output(), "ps 1");
+  ASSERT_GT(ps, 0) << job.output();
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(ps, SIGKILL), 0);
+  auto code = job.Wait(seconds(5));
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(code.has_value()) << "een-launch still running 5 s after the kill\n" << job.output();
+  EXPECT_NE(*code, 0);
+  EXPECT_LT(took, seconds(5));
+  EXPECT_NE(job.output().find("ps 1 (pid " + std::to_string(ps) + ") was killed by SIGKILL"),
+            std::string::npos)
+      << job.output();
+  EXPECT_NE(job.output().find("job failed"), std::string::npos) << job.output();
+}
+
+TEST(Launch, CtrlCLeavesNoProcessBehind) {
+  Subprocess job(LongJob());
+  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
+  std::vector<pid_t> children = testing::ChildrenOf(job.pid());
+  ASSERT_EQ(children.size(), 5u) << "coordinator + 2 PS + 2 workers expected";
+  job.Signal(SIGINT);
+  auto code = job.Wait(seconds(10));
+  ASSERT_TRUE(code.has_value()) << job.output();
+  EXPECT_EQ(*code, 130);
+  for (pid_t c : children) EXPECT_FALSE(testing::ProcessExists(c)) << "pid " << c << " survived";
+  EXPECT_NE(job.output().find("interrupted by SIGINT"), std::string::npos) << job.output();
+}
+
+TEST(Launch, FailingWorkerFailsTheJobAndSaysWhich) {
+  auto r = testing::Run(Launch({"--ps", "1", "--workers", "2"}, {"false"}), seconds(30));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("worker [01] \\(pid [0-9]+\\) exited with status 1")))
+      << r.output;
+}
+
+TEST(Launch, WorkerOutsideTheLauncherSaysHowToStartIt) {
+  auto r = testing::Run({kBin + "/fashion_mnist"}, seconds(30), {{"EEN_COORDINATOR", ""}});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("een-launch --ps N --workers M"), std::string::npos) << r.output;
+}
+
+TEST(Launch, BadFlagsNameTheFieldAndTheFix) {
+  auto missing_ps = testing::Run({kBin + "/een-launch", "--workers", "2", "--", "true"}, seconds(10));
+  EXPECT_EQ(missing_ps.exit_code, 2);
+  EXPECT_NE(missing_ps.output.find("--ps N is required"), std::string::npos) << missing_ps.output;
+
+  auto no_command = testing::Run({kBin + "/een-launch", "--ps", "1", "--workers", "1"}, seconds(10));
+  EXPECT_EQ(no_command.exit_code, 2);
+  EXPECT_NE(no_command.output.find("put the worker command after --"), std::string::npos);
+
+  auto bad_duration = testing::Run(
+      Launch({"--ps", "1", "--workers", "1", "--failover-threshold", "5parsecs"}, {"true"}),
+      seconds(10));
+  EXPECT_EQ(bad_duration.exit_code, 2);
+  EXPECT_NE(bad_duration.output.find("--failover-threshold"), std::string::npos);
+
+  const std::string config = "/tmp/een-launch-test-" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(config) << "ps: 2\nworkers: 2\nfailover_treshold: 300ms\n";
+  auto bad_config = testing::Run(Launch({"--config", config}, {"true"}), seconds(10));
+  std::remove(config.c_str());
+  EXPECT_EQ(bad_config.exit_code, 2);
+  EXPECT_NE(bad_config.output.find("field 'failover_treshold' is unknown"), std::string::npos)
+      << bad_config.output;
+
+  auto bad_backend = testing::Run(Launch({"--ps", "1", "--workers", "1", "--backend", "ssh"}, {"true"}),
+                                  seconds(10));
+  EXPECT_EQ(bad_backend.exit_code, 2);
+  EXPECT_NE(bad_backend.output.find("only 'local'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace een

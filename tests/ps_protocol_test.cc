@@ -1,0 +1,262 @@
+// The PS protocol over the in-process transport: BSP aggregation, sum mode,
+// validation of every kind of bad message, model mismatch, and a lost PS.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "common/wire.h"
+#include "support/inproc_cluster.h"
+
+namespace een {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::InProcessCluster;
+using transport::Frame;
+using transport::Message;
+
+const std::vector<TensorInfo> kModel = {{"w", 10000}, {"b", 10}};
+
+// Pushes `fill` as every chunk's gradient (or initial value).
+Status PushAll(WorkerClient& w, wire::PushKind kind, uint64_t step, float fill) {
+  auto buf = std::make_shared<std::vector<float>>(w.map().TotalNumel(), fill);
+  std::vector<uint32_t> chunks;
+  std::vector<const float*> data;
+  size_t at = 0;
+  for (uint32_t c = 0; c < w.map().chunks().size(); ++c) {
+    chunks.push_back(c);
+    data.push_back(buf->data() + at);
+    at += w.map().chunks()[c].numel;
+  }
+  return w.Push(kind, step, chunks, data, buf);
+}
+
+// Pulls every chunk; returns all values in chunk order.
+Result<std::vector<float>> PullAll(WorkerClient& w, uint64_t version, bool gradients = false) {
+  std::vector<float> out;
+  std::vector<std::vector<float>> by_chunk(w.map().chunks().size());
+  Status s = w.Pull(version, gradients, [&](uint32_t c, const float* v) {
+    by_chunk[c].assign(v, v + w.map().chunks()[c].numel);
+  });
+  if (!s.ok()) return s;
+  for (auto& c : by_chunk) out.insert(out.end(), c.begin(), c.end());
+  return out;
+}
+
+std::vector<std::unique_ptr<WorkerClient>> JoinOrDie(InProcessCluster& cluster, int workers,
+                                                     const OptimizerConfig& opt) {
+  std::vector<std::unique_ptr<WorkerClient>> out;
+  for (auto& r : cluster.JoinAll(std::vector<std::vector<TensorInfo>>(workers, kModel), opt)) {
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (r.ok()) out.push_back(std::move(r).value());
+  }
+  return out;
+}
+
+void ExpectAll(const std::vector<float>& values, float expected) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    ASSERT_FLOAT_EQ(values[i], expected) << "element " << i;
+  }
+}
+
+TEST(PsProtocol, BspStepAveragesThenAppliesTheOptimizerOnce) {
+  InProcessCluster cluster(2, 2);
+  auto workers = JoinOrDie(cluster, 2, OptimizerConfig::SGD(0.5));
+  ASSERT_EQ(workers.size(), 2u);
+  ASSERT_TRUE(PushAll(*workers[0], wire::PushKind::INITIAL, 0, 1.0f).ok());
+  for (auto& w : workers) {
+    auto v = PullAll(*w, 0);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    ExpectAll(*v, 1.0f);
+  }
+  ASSERT_TRUE(PushAll(*workers[0], wire::PushKind::GRADIENT, 0, 1.0f).ok());
+  ASSERT_TRUE(PushAll(*workers[1], wire::PushKind::GRADIENT, 0, 2.0f).ok());
+  for (auto& w : workers) {
+    auto v = PullAll(*w, 1);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    ExpectAll(*v, 1.0f - 0.5f * 1.5f);  // mean gradient 1.5
+  }
+}
+
+TEST(PsProtocol, SumModeReturnsTheMeanGradient) {
+  InProcessCluster cluster(2, 2);
+  auto workers = JoinOrDie(cluster, 2, OptimizerConfig::Sum());
+  ASSERT_EQ(workers.size(), 2u);
+  ASSERT_TRUE(PushAll(*workers[0], wire::PushKind::INITIAL, 0, 3.0f).ok());
+  ASSERT_TRUE(PullAll(*workers[1], 0).ok());
+  ASSERT_TRUE(PushAll(*workers[0], wire::PushKind::GRADIENT, 0, 1.0f).ok());
+  ASSERT_TRUE(PushAll(*workers[1], wire::PushKind::GRADIENT, 0, 4.0f).ok());
+  auto g = PullAll(*workers[1], 1, /*gradients=*/true);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ExpectAll(*g, 2.5f);
+}
+
+TEST(PsProtocol, DuplicatePushIsAppliedOnce) {
+  InProcessCluster cluster(1, 2);
+  auto workers = JoinOrDie(cluster, 2, OptimizerConfig::SGD(1.0));
+  ASSERT_EQ(workers.size(), 2u);
+  ASSERT_TRUE(PushAll(*workers[0], wire::PushKind::INITIAL, 0, 0.0f).ok());
+  ASSERT_TRUE(PushAll(*workers[0], wire::PushKind::GRADIENT, 0, 2.0f).ok());
+  ASSERT_TRUE(PushAll(*workers[0], wire::PushKind::GRADIENT, 0, 100.0f).ok());  // retried
+  ASSERT_TRUE(PushAll(*workers[1], wire::PushKind::GRADIENT, 0, 4.0f).ok());
+  auto v = PullAll(*workers[1], 1);
+  ASSERT_TRUE(v.ok());
+  ExpectAll(*v, -3.0f);
+  // A late duplicate of step 0 after the step completed changes nothing either.
+  ASSERT_TRUE(PushAll(*workers[1], wire::PushKind::GRADIENT, 0, 50.0f).ok());
+  auto again = PullAll(*workers[0], 1);
+  ASSERT_TRUE(again.ok());
+  ExpectAll(*again, -3.0f);
+}
+
+// Speaks raw bytes to PS 0 and checks the answers.
+class BadMessages : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    workers_ = JoinOrDie(cluster_, 1, OptimizerConfig::SGD(1.0));
+    ASSERT_EQ(workers_.size(), 1u);
+    ASSERT_TRUE(PushAll(*workers_[0], wire::PushKind::INITIAL, 0, 1.0f).ok());
+    const std::string address = workers_[0]->map().ps_addresses()[0];
+    raw_ = (*transport::DeviceFor(address))->Connect(address).value();
+    owned_ = workers_[0]->map().ChunksOwnedBy(0);
+    ASSERT_FALSE(owned_.empty());
+  }
+
+  Message Push(uint64_t epoch, int worker, std::vector<uint32_t> chunks,
+               std::vector<size_t> payload_bytes, wire::DType dtype = wire::DType::F32) {
+    capnp::MallocMessageBuilder b;
+    auto p = b.initRoot<wire::Header>().initPush();
+    p.setEpoch(epoch);
+    p.setWorker(worker);
+    p.setStep(0);
+    p.setDtype(dtype);
+    auto list = p.initChunks(chunks.size());
+    for (size_t i = 0; i < chunks.size(); ++i) list.set(i, chunks[i]);
+    Message m{{wire::Encode(b)}};
+    for (size_t bytes : payload_bytes) {
+      std::vector<std::byte> zeros(bytes);
+      m.frames.push_back(Frame::Own(std::move(zeros)));
+    }
+    return m;
+  }
+  size_t Bytes(uint32_t chunk) { return workers_[0]->map().chunks()[chunk].numel * 4; }
+
+  // The error code the PS answers `m` with.
+  std::optional<wire::ErrorCode> Answer(Message m) {
+    EXPECT_TRUE(raw_->Send(std::move(m)).ok());
+    auto reply = raw_->Receive(milliseconds(3000));
+    if (!reply.ok()) return std::nullopt;
+    std::optional<wire::ErrorCode> code;
+    EXPECT_TRUE(wire::Visit(*reply, [&](wire::Header::Reader h) {
+                  if (h.isError()) code = h.getError().getCode();
+                  return Status::Ok();
+                }).ok());
+    return code;
+  }
+
+  // After whatever was sent, a real step still computes the right values.
+  void ExpectStillCorrect() {
+    ASSERT_TRUE(PushAll(*workers_[0], wire::PushKind::GRADIENT, 0, 0.25f).ok());
+    auto v = PullAll(*workers_[0], 1);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    ExpectAll(*v, 0.75f);
+  }
+
+  InProcessCluster cluster_{2, 1};
+  std::vector<std::unique_ptr<WorkerClient>> workers_;
+  std::unique_ptr<transport::Connection> raw_;
+  std::vector<uint32_t> owned_;
+};
+
+TEST_F(BadMessages, EachIsRefusedWithAnErrorAndChangesNothing) {
+  const uint32_t c = owned_[0];
+  const uint64_t epoch = workers_[0]->map().epoch();
+  EXPECT_EQ(Answer(Push(epoch + 1, 0, {c}, {Bytes(c)})), wire::ErrorCode::STALE_EPOCH);
+  EXPECT_EQ(Answer(Push(epoch, 7, {c}, {Bytes(c)})), wire::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Answer(Push(epoch, -1, {c}, {Bytes(c)})), wire::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Answer(Push(epoch, 0, {c}, {Bytes(c) - 4})), wire::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Answer(Push(epoch, 0, {c}, {Bytes(c) + 4})), wire::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Answer(Push(epoch, 0, {c}, {})), wire::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Answer(Push(epoch, 0, {c}, {Bytes(c), 16})), wire::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Answer(Push(epoch, 0, {c, c}, {Bytes(c), Bytes(c)})), wire::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Answer(Push(epoch, 0, {999999}, {16})), wire::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Answer(Push(epoch, 0, {c}, {Bytes(c)}, wire::DType::BF16)),
+            wire::ErrorCode::INVALID_ARGUMENT);
+  // A chunk held by the other PS.
+  auto other = workers_[0]->map().ChunksOwnedBy(1);
+  if (!other.empty()) {
+    EXPECT_EQ(Answer(Push(epoch, 0, {other[0]}, {Bytes(other[0])})), wire::ErrorCode::INVALID_ARGUMENT);
+  }
+  // A valid message that is not for a PS.
+  capnp::MallocMessageBuilder b;
+  b.initRoot<wire::Header>().setDone();
+  EXPECT_EQ(Answer(Message{{wire::Encode(b)}}), wire::ErrorCode::INVALID_ARGUMENT);
+  ExpectStillCorrect();
+}
+
+TEST_F(BadMessages, MalformedHeadersAreRefused) {
+  // Truncated: a real header cut short.
+  capnp::MallocMessageBuilder b;
+  auto p = b.initRoot<wire::Header>().initPush();
+  p.initChunks(3);
+  Frame whole = wire::Encode(b);
+  Message truncated{{Frame::Copy(whole.data(), whole.size() / 2 / 8 * 8)}};
+  EXPECT_EQ(Answer(std::move(truncated)), wire::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Answer(Message{{Frame::Copy("abc", 3)}}), wire::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Answer(Message{{Frame()}}), wire::ErrorCode::INVALID_ARGUMENT);
+  ExpectStillCorrect();
+}
+
+TEST_F(BadMessages, RandomBytesNeverCrashThePs) {
+  std::mt19937 rng(1234);
+  for (int i = 0; i < 300; ++i) {
+    const size_t frames = 1 + rng() % 4;
+    Message m;
+    for (size_t f = 0; f < frames; ++f) {
+      std::vector<std::byte> bytes((rng() % 20) * 8 + (f == 0 ? 8 : rng() % 8));
+      for (auto& x : bytes) x = std::byte(rng());
+      m.frames.push_back(Frame::Own(std::move(bytes)));
+    }
+    auto code = Answer(std::move(m));
+    ASSERT_TRUE(code.has_value()) << "message " << i << " got no error answer";
+  }
+  ExpectStillCorrect();
+}
+
+TEST(Coordinator, RefusesAWorkerWithADifferentModelAndEndsTheJob) {
+  InProcessCluster cluster(1, 2);
+  const auto start = std::chrono::steady_clock::now();
+  auto results = cluster.JoinAll({kModel, {{"w", 10000}, {"b", 11}}}, OptimizerConfig::SGD(0.1));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(5000)) << "no fast verdict";
+  for (auto& r : results) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("tensor 1 is 'b' with"), std::string::npos)
+        << r.status().ToString();
+  }
+  auto verdict = cluster.CoordinatorResult(milliseconds(5000));
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ(verdict->code(), StatusCode::kAborted);
+}
+
+TEST(Coordinator, LostPsEndsTheJobWithItsName) {
+  InProcessCluster cluster(2, 1, milliseconds(300));
+  auto workers = JoinOrDie(cluster, 1, OptimizerConfig::SGD(0.1));
+  ASSERT_EQ(workers.size(), 1u);
+  ASSERT_TRUE(PushAll(*workers[0], wire::PushKind::INITIAL, 0, 1.0f).ok());
+  ASSERT_TRUE(PullAll(*workers[0], 0).ok());
+  const auto start = std::chrono::steady_clock::now();
+  cluster.StopPs(1);
+  // The worker waits on a step that can never complete: it must be told why.
+  ASSERT_TRUE(PushAll(*workers[0], wire::PushKind::GRADIENT, 0, 1.0f).ok());
+  auto pulled = PullAll(*workers[0], 1);
+  EXPECT_EQ(pulled.status().code(), StatusCode::kAborted);
+  EXPECT_NE(pulled.status().message().find("ps 1"), std::string::npos) << pulled.status().ToString();
+  auto verdict = cluster.CoordinatorResult(milliseconds(5000));
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ(verdict->code(), StatusCode::kAborted);
+  EXPECT_NE(verdict->message().find("ps 1"), std::string::npos) << verdict->ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(3000));
+}
+
+}  // namespace
+}  // namespace een

@@ -1,0 +1,124 @@
+// Sharding: balance by bytes on real models, and safe decoding of maps.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <capnp/message.h>
+
+#include "common/shard_map.h"
+
+namespace een {
+namespace {
+
+std::vector<TensorInfo> LoadModel(const std::string& name) {
+  std::ifstream in(std::string(EEN_MODELS_DIR) + "/" + name + ".tsv");
+  std::vector<TensorInfo> tensors;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    TensorInfo t;
+    std::string shape;
+    fields >> t.name >> shape >> t.numel;
+    tensors.push_back(t);
+  }
+  return tensors;
+}
+
+std::vector<std::string> Addresses(uint32_t n) {
+  std::vector<std::string> a;
+  for (uint32_t i = 0; i < n; ++i) a.push_back("tcp://127.0.0.1:" + std::to_string(7000 + i));
+  return a;
+}
+
+class ShardBalance : public ::testing::TestWithParam<std::tuple<std::string, uint32_t>> {};
+
+TEST_P(ShardBalance, BytesPerPsWithinTenPercent) {
+  const auto& [model, num_ps] = GetParam();
+  auto tensors = LoadModel(model);
+  ASSERT_GT(tensors.size(), 30u) << "model file for " << model << " not found or short";
+  auto map = ShardMap::Build(tensors, num_ps, ShardingOptions{}, Addresses(num_ps));
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  auto bytes = map->BytesPerPs();
+  const uint64_t lo = *std::min_element(bytes.begin(), bytes.end());
+  const uint64_t hi = *std::max_element(bytes.begin(), bytes.end());
+  EXPECT_LE(hi, lo * 1.10) << model << " over " << num_ps << " PS: " << lo << " .. " << hi;
+  uint64_t total = 0;
+  for (uint64_t b : bytes) total += b;
+  EXPECT_EQ(total, map->TotalNumel() * 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(RealModels, ShardBalance,
+                         ::testing::Combine(::testing::Values("resnet50", "vgg16", "bert_base"),
+                                            ::testing::Values(2u, 3u, 4u, 8u)));
+
+TEST(ShardMap, ChunksTileEveryTensorInOrder) {
+  auto map = ShardMap::Build(LoadModel("vgg16"), 4, ShardingOptions{}, Addresses(4));
+  ASSERT_TRUE(map.ok());
+  for (uint32_t t = 0; t < map->tensors().size(); ++t) {
+    uint64_t next = 0;
+    for (uint32_t c = map->FirstChunkOf(t); c < map->FirstChunkOf(t) + map->ChunkCountOf(t); ++c) {
+      EXPECT_EQ(map->chunks()[c].tensor, t);
+      EXPECT_EQ(map->chunks()[c].offset, next);
+      EXPECT_LE(map->chunks()[c].numel, ShardingOptions{}.max_chunk_numel);
+      next += map->chunks()[c].numel;
+    }
+    EXPECT_EQ(next, map->tensors()[t].numel);
+  }
+}
+
+TEST(ShardMap, SmallModelStillSpreadsOverEveryPs) {
+  std::vector<TensorInfo> small = {{"w1", 20000}, {"b1", 100}, {"w2", 30000}, {"b2", 10}};
+  auto map = ShardMap::Build(small, 2, ShardingOptions{}, Addresses(2));
+  ASSERT_TRUE(map.ok());
+  auto bytes = map->BytesPerPs();
+  EXPECT_LE(std::max(bytes[0], bytes[1]), std::min(bytes[0], bytes[1]) * 1.25);
+}
+
+TEST(ShardMap, SameInputsGiveTheSameMap) {
+  auto a = ShardMap::Build(LoadModel("resnet50"), 3, ShardingOptions{}, Addresses(3));
+  auto b = ShardMap::Build(LoadModel("resnet50"), 3, ShardingOptions{}, Addresses(3));
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (uint32_t c = 0; c < a->chunks().size(); ++c) EXPECT_EQ(a->OwnerOfChunk(c), b->OwnerOfChunk(c));
+}
+
+TEST(ShardMap, WireRoundTrip) {
+  auto map = ShardMap::Build(LoadModel("bert_base"), 4, ShardingOptions{}, Addresses(4), 7);
+  ASSERT_TRUE(map.ok());
+  capnp::MallocMessageBuilder b;
+  map->ToWire(b.initRoot<wire::ShardMap>());
+  auto back = ShardMap::FromWire(b.getRoot<wire::ShardMap>().asReader());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->epoch(), 7u);
+  EXPECT_EQ(back->chunks().size(), map->chunks().size());
+  EXPECT_EQ(back->BytesPerPs(), map->BytesPerPs());
+  EXPECT_EQ(back->ps_addresses(), map->ps_addresses());
+}
+
+TEST(ShardMap, FromWireRejectsInconsistentMaps) {
+  auto map = ShardMap::Build({{"w", 10000}, {"b", 10}}, 2, ShardingOptions{}, Addresses(2));
+  ASSERT_TRUE(map.ok());
+  auto corrupt = [&](auto mutate) -> bool {
+    capnp::MallocMessageBuilder b;
+    auto root = b.initRoot<wire::ShardMap>();
+    map->ToWire(root);
+    mutate(root);
+    return ShardMap::FromWire(root.asReader()).ok();
+  };
+  EXPECT_FALSE(corrupt([](auto r) { r.getChunks()[0].setNumel(5); }));      // gap
+  EXPECT_FALSE(corrupt([](auto r) { r.getChunks()[0].setShard(9999); }));   // shard out of range
+  EXPECT_FALSE(corrupt([](auto r) { r.getShardOwner().set(0, 5); }));       // owner out of range
+  EXPECT_FALSE(corrupt([](auto r) { r.getTensors()[1].setNumel(11); }));    // not covered
+  EXPECT_FALSE(corrupt([](auto r) { r.getChunks()[0].setTensor(7); }));     // tensor out of range
+  EXPECT_TRUE(corrupt([](auto) {}));
+}
+
+TEST(ShardMap, RejectsBadRequests) {
+  EXPECT_FALSE(ShardMap::Build({{"w", 10}}, 0, ShardingOptions{}, {}).ok());
+  EXPECT_FALSE(ShardMap::Build({{"w", 0}}, 1, ShardingOptions{}, Addresses(1)).ok());
+  EXPECT_FALSE(ShardMap::Build({{"w", 10}}, 2, ShardingOptions{}, Addresses(1)).ok());
+}
+
+}  // namespace
+}  // namespace een

@@ -1,0 +1,145 @@
+// One transport suite, run over every backend: ZeroMQ tcp, ZeroMQ ipc and
+// the in-process backend.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <numeric>
+#include <thread>
+
+#include "common/transport/device.h"
+
+namespace een::transport {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string ListenAddress(const std::string& scheme) {
+  static int n = 0;
+  const std::string unique = std::to_string(getpid()) + "-" + std::to_string(++n);
+  if (scheme == "tcp") return "tcp://127.0.0.1:0";
+  if (scheme == "ipc") return "ipc:///tmp/een-transport-test-" + unique + ".sock";
+  return "mem://transport-test-" + unique;
+}
+
+Message Make(const std::string& header, std::vector<Frame> payloads = {}) {
+  Message m;
+  m.frames.push_back(Frame::Copy(header.data(), header.size()));
+  for (auto& p : payloads) m.frames.push_back(std::move(p));
+  return m;
+}
+
+class TransportTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto d = DeviceFor(ListenAddress(GetParam()));
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    device_ = *d;
+    auto l = device_->Listen(ListenAddress(GetParam()));
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    listener_ = std::move(l).value();
+  }
+  std::unique_ptr<Connection> Connect() {
+    auto c = device_->Connect(listener_->address());
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return std::move(c).value();
+  }
+
+  Device* device_ = nullptr;
+  std::unique_ptr<Listener> listener_;
+};
+
+TEST_P(TransportTest, RequestAndReplyKeepFramesApart) {
+  auto conn = Connect();
+  std::string payload(1000, 'x');
+  ASSERT_TRUE(conn->Send(Make("hello", {Frame::Copy(payload.data(), payload.size()),
+                                        Frame::Copy("", 0)}))
+                  .ok());
+  auto got = listener_->Receive(milliseconds(5000));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->message.frames.size(), 3u);
+  EXPECT_EQ(got->message.frames[0].ToString(), "hello");
+  EXPECT_EQ(got->message.frames[1].ToString(), payload);
+  EXPECT_EQ(got->message.frames[2].size(), 0u);
+  ASSERT_TRUE(listener_->Send(got->from, Make("world")).ok());
+  auto reply = conn->Receive(milliseconds(5000));
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->frames[0].ToString(), "world");
+}
+
+TEST_P(TransportTest, LargeBorrowedPayloadArrivesIntact) {
+  auto conn = Connect();
+  auto data = std::make_shared<std::vector<float>>(4 << 20);  // 16 MiB
+  std::iota(data->begin(), data->end(), 0.0f);
+  ASSERT_TRUE(conn->Send(Make("big", {Frame::Borrow(data->data(), data->size() * 4, data)})).ok());
+  auto got = listener_->Receive(milliseconds(10000));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->message.payload_count(), 1u);
+  const Frame& f = got->message.payload(0);
+  ASSERT_EQ(f.size(), data->size() * 4);
+  EXPECT_EQ(0, std::memcmp(f.data(), data->data(), f.size()));
+}
+
+TEST_P(TransportTest, RepliesReachTheRightPeer) {
+  std::vector<std::unique_ptr<Connection>> conns;
+  for (int i = 0; i < 5; ++i) {
+    conns.push_back(Connect());
+    ASSERT_TRUE(conns.back()->Send(Make(std::to_string(i))).ok());
+  }
+  for (int i = 0; i < 5; ++i) {
+    auto got = listener_->Receive(milliseconds(5000));
+    ASSERT_TRUE(got.ok());
+    ASSERT_TRUE(listener_->Send(got->from, Make("re:" + got->message.frames[0].ToString())).ok());
+  }
+  for (int i = 0; i < 5; ++i) {
+    auto reply = conns[i]->Receive(milliseconds(5000));
+    ASSERT_TRUE(reply.ok());
+    EXPECT_EQ(reply->frames[0].ToString(), "re:" + std::to_string(i));
+  }
+}
+
+TEST_P(TransportTest, ReceiveTimesOutWithDeadlineExceeded) {
+  auto conn = Connect();
+  auto start = std::chrono::steady_clock::now();
+  auto got = listener_->Receive(milliseconds(50));
+  EXPECT_EQ(got.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(40));
+  EXPECT_EQ(conn->Receive(milliseconds(10)).status().code(), StatusCode::kDeadlineExceeded);
+}
+
+TEST_P(TransportTest, SendToUnknownPeerIsUnavailable) {
+  Status s = listener_->Send("no-such-peer", Make("x"));
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+}
+
+TEST_P(TransportTest, ManyMessagesInOrderFromOnePeer) {
+  auto conn = Connect();
+  std::thread sender([&] {
+    for (int i = 0; i < 2000; ++i) ASSERT_TRUE(conn->Send(Make(std::to_string(i))).ok());
+  });
+  for (int i = 0; i < 2000; ++i) {
+    auto got = listener_->Receive(milliseconds(5000));
+    ASSERT_TRUE(got.ok());
+    ASSERT_EQ(got->message.frames[0].ToString(), std::to_string(i));
+  }
+  sender.join();
+}
+
+TEST_P(TransportTest, MemoryRegistrationCoversTheRange) {
+  std::vector<char> buf(1 << 16);
+  auto region = device_->RegisterMemory(buf.data(), buf.size());
+  ASSERT_TRUE(region.ok());
+  EXPECT_TRUE(region->contains(buf.data() + 100, 1000));
+  EXPECT_FALSE(region->contains(buf.data() + buf.size() - 10, 100));
+}
+
+TEST(TransportAddress, UnknownSchemeIsRejected) {
+  auto d = DeviceFor("udp://127.0.0.1:5");
+  EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(d.status().message().find("tcp://"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, TransportTest, ::testing::Values("tcp", "ipc", "mem"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace een::transport

@@ -53,6 +53,18 @@ TEST(Launch, FashionMnistSubsetReachesAccuracy) {
   EXPECT_NE(r.output.find("[een-launch] job finished"), std::string::npos);
 }
 
+TEST(Launch, SumModeSampleTrainsWithWorkerSideOptimizer) {
+  auto r = testing::Run(Launch({"--ps", "1", "--workers", "2"},
+                               {kBin + "/local_optimizer", "--train-limit", "8000",
+                                "--test-limit", "2000"}),
+                        seconds(180));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("test accuracy: ([0-9.]+)%"))) << r.output;
+  EXPECT_GE(std::stod(m[1]), 70.0) << r.output;
+  EXPECT_NE(r.output.find("optimizer on this worker (sum mode)"), std::string::npos);
+}
+
 TEST(Launch, KilledPsEndsTheJobWithin5sNamingIt) {
   Subprocess job(LongJob());
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();

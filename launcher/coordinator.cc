@@ -28,11 +28,11 @@ long MillisSince(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 Status Coordinator::Bind() {
-  if (options_.num_ps < 1 || options_.num_workers < 1) {
+  if (options_.job.ps < 1 || options_.job.workers < 1) {
     return InvalidArgument("a job needs at least one PS and one worker");
   }
-  ps_.resize(options_.num_ps);
-  workers_.resize(options_.num_workers);
+  ps_.resize(options_.job.ps);
+  workers_.resize(options_.job.workers);
   EEN_ASSIGN_OR_RETURN(transport::Device * device, transport::DeviceFor(options_.listen_address));
   EEN_ASSIGN_OR_RETURN(listener_, device->Listen(options_.listen_address));
   return Status::Ok();
@@ -52,13 +52,13 @@ Coordinator::Node* Coordinator::NodeByControl(const transport::PeerId& peer) {
 }
 
 Status Coordinator::Run(const std::atomic<bool>& stop) {
-  spdlog::info("listening on {}; waiting for {} PS and {} workers", address(), options_.num_ps,
-               options_.num_workers);
+  spdlog::info("listening on {}; waiting for {} PS and {} workers", address(), options_.job.ps,
+               options_.job.workers);
   while (true) {
     if (stop) return Aborted("coordinator stopped by signal");
     auto envelope = listener_->Receive(milliseconds(20));
     if (envelope.ok()) Handle(*envelope);
-    if (state_ == wire::JobState::STARTING && MillisSince(created_) > options_.startup_timeout.count()) {
+    if (state_ == wire::JobState::STARTING && MillisSince(created_) > options_.job.startup_timeout.count()) {
       std::string missing;
       for (auto* nodes : {&ps_, &workers_}) {
         for (size_t r = 0; r < nodes->size(); ++r) {
@@ -69,14 +69,14 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
         }
       }
       Abort(fmt::format("job did not start within {} ms: still missing {}",
-                        options_.startup_timeout.count(), missing));
+                        options_.job.startup_timeout.count(), missing));
     }
     if (state_ == wire::JobState::RUNNING) {
       CheckLiveness();
-      if (MillisSince(last_progress_) >= options_.progress_interval.count()) ReportProgress();
+      if (MillisSince(last_progress_) >= options_.job.progress_interval.count()) ReportProgress();
     }
     if (state_ == wire::JobState::ABORTED &&
-        MillisSince(aborted_at_) > 3 * options_.heartbeat_interval.count()) {
+        MillisSince(aborted_at_) > 3 * options_.job.heartbeat_interval.count()) {
       return Aborted(abort_reason_);  // lingered so others heard the verdict
     }
     if (state_ == wire::JobState::SHUTDOWN) {
@@ -86,7 +86,7 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
         spdlog::info("job finished: every worker done, every PS left");
         return Status::Ok();
       }
-      if (MillisSince(shutdown_at_) > 4 * options_.failover_threshold.count()) {
+      if (MillisSince(shutdown_at_) > 4 * options_.job.failover_threshold.count()) {
         spdlog::warn("job finished, but not every PS confirmed leaving; ending anyway");
         return Status::Ok();
       }
@@ -185,7 +185,7 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
 Status Coordinator::StartJob() {
   std::vector<std::string> addresses;
   for (const Node& p : ps_) addresses.push_back(p.data_address);
-  EEN_ASSIGN_OR_RETURN(ShardMap map, ShardMap::Build(model_, options_.num_ps, options_.sharding,
+  EEN_ASSIGN_OR_RETURN(ShardMap map, ShardMap::Build(model_, options_.job.ps, options_.job.sharding,
                                                      addresses));
   std::string balance;
   for (uint64_t b : map.BytesPerPs()) balance += (balance.empty() ? "" : " / ") + std::to_string(b);
@@ -197,8 +197,8 @@ Status Coordinator::StartJob() {
       capnp::MallocMessageBuilder b;
       auto js = b.initRoot<wire::Header>().initJobStart();
       js.setRank(n.rank);
-      js.setWorldSize(options_.num_workers);
-      js.setNumPs(options_.num_ps);
+      js.setWorldSize(options_.job.workers);
+      js.setNumPs(options_.job.ps);
       map.ToWire(js.initMap());
       OptimizerToWire(optimizer_, js.initOptimizer());
       EEN_RETURN_IF_ERROR(listener_->Send(n.control, Message{{wire::Encode(b)}}));
@@ -279,13 +279,13 @@ void Coordinator::CheckLiveness() {
     for (const Node& n : *nodes) {
       if (n.done) continue;
       const long silent = MillisSince(n.last_seen);
-      if (silent > options_.failover_threshold.count()) {
+      if (silent > options_.job.failover_threshold.count()) {
         uint64_t job_step = 0;
         for (const Node& w : workers_) job_step = std::max(job_step, w.step);
         Abort(fmt::format("{} silent for {} ms > failover threshold {} ms, last at step {} "
                           "(job at step {}); ending the job (this version does not recover a "
                           "lost process)",
-                          Describe(n), silent, options_.failover_threshold.count(), n.step,
+                          Describe(n), silent, options_.job.failover_threshold.count(), n.step,
                           job_step));
         return;
       }

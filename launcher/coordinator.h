@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/job_config.h"
 #include "common/shard_map.h"
 #include "common/transport/device.h"
 #include "een/optimizer.h"
@@ -28,13 +29,7 @@ namespace een {
 
 struct CoordinatorOptions {
   std::string listen_address = "tcp://127.0.0.1:0";
-  int num_ps = 1;
-  int num_workers = 1;
-  std::chrono::milliseconds failover_threshold{500};
-  std::chrono::milliseconds heartbeat_interval{100};
-  std::chrono::milliseconds startup_timeout{120000};
-  std::chrono::milliseconds progress_interval{2000};
-  ShardingOptions sharding;
+  JobConfig job;  // sizes, deadlines and sharding (transport and host unused here)
 };
 
 class Coordinator {

@@ -20,20 +20,20 @@ int main(int argc, char** argv) {
   int ready_fd = -1;
   long threshold = 500, heartbeat = 100, startup = 120000, progress = 2000;
   app.add_option("--listen", o.listen_address, "address to listen on");
-  app.add_option("--ps", o.num_ps, "number of PS processes")->required()->check(CLI::PositiveNumber);
-  app.add_option("--workers", o.num_workers, "number of workers")->required()->check(CLI::PositiveNumber);
+  app.add_option("--ps", o.job.ps, "number of PS processes")->required()->check(CLI::PositiveNumber);
+  app.add_option("--workers", o.job.workers, "number of workers")->required()->check(CLI::PositiveNumber);
   app.add_option("--failover-threshold-ms", threshold)->check(CLI::PositiveNumber);
   app.add_option("--heartbeat-ms", heartbeat)->check(CLI::PositiveNumber);
   app.add_option("--startup-timeout-ms", startup)->check(CLI::PositiveNumber);
   app.add_option("--progress-ms", progress)->check(CLI::PositiveNumber);
-  app.add_option("--max-chunk-numel", o.sharding.max_chunk_numel)->check(CLI::PositiveNumber);
-  app.add_option("--shards-per-ps", o.sharding.shards_per_ps)->check(CLI::PositiveNumber);
+  app.add_option("--max-chunk-numel", o.job.sharding.max_chunk_numel)->check(CLI::PositiveNumber);
+  app.add_option("--shards-per-ps", o.job.sharding.shards_per_ps)->check(CLI::PositiveNumber);
   app.add_option("--ready-fd", ready_fd, "file descriptor to write the address to");
   CLI11_PARSE(app, argc, argv);
-  o.failover_threshold = std::chrono::milliseconds(threshold);
-  o.heartbeat_interval = std::chrono::milliseconds(heartbeat);
-  o.startup_timeout = std::chrono::milliseconds(startup);
-  o.progress_interval = std::chrono::milliseconds(progress);
+  o.job.failover_threshold = std::chrono::milliseconds(threshold);
+  o.job.heartbeat_interval = std::chrono::milliseconds(heartbeat);
+  o.job.startup_timeout = std::chrono::milliseconds(startup);
+  o.job.progress_interval = std::chrono::milliseconds(progress);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
 

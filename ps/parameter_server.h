@@ -56,11 +56,12 @@ class ParameterServer {
   JobEnvironment env_;
   std::unique_ptr<transport::Listener> listener_;
   std::unique_ptr<transport::Connection> control_;
-  std::unique_ptr<HeartbeatSender> heartbeat_;
   ShardMap map_;
   std::unique_ptr<ChunkStore> store_;
   std::deque<PendingPull> pending_;
   std::atomic<uint64_t> step_{0};
+  // Last: its thread reads step_, so it must stop first.
+  std::unique_ptr<HeartbeatSender> heartbeat_;
 };
 
 }  // namespace een::ps

@@ -81,6 +81,11 @@ TEST(Launch, KilledPsEndsTheJobWithin5sNamingIt) {
             std::string::npos)
       << job.output();
   EXPECT_NE(job.output().find("job failed"), std::string::npos) << job.output();
+  // The coordinator's verdict names the process, its host and the step.
+  EXPECT_TRUE(std::regex_search(job.output(),
+                                std::regex("ps 1 \\(host [^,]+, pid [0-9]+\\) silent for [0-9]+ ms > "
+                                           "failover threshold 500 ms, last at step [0-9]+")))
+      << job.output();
 }
 
 TEST(Launch, CtrlCLeavesNoProcessBehind) {

@@ -62,12 +62,13 @@ class WorkerClient {
   std::unique_ptr<transport::Connection> control_;
   std::vector<std::unique_ptr<transport::Connection>> ps_;
   std::vector<std::vector<uint32_t>> ps_chunks_;  // chunk ids held by each PS
-  std::unique_ptr<HeartbeatSender> heartbeat_;
   uint64_t next_request_ = 1;
   uint64_t barrier_sequence_ = 0;
   bool finished_ = false;
   std::atomic<uint64_t> step_{0}, samples_{0}, sync_micros_{0};
   std::atomic<double> loss_{0};
+  // Last: its thread reads the fields above, so it must stop before they go.
+  std::unique_ptr<HeartbeatSender> heartbeat_;
 };
 
 }  // namespace een

@@ -77,9 +77,10 @@ int main(int argc, char** argv) {
     const auto train = een::samples::LoadFashionMnist(true, train_limit);
     een::DistributedSampler sampler(train.images.size(0), dp.rank(), dp.world_size(), true, seed);
     if (dp.rank() == 0) {
-      std::printf("training on %lld images, %d workers x batch %d, %d epochs, %s lr %g\n",
+      std::printf("training on %lld images, %d workers x batch %d, %d epochs, %s lr %g, "
+                  "%d torch thread(s) per worker\n",
                   static_cast<long long>(train.images.size(0)), dp.world_size(), batch, epochs,
-                  optimizer.c_str(), lr);
+                  optimizer.c_str(), lr, torch::get_num_threads());
     }
     const auto start = std::chrono::steady_clock::now();
     for (int epoch = 0; epoch < epochs; ++epoch) {

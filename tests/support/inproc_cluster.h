@@ -24,11 +24,11 @@ class InProcessCluster {
     const std::string name = "cluster" + std::to_string(++counter);
     CoordinatorOptions o;
     o.listen_address = "mem://" + name + "/coordinator";
-    o.num_ps = num_ps;
-    o.num_workers = num_workers;
-    o.failover_threshold = threshold;
-    o.heartbeat_interval = std::chrono::milliseconds(50);
-    o.startup_timeout = std::chrono::milliseconds(20000);
+    o.job.ps = num_ps;
+    o.job.workers = num_workers;
+    o.job.failover_threshold = threshold;
+    o.job.heartbeat_interval = std::chrono::milliseconds(50);
+    o.job.startup_timeout = std::chrono::milliseconds(20000);
     coordinator_ = std::make_unique<Coordinator>(o);
     Status s = coordinator_->Bind();
     if (!s.ok()) throw std::runtime_error(s.ToString());

@@ -37,7 +37,8 @@ Status JobConfig::LoadYaml(const std::string& path) {
   if (!root.IsMap()) return InvalidArgument("config " + path + ": top level must be a mapping");
   static const std::set<std::string> kFields = {
       "ps", "workers", "failover_threshold", "heartbeat_interval", "startup_timeout",
-      "progress_interval", "transport", "host", "max_chunk_numel", "shards_per_ps"};
+      "progress_interval", "transport", "host", "max_chunk_numel", "shards_per_ps",
+      "snapshot_every", "snapshot_dir"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     const std::string where = "config " + path + ": field '" + key + "'";
@@ -73,6 +74,12 @@ Status JobConfig::LoadYaml(const std::string& path) {
         EEN_RETURN_IF_ERROR(positive_int(&n));
         sharding.max_chunk_numel = static_cast<uint32_t>(n);
       }
+      if (key == "snapshot_every") {
+        int n = 0;
+        EEN_RETURN_IF_ERROR(positive_int(&n));
+        snapshot_every = static_cast<uint64_t>(n);
+      }
+      if (key == "snapshot_dir") snapshot_dir = v.as<std::string>();
       if (key == "shards_per_ps") {
         int n = 0;
         EEN_RETURN_IF_ERROR(positive_int(&n));

@@ -21,6 +21,9 @@ struct JobConfig {
   std::string transport = "tcp";  // data plane: tcp | ipc
   std::string host = "127.0.0.1";
   ShardingOptions sharding;
+  uint64_t snapshot_every = 0;   // steps between snapshots; 0: none
+  std::string snapshot_dir = "een-snapshots";
+  bool resume = false;           // start from the newest complete snapshot in snapshot_dir
 
   // Overlays the fields present in the YAML file at `path` onto *this.
   Status LoadYaml(const std::string& path);

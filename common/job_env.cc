@@ -47,7 +47,16 @@ Result<JobEnvironment> JobEnvironment::FromProcess(const std::string& program) {
   if (const char* h = Get("EEN_HOST")) env.host = h;
   if (const char* t = Get("EEN_DATA_TRANSPORT")) env.data_transport = t;
   if (const char* d = Get("EEN_RUN_DIR")) env.run_dir = d;
+  if (const char* d = Get("EEN_SNAPSHOT_DIR")) env.snapshot_dir = d;
   long rank = -1, world = 0, ps = 0, threshold = 500, heartbeat = 100, startup = 120000;
+  long snapshot_every = 0, resume = 0;
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_SNAPSHOT_EVERY", 0, &snapshot_every));
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_RESUME", 0, &resume));
+  env.snapshot_every = static_cast<uint64_t>(snapshot_every);
+  env.resume = resume != 0;
+  if ((env.snapshot_every > 0 || env.resume) && env.snapshot_dir.empty()) {
+    return InvalidArgument("EEN_SNAPSHOT_EVERY or EEN_RESUME is set but EEN_SNAPSHOT_DIR is not");
+  }
   EEN_RETURN_IF_ERROR(ReadInt("EEN_RANK", 0, &rank));
   EEN_RETURN_IF_ERROR(ReadInt("EEN_WORLD_SIZE", 1, &world));
   EEN_RETURN_IF_ERROR(ReadInt("EEN_NUM_PS", 1, &ps));

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
 #include "common/wire.h"
@@ -143,6 +145,7 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
   if (role == wire::Role::PS) {
     n.data_address = reg.getDataAddress();
     if (n.data_address.empty()) return InvalidArgument("a PS must give its data address");
+    for (uint64_t step : reg.getSnapshotSteps()) n.snapshot_steps.push_back(step);
   } else {
     std::vector<TensorInfo> model;
     for (auto t : reg.getTensors()) model.push_back({t.getName(), t.getNumel()});
@@ -182,7 +185,58 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
   return StartJob();
 }
 
+Result<uint64_t> Coordinator::PickResumeStep() {
+  std::vector<uint64_t> common = ps_[0].snapshot_steps;
+  for (const Node& p : ps_) {
+    std::vector<uint64_t> both;
+    for (uint64_t step : common) {
+      if (std::find(p.snapshot_steps.begin(), p.snapshot_steps.end(), step) != p.snapshot_steps.end()) {
+        both.push_back(step);
+      }
+    }
+    common = both;
+  }
+  if (common.empty()) {
+    return FailedPrecondition("cannot resume: no snapshot is complete and intact on every one of "
+                              "the " + std::to_string(ps_.size()) + " PS (see their log lines); "
+                              "start without --resume to train from scratch");
+  }
+  const uint64_t step = *std::max_element(common.begin(), common.end());
+  uint64_t newest = step;
+  for (const Node& p : ps_) {
+    for (uint64_t s : p.snapshot_steps) newest = std::max(newest, s);
+  }
+  if (newest > step) {
+    spdlog::warn("the snapshot of step {} is not intact on every PS; using step {}", newest, step);
+  }
+  return step;
+}
+
+void Coordinator::NoteSnapshots() {
+  uint64_t complete = UINT64_MAX;
+  for (const Node& p : ps_) complete = std::min(complete, p.snapshot_step);
+  if (complete > complete_snapshot_ && complete != UINT64_MAX) {
+    complete_snapshot_ = complete;
+    spdlog::info("snapshot of step {} complete on all {} PS", complete, ps_.size());
+  }
+}
+
 Status Coordinator::StartJob() {
+  if (options_.resume && optimizer_.kind == OptimizerConfig::Kind::kSum) {
+    const std::string reason = "cannot resume a sum-mode job: its model and optimizer live in "
+                               "the workers, which snapshots do not hold";
+    RefuseJob(reason);
+    return FailedPrecondition(reason);
+  }
+  if (options_.resume) {
+    auto step = PickResumeStep();
+    if (!step.ok()) {
+      RefuseJob(step.status().message());
+      return step.status();
+    }
+    start_step_ = *step;
+    spdlog::info("resuming from the snapshot of step {}", start_step_);
+  }
   std::vector<std::string> addresses;
   for (const Node& p : ps_) addresses.push_back(p.data_address);
   EEN_ASSIGN_OR_RETURN(ShardMap map, ShardMap::Build(model_, options_.job.ps, options_.job.sharding,
@@ -201,6 +255,8 @@ Status Coordinator::StartJob() {
       js.setNumPs(options_.job.ps);
       map.ToWire(js.initMap());
       OptimizerToWire(optimizer_, js.initOptimizer());
+      js.setResume(options_.resume);
+      js.setStartStep(start_step_);
       EEN_RETURN_IF_ERROR(listener_->Send(n.control, Message{{wire::Encode(b)}}));
       n.last_seen = Clock::now();
     }
@@ -224,6 +280,10 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
   n.loss = hb.getLoss();
   n.samples = hb.getSamples();
   n.sync_micros = hb.getSyncMicros();
+  if (role == wire::Role::PS && hb.getSnapshotStep() > n.snapshot_step) {
+    n.snapshot_step = hb.getSnapshotStep();
+    NoteSnapshots();
+  }
   capnp::MallocMessageBuilder b;
   auto reply = b.initRoot<wire::Header>().initHeartbeatReply();
   reply.setState(state_);

@@ -5,7 +5,8 @@
 // each a JobStart. It tracks heartbeats: a process silent longer than the
 // failover threshold ends the job with a message naming the process, its
 // host and pid, and the step (recovery comes with replication). It serves
-// barriers, logs a progress line, and ends the job cleanly when every worker
+// barriers, logs a progress line, notes when a snapshot step is complete
+// on every PS (and, resuming, picks the newest step every PS holds intact), and ends the job cleanly when every worker
 // is done and every PS has left. Run() returns Ok then, Aborted otherwise.
 // Thread safety: single-threaded; call everything from one thread.
 #pragma once
@@ -30,6 +31,7 @@ namespace een {
 struct CoordinatorOptions {
   std::string listen_address = "tcp://127.0.0.1:0";
   JobConfig job;  // sizes, deadlines and sharding (transport and host unused here)
+  bool resume = false;  // start from the newest snapshot intact on every PS
 };
 
 class Coordinator {
@@ -56,6 +58,8 @@ class Coordinator {
     double loss = 0;
     uint64_t samples = 0;
     uint64_t sync_micros = 0;
+    std::vector<uint64_t> snapshot_steps;  // PS, resuming: its intact snapshots
+    uint64_t snapshot_step = 0;            // PS: newest snapshot written
   };
 
   void Handle(const transport::Envelope& envelope);
@@ -65,6 +69,9 @@ class Coordinator {
   Status HandleDone(const transport::PeerId& peer);
   void HandleLeave(const transport::PeerId& peer);
   Status StartJob();
+  // Resuming: the newest step whose snapshot every PS holds intact.
+  Result<uint64_t> PickResumeStep();
+  void NoteSnapshots();
   void CheckLiveness();
   void Abort(const std::string& reason);
   // Before the start: tells every registered process why, then aborts.
@@ -84,6 +91,8 @@ class Coordinator {
   Clock::time_point created_ = Clock::now();
   Clock::time_point aborted_at_, shutdown_at_;
   std::map<uint64_t, std::set<int>> barriers_;  // sequence -> worker ranks waiting
+  uint64_t start_step_ = 0;
+  uint64_t complete_snapshot_ = 0;  // newest step snapshotted by every PS
   Clock::time_point last_progress_ = Clock::now();
   uint64_t last_progress_samples_ = 0;
 };

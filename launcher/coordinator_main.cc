@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-chunk-numel", o.job.sharding.max_chunk_numel)->check(CLI::PositiveNumber);
   app.add_option("--shards-per-ps", o.job.sharding.shards_per_ps)->check(CLI::PositiveNumber);
   app.add_option("--ready-fd", ready_fd, "file descriptor to write the address to");
+  app.add_flag("--resume", o.resume, "start from the newest snapshot every PS holds intact");
   CLI11_PARSE(app, argc, argv);
   o.job.failover_threshold = std::chrono::milliseconds(threshold);
   o.job.heartbeat_interval = std::chrono::milliseconds(heartbeat);

@@ -61,6 +61,14 @@ int main(int argc, char** argv) {
   app.add_option("--transport", transport, "data plane: tcp or ipc (default tcp)");
   app.add_option("--host", host, "address the roles listen on (default 127.0.0.1)");
   app.add_option("--backend", backend, "where roles run: local (ssh, slurm, k8s: not yet)");
+  uint64_t snapshot_every = 0;
+  std::string snapshot_dir, resume_dir;
+  auto* every_opt = app.add_option("--snapshot-every", snapshot_every,
+                                   "write a snapshot every N steps (default: never)");
+  app.add_option("--snapshot-dir", snapshot_dir, "where snapshots go (default: een-snapshots)");
+  app.add_option("--resume", resume_dir,
+                 "restart from the newest complete snapshot in DIR (keeps snapshotting there)")
+      ->check(CLI::ExistingDirectory);
   try {
     app.parse(own_argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -89,6 +97,16 @@ int main(int argc, char** argv) {
       !duration("--startup-timeout", startup, &config.startup_timeout) ||
       !duration("--progress-interval", progress, &config.progress_interval)) {
     return 2;
+  }
+  if (*every_opt) config.snapshot_every = snapshot_every;
+  if (!snapshot_dir.empty()) config.snapshot_dir = snapshot_dir;
+  if (!resume_dir.empty()) {
+    if (!snapshot_dir.empty() && snapshot_dir != resume_dir) {
+      return Usage("--resume " + resume_dir + " and --snapshot-dir " + snapshot_dir +
+                   " differ: a resumed job keeps its snapshots where they are");
+    }
+    config.snapshot_dir = resume_dir;
+    config.resume = true;
   }
   if (!transport.empty()) config.transport = transport;
   if (!host.empty()) config.host = host;

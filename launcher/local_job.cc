@@ -46,6 +46,11 @@ std::map<std::string, std::string> LocalJob::RoleEnvironment(const std::string& 
       {"EEN_HEARTBEAT_MS", std::to_string(config_.heartbeat_interval.count())},
       {"EEN_STARTUP_TIMEOUT_MS", std::to_string(config_.startup_timeout.count())},
   };
+  if (role == "ps" && (config_.snapshot_every > 0 || config_.resume)) {
+    env["EEN_SNAPSHOT_DIR"] = config_.snapshot_dir;
+    env["EEN_SNAPSHOT_EVERY"] = std::to_string(config_.snapshot_every);
+    env["EEN_RESUME"] = config_.resume ? "1" : "0";
+  }
   // Several workers share this machine: one intra-op thread each unless told.
   if (!std::getenv("OMP_NUM_THREADS")) {
     const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
@@ -69,6 +74,7 @@ Status LocalJob::StartCoordinator() {
       "--shards-per-ps", std::to_string(config_.sharding.shards_per_ps),
       "--listen", "tcp://" + config_.host + ":0",
       "--ready-fd", std::to_string(ready[1])};
+  if (config_.resume) argv.push_back("--resume");
   children_.emplace_back("coordinator", argv, std::map<std::string, std::string>{},
                          std::vector<int>{ready[1]});
   Status s = children_.back().Start();

@@ -107,6 +107,61 @@ void ChunkStore::Aggregate(uint32_t chunk, Slot& s) {
   s.version++;
 }
 
+uint64_t ChunkStore::MinVersion() const {
+  uint64_t v = UINT64_MAX;
+  for (const Slot& s : slots_) v = std::min(v, s.version);
+  return slots_.empty() ? 0 : v;
+}
+
+std::vector<ChunkImage> ChunkStore::Capture() const {
+  std::vector<ChunkImage> images;
+  images.reserve(slots_.size());
+  for (uint32_t c = 0; c < slot_of_.size(); ++c) {
+    if (slot_of_[c] < 0) continue;
+    const Slot& s = slots_[slot_of_[c]];
+    const uint32_t n = Numel(c);
+    ChunkImage image{c, s.version, std::vector<float>(n * (1 + s.state.size()))};
+    std::memcpy(image.data.data(), s.values, n * sizeof(float));
+    for (size_t k = 0; k < s.state.size(); ++k) {
+      std::memcpy(image.data.data() + (k + 1) * n, s.state[k], n * sizeof(float));
+    }
+    images.push_back(std::move(image));
+  }
+  return images;
+}
+
+Status ChunkStore::Restore(const std::vector<ChunkImage>& images) {
+  std::vector<bool> seen(slots_.size(), false);
+  for (const ChunkImage& image : images) {
+    if (!Owns(image.chunk)) {
+      return DataLoss("the snapshot holds chunk " + std::to_string(image.chunk) +
+                      ", which this PS does not (was it taken with another --ps count or model?)");
+    }
+    const Slot& s = SlotOf(image.chunk);
+    if (image.data.size() != size_t{Numel(image.chunk)} * (1 + s.state.size())) {
+      return DataLoss("the snapshot's chunk " + std::to_string(image.chunk) +
+                      " has the wrong size (another model or optimizer?)");
+    }
+    seen[slot_of_[image.chunk]] = true;
+  }
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (!seen[i]) return DataLoss("the snapshot lacks chunks this PS holds");
+  }
+  for (const ChunkImage& image : images) {
+    Slot& s = slots_[slot_of_[image.chunk]];
+    const uint32_t n = Numel(image.chunk);
+    std::memcpy(s.values, image.data.data(), n * sizeof(float));
+    for (size_t k = 0; k < s.state.size(); ++k) {
+      std::memcpy(s.state[k], image.data.data() + (k + 1) * n, n * sizeof(float));
+    }
+    s.version = image.version;
+    s.initialized = true;
+    for (auto& f : s.contributions) f = transport::Frame();
+    s.received = 0;
+  }
+  return Status::Ok();
+}
+
 transport::Frame ChunkStore::Values(uint32_t chunk) const {
   const Slot& s = SlotOf(chunk);
   return transport::Frame::Borrow(s.values, Numel(chunk) * sizeof(float),

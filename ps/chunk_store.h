@@ -22,6 +22,7 @@
 #include "een/optimizer.h"
 #include "ps/arena.h"
 #include "ps/optimizer.h"
+#include "ps/snapshot_store.h"
 
 namespace een::ps {
 
@@ -46,6 +47,12 @@ class ChunkStore {
   // One worker's gradient for step `step` (== Version). Returns true when this
   // completed the step (the update is applied and Version moved on).
   Result<bool> AddGradient(uint32_t chunk, int worker, uint64_t step, transport::Frame grad);
+  // The lowest version over every chunk held here (the step all have reached).
+  uint64_t MinVersion() const;
+  // A copy of every chunk: values, optimizer state and version.
+  std::vector<ChunkImage> Capture() const;
+  // Loads a snapshot; it must hold every chunk here, each of the right size.
+  Status Restore(const std::vector<ChunkImage>& images);
   // Values (or, in sum mode, the last mean gradient) as zero-copy frames.
   transport::Frame Values(uint32_t chunk) const;
   transport::Frame MeanGradient(uint32_t chunk) const;

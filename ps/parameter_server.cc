@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <set>
 
 #include "common/logging.h"
@@ -31,12 +32,18 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
     reg.setHost(HostName());
     reg.setPid(getpid());
     reg.setDataAddress(listener_->address());
+    std::vector<uint64_t> intact;
+    EEN_RETURN_IF_ERROR(OpenSnapshots(&intact));
+    auto steps = reg.initSnapshotSteps(intact.size());
+    for (size_t i = 0; i < intact.size(); ++i) steps.set(i, intact[i]);
     EEN_RETURN_IF_ERROR(control_->Send(Message{{wire::Encode(b)}}));
   }
   const auto deadline = Clock::now() + env_.startup_timeout;
   OptimizerConfig optimizer;
   int workers = 0;
   bool started = false;
+  bool resume = false;
+  uint64_t start_step = 0;
   while (!started) {
     if (stop) return Aborted("stopped before the job started");
     if (Clock::now() > deadline) {
@@ -52,6 +59,8 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
       EEN_ASSIGN_OR_RETURN(map_, ShardMap::FromWire(js.getMap()));
       EEN_ASSIGN_OR_RETURN(optimizer, OptimizerFromWire(js.getOptimizer()));
       workers = js.getWorldSize();
+      resume = js.getResume();
+      start_step = js.getStartStep();
       if (js.getRank() != env_.rank) env_.rank = js.getRank();
       started = true;
       return Status::Ok();
@@ -61,6 +70,17 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
     return InvalidArgument("PS rank " + std::to_string(env_.rank) + " is not in the shard map");
   }
   EEN_ASSIGN_OR_RETURN(store_, ChunkStore::Create(map_, env_.rank, workers, optimizer));
+  if (resume) {
+    if (!snapshots_) return FailedPrecondition("asked to resume, but no snapshot folder was given");
+    EEN_ASSIGN_OR_RETURN(std::vector<ChunkImage> images, snapshots_->Read(start_step));
+    EEN_RETURN_IF_ERROR(store_->Restore(images));
+    step_ = start_step;
+    spdlog::info("restored the snapshot of step {} from {}", start_step, snapshots_->path());
+  }
+  if (snapshots_ && env_.snapshot_every > 0) {
+    next_snapshot_ = (store_->MinVersion() / env_.snapshot_every + 1) * env_.snapshot_every;
+    writer_ = std::make_unique<SnapshotWriter>(std::move(snapshots_));
+  }
   EEN_ASSIGN_OR_RETURN(transport::MemoryRegion region,
                        data_device->RegisterMemory(store_->arena().data(), store_->arena().size()));
   (void)region;  // ZeroMQ needs no registration; RDMA will keep it for the arena's life
@@ -74,8 +94,42 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
         hb.setRole(wire::Role::PS);
         hb.setRank(env_.rank);
         hb.setStep(step_.load());
+        if (writer_) hb.setSnapshotStep(writer_->written_step());
       });
   return Status::Ok();
+}
+
+Status ParameterServer::OpenSnapshots(std::vector<uint64_t>* intact) {
+  if (env_.snapshot_dir.empty()) return Status::Ok();
+  std::error_code ec;
+  std::filesystem::create_directories(env_.snapshot_dir, ec);
+  if (ec) {
+    return Unavailable("cannot create the snapshot folder " + env_.snapshot_dir + ": " +
+                       ec.message());
+  }
+  EEN_ASSIGN_OR_RETURN(snapshots_,
+                       SnapshotStore::Open(env_.snapshot_dir + "/ps-" + std::to_string(env_.rank)));
+  if (env_.resume) {
+    std::vector<std::string> problems;
+    *intact = snapshots_->IntactSteps(&problems);
+    for (const std::string& p : problems) spdlog::warn("refusing a snapshot: {}", p);
+    spdlog::info("{} intact snapshot(s) in {}{}", intact->size(), snapshots_->path(),
+                 intact->empty() ? "" : ", newest of step " + std::to_string(intact->front()));
+  }
+  return Status::Ok();
+}
+
+void ParameterServer::MaybeSnapshot() {
+  if (!writer_ || store_->MinVersion() < next_snapshot_) return;
+  const uint64_t step = store_->MinVersion();
+  next_snapshot_ = (step / env_.snapshot_every + 1) * env_.snapshot_every;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<ChunkImage> images = store_->Capture();  // the only pause training sees
+  const auto stall = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - start);
+  if (!writer_->Submit(step, std::move(images), stall)) {
+    spdlog::warn("snapshot of step {} skipped: the previous one is still being written", step);
+  }
 }
 
 Status ParameterServer::Serve(const std::atomic<bool>& stop) {
@@ -191,6 +245,7 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
   }
   if (completed) {
     if (step + 1 > step_) step_ = step + 1;
+    MaybeSnapshot();  // before the answers: no worker can move the chunks on yet
     AnswerReadyPulls();
   }
   (void)peer;

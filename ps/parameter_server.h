@@ -7,7 +7,9 @@
 // turns true (Ok). Every message is validated whole before any of it is
 // applied; a bad one gets an Error answer and changes nothing, a duplicate
 // gradient is dropped with a log line. Pulls wait until every chunk asked
-// for has reached the version asked for.
+// for has reached the version asked for. With EEN_SNAPSHOT_EVERY=N, every
+// N steps a copy of all its chunks goes to a background RocksDB writer;
+// with EEN_RESUME it starts from the snapshot step the coordinator picks.
 // Thread safety: Serve() runs on one thread; the heartbeat has its own.
 #pragma once
 
@@ -20,6 +22,7 @@
 #include "common/shard_map.h"
 #include "common/transport/device.h"
 #include "ps/chunk_store.h"
+#include "ps/snapshot_writer.h"
 
 namespace een::ps {
 
@@ -52,6 +55,10 @@ class ParameterServer {
   void AnswerReadyPulls();
   void SendError(const transport::PeerId& peer, wire::ErrorCode code, const std::string& text,
                  uint64_t request_id);
+  // Opens DIR/ps-RANK; when resuming, lists its intact snapshots.
+  Status OpenSnapshots(std::vector<uint64_t>* intact);
+  // Hands a copy of every chunk to the writer when a snapshot step is reached.
+  void MaybeSnapshot();
 
   JobEnvironment env_;
   std::unique_ptr<transport::Listener> listener_;
@@ -60,7 +67,10 @@ class ParameterServer {
   std::unique_ptr<ChunkStore> store_;
   std::deque<PendingPull> pending_;
   std::atomic<uint64_t> step_{0};
-  // Last: its thread reads step_, so it must stop first.
+  std::unique_ptr<SnapshotStore> snapshots_;   // until the writer takes it
+  std::unique_ptr<SnapshotWriter> writer_;
+  uint64_t next_snapshot_ = 0;
+  // Last: its thread reads step_ and writer_, so it must stop first.
   std::unique_ptr<HeartbeatSender> heartbeat_;
 };
 

@@ -69,6 +69,7 @@ struct Register {
   dataAddress @4 :Text;            # PS: where workers reach it
   tensors @5 :List(TensorSpec);    # worker: the model it trains
   optimizer @6 :OptimizerConfig;   # worker: server-side optimizer
+  snapshotSteps @7 :List(UInt64);  # PS resuming: steps of its intact snapshots
 }
 
 struct JobStart {
@@ -77,6 +78,8 @@ struct JobStart {
   numPs @2 :Int32;
   map @3 :ShardMap;
   optimizer @4 :OptimizerConfig;
+  resume @5 :Bool;                 # start from the snapshot of `startStep`
+  startStep @6 :UInt64;
 }
 
 enum JobState {
@@ -93,6 +96,7 @@ struct Heartbeat {
   syncMicros @3 :UInt64;           # last step's sync time
   role @4 :Role;
   rank @5 :Int32;
+  snapshotStep @6 :UInt64;         # PS: newest snapshot durably written (0: none)
 }
 
 struct HeartbeatReply {

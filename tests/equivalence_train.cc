@@ -2,7 +2,8 @@
 // equivalence test.
 //   under een-launch: W workers, batch b each, server optimizer;
 //   with --reference: one process, batch W*b over the same samples,
-//   torch::optim. Both write the final parameters (raw float32, in
+//   torch::optim. Under een-launch --resume it continues from the
+//   snapshot's step. Both write the final parameters (raw float32, in
 //   named_parameters order) to --out.
 #include <een/data_parallel.h>
 
@@ -58,7 +59,6 @@ int main(int argc, char** argv) {
   try {
     if (reference) {
       een::DistributedSampler all(n, 0, 1, true, 3);
-      auto order = all.permutation();
       std::unique_ptr<torch::optim::Optimizer> opt;
       if (optimizer == "sgd") {
         opt = std::make_unique<torch::optim::SGD>(net->parameters(),
@@ -67,8 +67,15 @@ int main(int argc, char** argv) {
         opt = std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(1e-2));
       }
       const int64_t global = int64_t{workers} * batch;
-      for (int s = 0; s < steps; ++s) {
-        std::vector<int64_t> idx(order.begin() + s * global, order.begin() + (s + 1) * global);
+      const int64_t per_epoch = n / global;
+      std::vector<size_t> order;
+      for (int64_t s = 0; s < steps; ++s) {
+        if (s % per_epoch == 0) {
+          all.set_epoch(s / per_epoch);
+          order = all.permutation();
+        }
+        const int64_t at = (s % per_epoch) * global;
+        std::vector<int64_t> idx(order.begin() + at, order.begin() + at + global);
         auto take = torch::tensor(idx, torch::kLong);
         opt->zero_grad();
         torch::nn::functional::cross_entropy(net->forward(x.index_select(0, take)),
@@ -82,9 +89,16 @@ int main(int argc, char** argv) {
       options.bucket_bytes = 4096;  // several buckets, pushed during backward
       een::DataParallel dp(*net, options);
       een::DistributedSampler sampler(n, dp.rank(), dp.world_size(), true, 3);
-      auto mine = sampler.indices();
-      for (int s = 0; s < steps; ++s) {
-        std::vector<int64_t> idx(mine.begin() + s * batch, mine.begin() + (s + 1) * batch);
+      const int64_t per_epoch = static_cast<int64_t>(sampler.num_samples()) / batch;
+      std::vector<size_t> mine;
+      // Starts at dp.step(): 0, or the snapshot's step after `een-launch --resume`.
+      for (int64_t s = dp.step(); s < steps; ++s) {
+        if (mine.empty() || s % per_epoch == 0) {
+          sampler.set_epoch(s / per_epoch);
+          mine = sampler.indices();
+        }
+        const int64_t at = (s % per_epoch) * batch;
+        std::vector<int64_t> idx(mine.begin() + at, mine.begin() + at + batch);
         auto take = torch::tensor(idx, torch::kLong);
         net->zero_grad();
         auto loss = torch::nn::functional::cross_entropy(net->forward(x.index_select(0, take)),

@@ -83,8 +83,9 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   client_ = std::move(joined).value();
   BuildBuckets(options.bucket_bytes);
 
-  // Every worker starts from rank 0's parameters.
-  if (client_->rank() == 0) {
+  // Every worker starts from rank 0's parameters, or from the snapshot.
+  step_ = client_->start_step();
+  if (client_->rank() == 0 && !client_->resumed()) {
     const ShardMap& map = client_->map();
     auto values = std::make_shared<std::vector<float>>(map.TotalNumel());
     std::vector<uint32_t> chunks;
@@ -101,14 +102,15 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
     ThrowIfError(client_->Push(wire::PushKind::INITIAL, 0, chunks, data, values),
                  "sending initial parameters");
   }
-  PullInto(0, /*gradients=*/false);
+  PullInto(step_, /*gradients=*/false);
 
   for (size_t i = 0; i < params_.size(); ++i) {
     hooks_.push_back(params_[i].register_hook([this, i](torch::Tensor grad) { OnGradient(i, grad); }));
   }
-  spdlog::info("joined as worker {} of {}: {} tensors, {} buckets, optimizer on {}",
+  spdlog::info("joined as worker {} of {}: {} tensors, {} buckets, optimizer on {}{}",
                client_->rank(), client_->world_size(), params_.size(), buckets_.size(),
-               client_->sum_mode() ? "this worker (sum mode)" : "the parameter servers");
+               client_->sum_mode() ? "this worker (sum mode)" : "the parameter servers",
+               client_->resumed() ? ", resuming at step " + std::to_string(step_) : "");
 }
 
 DataParallel::Impl::~Impl() {

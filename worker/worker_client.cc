@@ -42,6 +42,8 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
         auto js = h.getJobStart();
         c->rank_ = js.getRank();
         c->world_size_ = js.getWorldSize();
+        c->resumed_ = js.getResume();
+        c->start_step_ = js.getStartStep();
         auto map = ShardMap::FromWire(js.getMap());
         auto opt = OptimizerFromWire(js.getOptimizer());
         if (!map.ok()) decoded = map.status();

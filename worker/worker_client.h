@@ -35,6 +35,9 @@ class WorkerClient {
   int world_size() const { return world_size_; }
   const ShardMap& map() const { return map_; }
   bool sum_mode() const { return optimizer_.kind == OptimizerConfig::Kind::kSum; }
+  // Resuming from a snapshot: the PS hold step start_step()'s values already.
+  bool resumed() const { return resumed_; }
+  uint64_t start_step() const { return start_step_; }
 
   Status Push(wire::PushKind kind, uint64_t step, const std::vector<uint32_t>& chunks,
               const std::vector<const float*>& data, const std::shared_ptr<const void>& owner);
@@ -62,6 +65,8 @@ class WorkerClient {
   std::unique_ptr<transport::Connection> control_;
   std::vector<std::unique_ptr<transport::Connection>> ps_;
   std::vector<std::vector<uint32_t>> ps_chunks_;  // chunk ids held by each PS
+  bool resumed_ = false;
+  uint64_t start_step_ = 0;
   uint64_t next_request_ = 1;
   uint64_t barrier_sequence_ = 0;
   bool finished_ = false;

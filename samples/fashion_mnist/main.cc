@@ -83,14 +83,19 @@ int main(int argc, char** argv) {
                   optimizer.c_str(), lr, torch::get_num_threads());
     }
     const auto start = std::chrono::steady_clock::now();
-    for (int epoch = 0; epoch < epochs; ++epoch) {
+    // After `een-launch --resume`, dp.step() is the snapshot's step: start
+    // in its epoch, after the batches already trained.
+    const int64_t steps_per_epoch = (static_cast<int64_t>(sampler.num_samples()) + batch - 1) / batch;
+    const int first_epoch = static_cast<int>(dp.step() / steps_per_epoch);
+    for (int epoch = first_epoch; epoch < epochs; ++epoch) {
       sampler.set_epoch(epoch);
       std::vector<size_t> mine = sampler.indices();
       std::vector<int64_t> idx(mine.begin(), mine.end());
       auto order = torch::tensor(idx, torch::kLong);
       double epoch_loss = 0;
       int64_t steps = 0;
-      for (int64_t i = 0; i < order.size(0); i += batch) {
+      const int64_t skip = epoch == first_epoch ? (dp.step() % steps_per_epoch) * batch : 0;
+      for (int64_t i = skip; i < order.size(0); i += batch) {
         auto take = order.slice(0, i, std::min<int64_t>(order.size(0), i + batch));
         auto x = train.images.index_select(0, take);
         auto y = train.labels.index_select(0, take);

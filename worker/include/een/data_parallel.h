@@ -51,6 +51,9 @@ class DataParallel {
 
   int rank() const;
   int world_size() const;
+  // Steps completed. A job restarted with `een-launch --resume` starts at the
+  // snapshot's step: skip the batches already trained (same sampler epoch
+  // and position) and training continues exactly where the snapshot was.
   uint64_t step() const;
 
   // Completes one step after backward(). `loss` and `samples` (this worker's

@@ -1,0 +1,62 @@
+#include "ps/snapshot_writer.h"
+
+#include <chrono>
+
+#include "common/logging.h"
+
+namespace een::ps {
+
+SnapshotWriter::SnapshotWriter(std::unique_ptr<SnapshotStore> store) : store_(std::move(store)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+SnapshotWriter::~SnapshotWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
+}
+
+bool SnapshotWriter::Submit(uint64_t step, std::vector<ChunkImage> chunks,
+                            std::chrono::microseconds stall) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (busy_) return false;
+    busy_ = true;
+    pending_ = Pending{step, std::move(chunks), stall};
+  }
+  cv_.notify_one();
+  return true;
+}
+
+void SnapshotWriter::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return pending_.has_value() || stop_; });
+    if (!pending_) return;  // stopping with nothing to write
+    auto [step, chunks, stall] = std::move(*pending_);
+    pending_.reset();
+    lock.unlock();
+    const auto start = std::chrono::steady_clock::now();
+    Status s = store_->Write(step, chunks);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - start).count();
+    if (s.ok()) {
+      written_step_ = step;
+      size_t bytes = 0;
+      for (const ChunkImage& c : chunks) bytes += c.data.size() * sizeof(float);
+      spdlog::info("snapshot of step {} written to {}: {} chunks, {} bytes; training paused "
+                   "{} us to copy them, the write took {} ms in the background",
+                   step, store_->path(), chunks.size(), bytes, stall.count(), ms);
+    } else {
+      spdlog::error("snapshot of step {} not written: {}; training goes on, the previous "
+                    "snapshot stays the newest", step, s.message());
+    }
+    lock.lock();
+    busy_ = false;
+  }
+}
+
+}  // namespace een::ps

@@ -1,0 +1,52 @@
+// SnapshotWriter: writes a PS's snapshots in the background, so training
+// never waits for the disk. The PS captures its chunks (a memcpy of the
+// arena) and hands the copy over; one write is in flight at a time, and a
+// snapshot due while the previous one is still being written is skipped
+// with a log line (the next one catches up).
+// Thread safety: Submit(), written_step() and error() from the PS thread;
+// the writer thread owns the store.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "ps/snapshot_store.h"
+
+namespace een::ps {
+
+class SnapshotWriter {
+ public:
+  explicit SnapshotWriter(std::unique_ptr<SnapshotStore> store);
+  ~SnapshotWriter();  // finishes the write in flight
+
+  // False (and nothing happens) when a write is still in flight.
+  // `stall` is how long capturing the copy held the PS up (for the log).
+  bool Submit(uint64_t step, std::vector<ChunkImage> chunks, std::chrono::microseconds stall);
+  // The newest step durably written (0: none yet).
+  uint64_t written_step() const { return written_step_.load(); }
+  SnapshotStore& store() { return *store_; }
+
+ private:
+  void Loop();
+
+  std::unique_ptr<SnapshotStore> store_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  struct Pending {
+    uint64_t step;
+    std::vector<ChunkImage> chunks;
+    std::chrono::microseconds stall;
+  };
+  std::optional<Pending> pending_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::atomic<uint64_t> written_step_{0};
+  std::thread thread_;
+};
+
+}  // namespace een::ps

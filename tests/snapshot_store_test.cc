@@ -1,0 +1,119 @@
+// SnapshotStore: atomic snapshots, newest first, old ones dropped, and a
+// corrupted or torn snapshot refused with a reason.
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "ps/snapshot_store.h"
+
+namespace een::ps {
+namespace {
+
+class SnapshotStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = "/tmp/een-snapshot-test-" + std::to_string(getpid()) + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  static std::vector<ChunkImage> Images(uint64_t step) {
+    std::vector<ChunkImage> images;
+    for (uint32_t c = 0; c < 3; ++c) {
+      ChunkImage image{c * 2, step, std::vector<float>(1000 + c)};
+      for (size_t i = 0; i < image.data.size(); ++i) image.data[i] = step * 1000.0f + c + i * 0.5f;
+      images.push_back(image);
+    }
+    return images;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(SnapshotStoreTest, WritesAndReadsBackExactly) {
+  auto store = SnapshotStore::Open(dir_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE((*store)->Write(10, Images(10)).ok());
+  ASSERT_TRUE((*store)->Write(20, Images(20)).ok());
+  std::vector<std::string> problems;
+  EXPECT_EQ((*store)->IntactSteps(&problems), (std::vector<uint64_t>{20, 10}));
+  EXPECT_TRUE(problems.empty());
+  auto back = (*store)->Read(10);
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*back)[i].chunk, Images(10)[i].chunk);
+    EXPECT_EQ((*back)[i].version, 10u);
+    EXPECT_EQ((*back)[i].data, Images(10)[i].data);
+  }
+}
+
+TEST_F(SnapshotStoreTest, SurvivesReopeningAndKeepsTheNewest) {
+  {
+    auto store = SnapshotStore::Open(dir_, /*keep=*/2);
+    ASSERT_TRUE(store.ok());
+    for (uint64_t step : {5, 10, 15}) ASSERT_TRUE((*store)->Write(step, Images(step)).ok());
+  }
+  auto store = SnapshotStore::Open(dir_, 2);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->IntactSteps(nullptr), (std::vector<uint64_t>{15, 10}));
+}
+
+TEST_F(SnapshotStoreTest, CorruptedChunkIsRefusedAndTheOlderOneStays) {
+  {
+    auto store = SnapshotStore::Open(dir_);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->Write(10, Images(10)).ok());
+    ASSERT_TRUE((*store)->Write(20, Images(20)).ok());
+  }
+  {  // Flip bytes of one chunk of step 20, behind the store's back.
+    rocksdb::DB* db;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_, &db).ok());
+    const std::string key = "snap/00000000000000000020/chunk/0000000002";
+    std::string value;
+    ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), key, &value).ok());
+    value[100] ^= 0x5a;
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), key, value).ok());
+    delete db;
+  }
+  auto store = SnapshotStore::Open(dir_);
+  ASSERT_TRUE(store.ok());
+  std::vector<std::string> problems;
+  EXPECT_EQ((*store)->IntactSteps(&problems), std::vector<uint64_t>{10});
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("step 20"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[0].find("checksum"), std::string::npos) << problems[0];
+  EXPECT_EQ((*store)->Read(20).status().code(), StatusCode::kDataLoss);
+}
+
+TEST_F(SnapshotStoreTest, ASnapshotWithoutItsManifestDoesNotExist) {
+  {
+    auto store = SnapshotStore::Open(dir_);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->Write(10, Images(10)).ok());
+  }
+  {  // A torn write: chunks of step 30, no manifest.
+    rocksdb::DB* db;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_, &db).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), "snap/00000000000000000030/chunk/0000000000", "xx").ok());
+    delete db;
+  }
+  auto store = SnapshotStore::Open(dir_);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->IntactSteps(nullptr), std::vector<uint64_t>{10});
+}
+
+TEST_F(SnapshotStoreTest, UnusableFolderIsAClearError) {
+  std::ofstream(dir_) << "a file, not a folder";
+  auto store = SnapshotStore::Open(dir_ + "/ps-0");
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("cannot open the snapshot store"), std::string::npos);
+  std::filesystem::remove(dir_);
+}
+
+}  // namespace
+}  // namespace een::ps

@@ -36,7 +36,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
   }
   if (!root.IsMap()) return InvalidArgument("config " + path + ": top level must be a mapping");
   static const std::set<std::string> kFields = {
-      "ps", "workers", "failover_threshold", "heartbeat_interval", "startup_timeout",
+      "ps", "workers", "min_workers", "failover_threshold", "heartbeat_interval", "startup_timeout",
       "progress_interval", "transport", "host", "max_chunk_numel", "shards_per_ps",
       "snapshot_every", "snapshot_dir"};
   for (const auto& kv : root) {
@@ -63,6 +63,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
       };
       if (key == "ps") EEN_RETURN_IF_ERROR(positive_int(&ps));
       if (key == "workers") EEN_RETURN_IF_ERROR(positive_int(&workers));
+      if (key == "min_workers") EEN_RETURN_IF_ERROR(positive_int(&min_workers));
       if (key == "failover_threshold") EEN_RETURN_IF_ERROR(duration(&failover_threshold));
       if (key == "heartbeat_interval") EEN_RETURN_IF_ERROR(duration(&heartbeat_interval));
       if (key == "startup_timeout") EEN_RETURN_IF_ERROR(duration(&startup_timeout));
@@ -95,6 +96,10 @@ Status JobConfig::LoadYaml(const std::string& path) {
 Status JobConfig::Validate() const {
   if (ps < 1) return InvalidArgument("ps must be >= 1 (--ps N)");
   if (workers < 1) return InvalidArgument("workers must be >= 1 (--workers M)");
+  if (min_workers > workers) {
+    return InvalidArgument("min_workers (" + std::to_string(min_workers) +
+                           ") cannot exceed workers (" + std::to_string(workers) + ")");
+  }
   if (transport != "tcp" && transport != "ipc") {
     return InvalidArgument("transport '" + transport + "' is not one of tcp, ipc");
   }

@@ -14,6 +14,7 @@ namespace een {
 struct JobConfig {
   int ps = 1;
   int workers = 1;
+  int min_workers = 0;  // training goes on while this many workers live; 0: all of them
   std::chrono::milliseconds failover_threshold{500};
   std::chrono::milliseconds heartbeat_interval{100};
   std::chrono::milliseconds startup_timeout{120000};
@@ -28,6 +29,7 @@ struct JobConfig {
   // Overlays the fields present in the YAML file at `path` onto *this.
   Status LoadYaml(const std::string& path);
   Status Validate() const;
+  int MinWorkers() const { return min_workers > 0 ? min_workers : workers; }
 };
 
 // "500ms", "2s", "1.5s" or a bare number of milliseconds.

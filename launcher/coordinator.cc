@@ -104,6 +104,8 @@ void Coordinator::Handle(const transport::Envelope& envelope) {
       case wire::Header::BARRIER: return HandleBarrier(envelope.from, h.getBarrier().getSequence());
       case wire::Header::DONE: return HandleDone(envelope.from);
       case wire::Header::LEAVE: HandleLeave(envelope.from); return Status::Ok();
+      case wire::Header::MEMBERSHIP_PREPARED:
+        return HandleMembershipPrepared(envelope.from, h.getMembershipPrepared());
       default: return InvalidArgument("the coordinator does not take this message kind");
     }
   });
@@ -286,8 +288,10 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
   }
   capnp::MallocMessageBuilder b;
   auto reply = b.initRoot<wire::Header>().initHeartbeatReply();
-  reply.setState(state_);
-  reply.setReason(abort_reason_);
+  reply.setState(n.lost ? wire::JobState::ABORTED : state_);
+  reply.setReason(n.lost ? "this worker was declared lost (silent longer than the failover "
+                           "threshold); the job went on without it"
+                         : abort_reason_);
   return listener_->Send(peer, Message{{wire::Encode(b)}});
 }
 
@@ -295,17 +299,28 @@ Status Coordinator::HandleBarrier(const transport::PeerId& peer, uint64_t sequen
   Node* n = NodeByControl(peer);
   if (!n || n->role != wire::Role::WORKER) return InvalidArgument("barrier from a non-worker");
   barriers_[sequence].insert(n->rank);
-  size_t live = 0;
-  for (const Node& w : workers_) live += !w.done;
-  if (barriers_[sequence].size() < live) return Status::Ok();
-  for (const Node& w : workers_) {
-    if (w.done) continue;
-    capnp::MallocMessageBuilder b;
-    b.initRoot<wire::Header>().initBarrierReply().setSequence(sequence);
-    EEN_RETURN_IF_ERROR(listener_->Send(w.control, Message{{wire::Encode(b)}}));
-  }
-  barriers_.erase(sequence);
+  ReleaseBarriers();
   return Status::Ok();
+}
+
+void Coordinator::ReleaseBarriers() {
+  for (auto it = barriers_.begin(); it != barriers_.end();) {
+    bool all = true;
+    for (const Node& w : workers_) {
+      if (!w.done && !w.lost && !it->second.count(w.rank)) all = false;
+    }
+    if (!all) {
+      ++it;
+      continue;
+    }
+    for (int rank : it->second) {
+      if (workers_[rank].lost) continue;
+      capnp::MallocMessageBuilder b;
+      b.initRoot<wire::Header>().initBarrierReply().setSequence(it->first);
+      (void)listener_->Send(workers_[rank].control, Message{{wire::Encode(b)}});
+    }
+    it = barriers_.erase(it);
+  }
 }
 
 Status Coordinator::HandleDone(const transport::PeerId& peer) {
@@ -313,18 +328,23 @@ Status Coordinator::HandleDone(const transport::PeerId& peer) {
   if (!n || n->role != wire::Role::WORKER) return InvalidArgument("done from a non-worker");
   n->done = true;
   spdlog::info("worker {} finished at step {}", n->rank, n->step);
+  ReleaseBarriers();
   capnp::MallocMessageBuilder b;
   b.initRoot<wire::Header>().setDoneReply();
   EEN_RETURN_IF_ERROR(listener_->Send(peer, Message{{wire::Encode(b)}}));
+  MaybeFinish();
+  return Status::Ok();
+}
+
+void Coordinator::MaybeFinish() {
   for (const Node& w : workers_) {
-    if (!w.done) return Status::Ok();
+    if (!w.done && !w.lost) return;
   }
   if (state_ == wire::JobState::RUNNING) {
     state_ = wire::JobState::SHUTDOWN;
     shutdown_at_ = Clock::now();
     ReportProgress();
   }
-  return Status::Ok();
 }
 
 void Coordinator::HandleLeave(const transport::PeerId& peer) {
@@ -335,22 +355,98 @@ void Coordinator::HandleLeave(const transport::PeerId& peer) {
 }
 
 void Coordinator::CheckLiveness() {
-  for (auto* nodes : {&ps_, &workers_}) {
-    for (const Node& n : *nodes) {
-      if (n.done) continue;
-      const long silent = MillisSince(n.last_seen);
-      if (silent > options_.job.failover_threshold.count()) {
-        uint64_t job_step = 0;
-        for (const Node& w : workers_) job_step = std::max(job_step, w.step);
-        Abort(fmt::format("{} silent for {} ms > failover threshold {} ms, last at step {} "
-                          "(job at step {}); ending the job (this version does not recover a "
-                          "lost process)",
-                          Describe(n), silent, options_.job.failover_threshold.count(), n.step,
-                          job_step));
-        return;
-      }
+  uint64_t job_step = 0;
+  for (const Node& w : workers_) job_step = std::max(job_step, w.step);
+  for (const Node& p : ps_) {
+    const long silent = MillisSince(p.last_seen);
+    if (!p.done && silent > options_.job.failover_threshold.count()) {
+      Abort(fmt::format("{} silent for {} ms > failover threshold {} ms, last at step {} "
+                        "(job at step {}); ending the job (this version does not recover a "
+                        "lost PS)",
+                        Describe(p), silent, options_.job.failover_threshold.count(), p.step,
+                        job_step));
+      return;
     }
   }
+  for (Node& w : workers_) {
+    const long silent = MillisSince(w.last_seen);
+    if (!w.done && !w.lost && silent > options_.job.failover_threshold.count()) {
+      WorkerLost(w, silent);
+      if (state_ != wire::JobState::RUNNING) return;
+    }
+  }
+}
+
+std::vector<int> Coordinator::LiveWorkerRanks() const {
+  std::vector<int> live;
+  for (const Node& w : workers_) {
+    if (!w.lost) live.push_back(w.rank);
+  }
+  return live;
+}
+
+void Coordinator::WorkerLost(Node& w, long silent_ms) {
+  w.lost = true;
+  const std::vector<int> live = LiveWorkerRanks();
+  const std::string what =
+      fmt::format("{} silent for {} ms > failover threshold {} ms, last at step {}", Describe(w),
+                  silent_ms, options_.job.failover_threshold.count(), w.step);
+  if (static_cast<int>(live.size()) < options_.job.MinWorkers()) {
+    Abort(fmt::format("{}; only {} worker(s) left, fewer than the {} the job needs "
+                      "(--min-workers); ending the job",
+                      what, live.size(), options_.job.MinWorkers()));
+    return;
+  }
+  spdlog::warn("{}; the job goes on with {} workers (--min-workers {})", what, live.size(),
+               options_.job.MinWorkers());
+  ReleaseBarriers();
+  if (!membership_pending_) StartMembershipChange();
+  MaybeFinish();
+}
+
+void Coordinator::StartMembershipChange() {
+  membership_epoch_++;
+  membership_pending_ = true;
+  membership_live_ = LiveWorkerRanks();
+  prepared_.clear();
+  for (const Node& p : ps_) {
+    capnp::MallocMessageBuilder b;
+    auto prepare = b.initRoot<wire::Header>().initMembershipPrepare();
+    prepare.setEpoch(membership_epoch_);
+    auto live = prepare.initLiveWorkers(membership_live_.size());
+    for (size_t i = 0; i < membership_live_.size(); ++i) live.set(i, membership_live_[i]);
+    if (Status s = listener_->Send(p.control, Message{{wire::Encode(b)}}); !s.ok()) {
+      spdlog::warn("could not reach ps {} about the new membership: {}", p.rank, s.ToString());
+    }
+  }
+}
+
+Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
+                                             wire::MembershipPrepared::Reader prepared) {
+  Node* n = NodeByControl(peer);
+  if (!n || n->role != wire::Role::PS) return InvalidArgument("membership answer from a non-PS");
+  if (!membership_pending_ || prepared.getEpoch() != membership_epoch_) return Status::Ok();
+  prepared_[n->rank] = prepared.getMaxVersion();
+  if (prepared_.size() < ps_.size()) return Status::Ok();
+  uint64_t step = 0;
+  for (const auto& [rank, version] : prepared_) step = std::max(step, version + 1);
+  std::string ranks;
+  for (int r : membership_live_) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+  spdlog::info("membership {}: from step {} the {} live workers ({}) train alone and re-shard "
+               "the rest of each epoch's data, the lost workers' share included",
+               membership_epoch_, step, membership_live_.size(), ranks);
+  for (const Node& p : ps_) {
+    capnp::MallocMessageBuilder b;
+    auto commit = b.initRoot<wire::Header>().initMembershipCommit();
+    commit.setEpoch(membership_epoch_);
+    commit.setEffectiveStep(step);
+    auto live = commit.initLiveWorkers(membership_live_.size());
+    for (size_t i = 0; i < membership_live_.size(); ++i) live.set(i, membership_live_[i]);
+    EEN_RETURN_IF_ERROR(listener_->Send(p.control, Message{{wire::Encode(b)}}));
+  }
+  membership_pending_ = false;
+  if (LiveWorkerRanks() != membership_live_) StartMembershipChange();  // lost more meanwhile
+  return Status::Ok();
 }
 
 void Coordinator::RefuseJob(const std::string& reason) {

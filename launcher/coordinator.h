@@ -53,6 +53,7 @@ class Coordinator {
     transport::PeerId control;
     bool registered = false;
     bool done = false;   // worker finished / PS left
+    bool lost = false;   // worker declared lost; the job goes on without it
     Clock::time_point last_seen;
     uint64_t step = 0;
     double loss = 0;
@@ -73,6 +74,14 @@ class Coordinator {
   Result<uint64_t> PickResumeStep();
   void NoteSnapshots();
   void CheckLiveness();
+  void WorkerLost(Node& worker, long silent_ms);
+  // Agreeing, with every PS, the step from which the live workers re-shard.
+  void StartMembershipChange();
+  Status HandleMembershipPrepared(const transport::PeerId& peer,
+                                  wire::MembershipPrepared::Reader prepared);
+  void ReleaseBarriers();
+  void MaybeFinish();
+  std::vector<int> LiveWorkerRanks() const;
   void Abort(const std::string& reason);
   // Before the start: tells every registered process why, then aborts.
   void RefuseJob(const std::string& reason);
@@ -92,6 +101,10 @@ class Coordinator {
   Clock::time_point aborted_at_, shutdown_at_;
   std::map<uint64_t, std::set<int>> barriers_;  // sequence -> worker ranks waiting
   uint64_t start_step_ = 0;
+  uint64_t membership_epoch_ = 0;
+  bool membership_pending_ = false;
+  std::vector<int> membership_live_;          // of the round being agreed
+  std::map<int, uint64_t> prepared_;          // PS rank -> its max version
   uint64_t complete_snapshot_ = 0;  // newest step snapshotted by every PS
   Clock::time_point last_progress_ = Clock::now();
   uint64_t last_progress_samples_ = 0;

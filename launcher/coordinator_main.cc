@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   app.add_option("--listen", o.listen_address, "address to listen on");
   app.add_option("--ps", o.job.ps, "number of PS processes")->required()->check(CLI::PositiveNumber);
   app.add_option("--workers", o.job.workers, "number of workers")->required()->check(CLI::PositiveNumber);
+  app.add_option("--min-workers", o.job.min_workers, "workers the job needs to go on (0: all)");
   app.add_option("--failover-threshold-ms", threshold)->check(CLI::PositiveNumber);
   app.add_option("--heartbeat-ms", heartbeat)->check(CLI::PositiveNumber);
   app.add_option("--startup-timeout-ms", startup)->check(CLI::PositiveNumber);

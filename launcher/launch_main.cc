@@ -51,6 +51,10 @@ int main(int argc, char** argv) {
                      ->check(CLI::PositiveNumber);
   auto* workers_opt = app.add_option("--workers", workers, "number of worker processes")
                           ->check(CLI::PositiveNumber);
+  int min_workers = 0;
+  auto* min_opt = app.add_option("--min-workers", min_workers,
+                                 "go on without lost workers while this many live (default: all)")
+                      ->check(CLI::PositiveNumber);
   app.add_option("--config", config_path, "job spec (YAML); flags override its fields")
       ->check(CLI::ExistingFile);
   app.add_option("--failover-threshold", threshold,
@@ -81,6 +85,7 @@ int main(int argc, char** argv) {
   }
   if (*ps_opt) config.ps = ps;
   if (*workers_opt) config.workers = workers;
+  if (*min_opt) config.min_workers = min_workers;
   auto duration = [&](const std::string& flag, const std::string& text,
                       std::chrono::milliseconds* out) -> bool {
     if (text.empty()) return true;

@@ -66,6 +66,7 @@ Status LocalJob::StartCoordinator() {
       bin_dir_ + "/een-coordinator",
       "--ps", std::to_string(config_.ps),
       "--workers", std::to_string(config_.workers),
+      "--min-workers", std::to_string(config_.MinWorkers()),
       "--failover-threshold-ms", std::to_string(config_.failover_threshold.count()),
       "--heartbeat-ms", std::to_string(config_.heartbeat_interval.count()),
       "--startup-timeout-ms", std::to_string(config_.startup_timeout.count()),
@@ -202,6 +203,8 @@ int LocalJob::Run() {
   bool workers_done = false;
   Clock::time_point workers_done_at, failure_at;
   std::string failure;
+  std::vector<bool> reported(children_.size(), false);
+  int lost_workers = 0;
   while (true) {
     PumpOutput(50);
     ReapChildren();
@@ -215,15 +218,24 @@ int LocalJob::Run() {
     if (failure.empty()) {
       for (size_t i = 0; i < children_.size(); ++i) {
         const ChildProcess& c = children_[i];
-        if (!c.exited()) continue;
+        if (!c.exited() || reported[i]) continue;
+        reported[i] = true;
         // A clean exit is never a failure by itself: a coordinator or PS
         // that ends early leaves workers that fail loudly on their own.
-        if (!c.succeeded()) {
-          failure = c.label() + " (pid " + std::to_string(c.pid()) + ") " + c.ExitDescription();
-          Say(failure);
-          failure_at = Clock::now();
-          break;
+        if (c.succeeded()) continue;
+        const std::string what =
+            c.label() + " (pid " + std::to_string(c.pid()) + ") " + c.ExitDescription();
+        const bool is_worker = i >= first_worker;
+        if (is_worker && config_.workers - (lost_workers + 1) >= config_.MinWorkers()) {
+          ++lost_workers;
+          Say(what + "; the job goes on with " + std::to_string(config_.workers - lost_workers) +
+              " workers (--min-workers " + std::to_string(config_.MinWorkers()) + ")");
+          continue;
         }
+        failure = what;
+        Say(failure);
+        failure_at = Clock::now();
+        break;
       }
     }
     if (!failure.empty()) {
@@ -244,7 +256,9 @@ int LocalJob::Run() {
       for (const ChildProcess& c : children_) all &= c.exited();
       if (all) {
         StopAll();
-        Say("job finished: all " + std::to_string(config_.workers) + " workers succeeded");
+        Say("job finished: " + std::to_string(config_.workers - lost_workers) + " of " +
+            std::to_string(config_.workers) + " workers succeeded" +
+            (lost_workers ? " (the others were lost and the job went on without them)" : ""));
         return 0;
       }
       if (MillisSince(workers_done_at) > 4 * config_.failover_threshold.count() + 5000) {

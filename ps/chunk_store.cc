@@ -77,10 +77,47 @@ Result<bool> ChunkStore::AddGradient(uint32_t chunk, int worker, uint64_t step,
                               " for chunk " + std::to_string(chunk) + " step " +
                               std::to_string(step));
   }
+  if (!live_[worker]) {
+    return FailedPrecondition("worker " + std::to_string(worker) +
+                              " is no longer part of the job (it was declared lost)");
+  }
   s.contributions[worker] = std::move(grad);
-  if (++s.received < num_workers_) return false;
+  if (!Complete(s)) return false;
   Aggregate(chunk, s);
   return true;
+}
+
+bool ChunkStore::Complete(const Slot& s) const {
+  bool any = false;
+  for (int w = 0; w < num_workers_; ++w) {
+    const bool in = s.contributions[w].data() != nullptr;
+    if (live_[w] && !in) return false;
+    any |= in;
+  }
+  return any;
+}
+
+std::vector<uint32_t> ChunkStore::RemoveWorker(int worker) {
+  std::vector<uint32_t> completed;
+  if (!IsLive(worker)) return completed;
+  live_[worker] = false;
+  for (uint32_t c = 0; c < slot_of_.size(); ++c) {
+    if (slot_of_[c] < 0) continue;
+    Slot& s = slots_[slot_of_[c]];
+    if (s.initialized && Complete(s)) {
+      Aggregate(c, s);
+      completed.push_back(c);
+    }
+  }
+  return completed;
+}
+
+std::vector<int> ChunkStore::LiveWorkers() const {
+  std::vector<int> out;
+  for (int w = 0; w < num_workers_; ++w) {
+    if (live_[w]) out.push_back(w);
+  }
+  return out;
 }
 
 void ChunkStore::Aggregate(uint32_t chunk, Slot& s) {
@@ -94,15 +131,19 @@ void ChunkStore::Aggregate(uint32_t chunk, Slot& s) {
     mean = s.mean->data();
   }
   // Sum in rank order, so the result does not depend on arrival order.
-  std::memcpy(mean, s.contributions[0].data(), n * sizeof(float));
-  for (int w = 1; w < num_workers_; ++w) {
+  int contributors = 0;
+  for (int w = 0; w < num_workers_; ++w) {
+    if (s.contributions[w].data() == nullptr) continue;
     const float* g = reinterpret_cast<const float*>(s.contributions[w].data());
-    for (uint32_t i = 0; i < n; ++i) mean[i] += g[i];
+    if (contributors++ == 0) {
+      std::memcpy(mean, g, n * sizeof(float));
+    } else {
+      for (uint32_t i = 0; i < n; ++i) mean[i] += g[i];
+    }
   }
-  const float workers = static_cast<float>(num_workers_);
-  for (uint32_t i = 0; i < n; ++i) mean[i] /= workers;
+  const float divisor = static_cast<float>(contributors);
+  for (uint32_t i = 0; i < n; ++i) mean[i] /= divisor;
   for (auto& f : s.contributions) f = transport::Frame();
-  s.received = 0;
   if (optimizer_) optimizer_->Apply(s.values, mean, s.state.data(), n, s.version + 1);
   s.version++;
 }
@@ -111,6 +152,12 @@ uint64_t ChunkStore::MinVersion() const {
   uint64_t v = UINT64_MAX;
   for (const Slot& s : slots_) v = std::min(v, s.version);
   return slots_.empty() ? 0 : v;
+}
+
+uint64_t ChunkStore::MaxVersion() const {
+  uint64_t v = 0;
+  for (const Slot& s : slots_) v = std::max(v, s.version);
+  return v;
 }
 
 std::vector<ChunkImage> ChunkStore::Capture() const {
@@ -157,7 +204,6 @@ Status ChunkStore::Restore(const std::vector<ChunkImage>& images) {
     s.version = image.version;
     s.initialized = true;
     for (auto& f : s.contributions) f = transport::Frame();
-    s.received = 0;
   }
   return Status::Ok();
 }

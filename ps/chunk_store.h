@@ -49,10 +49,16 @@ class ChunkStore {
   Result<bool> AddGradient(uint32_t chunk, int worker, uint64_t step, transport::Frame grad);
   // The lowest version over every chunk held here (the step all have reached).
   uint64_t MinVersion() const;
+  uint64_t MaxVersion() const;
   // A copy of every chunk: values, optimizer state and version.
   std::vector<ChunkImage> Capture() const;
   // Loads a snapshot; it must hold every chunk here, each of the right size.
   Status Restore(const std::vector<ChunkImage>& images);
+  // A lost worker: no step waits for it any more (a contribution of it that
+  // already arrived still counts). Returns the chunks this completed.
+  std::vector<uint32_t> RemoveWorker(int worker);
+  bool IsLive(int worker) const { return worker >= 0 && worker < num_workers_ && live_[worker]; }
+  std::vector<int> LiveWorkers() const;
   // Values (or, in sum mode, the last mean gradient) as zero-copy frames.
   transport::Frame Values(uint32_t chunk) const;
   transport::Frame MeanGradient(uint32_t chunk) const;
@@ -64,16 +70,18 @@ class ChunkStore {
     uint64_t version = 0;
     bool initialized = false;
     std::vector<transport::Frame> contributions;  // per worker, for step `version`
-    int received = 0;
     std::shared_ptr<std::vector<float>> mean;     // sum mode: last step's mean
   };
 
-  ChunkStore(const ShardMap& map, int num_workers) : map_(map), num_workers_(num_workers) {}
+  ChunkStore(const ShardMap& map, int num_workers)
+      : map_(map), num_workers_(num_workers), live_(num_workers, true) {}
   const Slot& SlotOf(uint32_t chunk) const { return slots_[slot_of_[chunk]]; }
   void Aggregate(uint32_t chunk, Slot& slot);
+  bool Complete(const Slot& slot) const;  // every live worker's gradient is in
 
   ShardMap map_;
   int num_workers_;
+  std::vector<bool> live_;
   std::unique_ptr<Optimizer> optimizer_;
   std::shared_ptr<Arena> arena_;  // shared with every frame lent out of it
   std::vector<int32_t> slot_of_;             // chunk id -> slot, -1 if not owned

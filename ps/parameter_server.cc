@@ -84,6 +84,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   EEN_ASSIGN_OR_RETURN(transport::MemoryRegion region,
                        data_device->RegisterMemory(store_->arena().data(), store_->arena().size()));
   (void)region;  // ZeroMQ needs no registration; RDMA will keep it for the arena's life
+  live_workers_ = store_->LiveWorkers();
   spdlog::info("holding {} chunks ({} bytes of arena) for {} workers; optimizer {}",
                store_->owned_chunks(), store_->arena().size(), workers,
                OptimizerName(optimizer.kind));
@@ -145,9 +146,65 @@ Status ParameterServer::Serve(const std::atomic<bool>& stop) {
     if (heartbeat_->state() == HeartbeatSender::State::kAborted) {
       return Aborted(heartbeat_->reason());
     }
+    auto control = control_->Receive(milliseconds(0));
+    if (control.ok()) {
+      if (Status s = HandleControl(*control); !s.ok()) {
+        spdlog::warn("dropped a bad message from the coordinator: {}", s.ToString());
+      }
+    }
     auto envelope = listener_->Receive(milliseconds(20));
     if (envelope.ok()) Handle(*envelope);
   }
+}
+
+Status ParameterServer::HandleControl(const Message& message) {
+  return wire::Visit(message, [&](wire::Header::Reader h) -> Status {
+    if (h.isMembershipPrepare()) {
+      auto prepare = h.getMembershipPrepare();
+      std::vector<bool> keep(store_->num_workers(), false);
+      for (int w : prepare.getLiveWorkers()) {
+        if (w < 0 || w >= store_->num_workers()) return InvalidArgument("live worker out of range");
+        keep[w] = true;
+      }
+      size_t completed = 0;
+      for (int w = 0; w < store_->num_workers(); ++w) {
+        if (!keep[w] && store_->IsLive(w)) {
+          const size_t n = store_->RemoveWorker(w).size();
+          completed += n;
+          spdlog::warn("worker {} is lost: no step waits for it any more ({} chunk(s) completed "
+                       "without it)", w, n);
+        }
+      }
+      frozen_ = true;
+      freeze_above_ = store_->MaxVersion();
+      capnp::MallocMessageBuilder b;
+      auto prepared = b.initRoot<wire::Header>().initMembershipPrepared();
+      prepared.setEpoch(prepare.getEpoch());
+      prepared.setMaxVersion(freeze_above_);
+      EEN_RETURN_IF_ERROR(control_->Send(Message{{wire::Encode(b)}}));
+      if (completed > 0) StepsCompleted();
+      return Status::Ok();
+    }
+    if (h.isMembershipCommit()) {
+      auto commit = h.getMembershipCommit();
+      membership_epoch_ = commit.getEpoch();
+      membership_step_ = commit.getEffectiveStep();
+      live_workers_.clear();
+      for (int w : commit.getLiveWorkers()) live_workers_.push_back(w);
+      frozen_ = false;
+      spdlog::info("membership {}: {} workers from step {}", membership_epoch_,
+                   live_workers_.size(), membership_step_);
+      AnswerReadyPulls();
+      return Status::Ok();
+    }
+    return Status::Ok();  // job start repeats and the like: nothing to do
+  });
+}
+
+void ParameterServer::StepsCompleted() {
+  step_ = std::max<uint64_t>(step_.load(), store_->MinVersion());
+  MaybeSnapshot();  // before the answers: no worker can move the chunks on yet
+  AnswerReadyPulls();
 }
 
 void ParameterServer::SendError(const transport::PeerId& peer, wire::ErrorCode code,
@@ -192,6 +249,10 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
   if (worker < 0 || worker >= store_->num_workers()) {
     return InvalidArgument("push from worker rank " + std::to_string(worker) + " of " +
                            std::to_string(store_->num_workers()));
+  }
+  if (!store_->IsLive(worker)) {
+    return FailedPrecondition("worker " + std::to_string(worker) +
+                              " was declared lost and is no longer part of the job");
   }
   if (push.getDtype() != wire::DType::F32) {
     return InvalidArgument("push payload dtype " + std::to_string(int(push.getDtype())) +
@@ -243,11 +304,7 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     EEN_ASSIGN_OR_RETURN(bool done, store_->AddGradient(chunks[i], worker, step, message.payload(i)));
     completed |= done;
   }
-  if (completed) {
-    if (step + 1 > step_) step_ = step + 1;
-    MaybeSnapshot();  // before the answers: no worker can move the chunks on yet
-    AnswerReadyPulls();
-  }
+  if (completed) StepsCompleted();
   (void)peer;
   return Status::Ok();
 }
@@ -282,6 +339,7 @@ Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Re
 }
 
 bool ParameterServer::Ready(const PendingPull& p) const {
+  if (frozen_ && p.min_version > freeze_above_) return false;
   for (uint32_t c : p.chunks) {
     if (!store_->Initialized(c) || store_->Version(c) < p.min_version) return false;
   }
@@ -303,6 +361,11 @@ void ParameterServer::Answer(const PendingPull& p) {
     m.frames.push_back(p.gradients ? store_->MeanGradient(p.chunks[i]) : store_->Values(p.chunks[i]));
   }
   reply.setVersion(p.chunks.empty() ? 0 : version);
+  auto membership = reply.initMembership();
+  membership.setEpoch(membership_epoch_);
+  membership.setEffectiveStep(membership_step_);
+  auto live = membership.initLiveWorkers(live_workers_.size());
+  for (size_t i = 0; i < live_workers_.size(); ++i) live.set(i, live_workers_[i]);
   m.frames[0] = wire::Encode(b);
   if (Status s = listener_->Send(p.peer, std::move(m)); !s.ok()) {
     spdlog::warn("could not answer a pull: {}", s.ToString());

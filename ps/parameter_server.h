@@ -10,6 +10,8 @@
 // for has reached the version asked for. With EEN_SNAPSHOT_EVERY=N, every
 // N steps a copy of all its chunks goes to a background RocksDB writer;
 // with EEN_RESUME it starts from the snapshot step the coordinator picks.
+// When the coordinator declares a worker lost, the PS stops waiting for it
+// and takes part in agreeing the step from which every worker re-shards.
 // Thread safety: Serve() runs on one thread; the heartbeat has its own.
 #pragma once
 
@@ -46,6 +48,9 @@ class ParameterServer {
   };
 
   void Handle(const transport::Envelope& envelope);
+  // Messages from the coordinator on the control connection (membership).
+  Status HandleControl(const transport::Message& message);
+  void StepsCompleted();
   Status HandlePush(const transport::PeerId& peer, wire::Push::Reader push,
                     const transport::Message& message);
   Status HandlePull(const transport::PeerId& peer, wire::Pull::Reader pull);
@@ -70,6 +75,13 @@ class ParameterServer {
   std::unique_ptr<SnapshotStore> snapshots_;   // until the writer takes it
   std::unique_ptr<SnapshotWriter> writer_;
   uint64_t next_snapshot_ = 0;
+  // Worker membership: stamped on pull answers; while a change is being
+  // agreed (`frozen_`), no answer goes beyond `freeze_above_`.
+  uint64_t membership_epoch_ = 0;
+  uint64_t membership_step_ = 0;
+  std::vector<int> live_workers_;
+  bool frozen_ = false;
+  uint64_t freeze_above_ = 0;
   // Last: its thread reads step_ and writer_, so it must stop first.
   std::unique_ptr<HeartbeatSender> heartbeat_;
 };

@@ -138,6 +138,27 @@ struct PullReply {
   version @1 :UInt64;
   dtype @2 :DType;
   chunks @3 :List(UInt32);
+  membership @4 :Membership;       # the workers that train from `version` on
+}
+
+# Which workers take part, from step `effectiveStep` on. `epoch` 0 is the
+# job's start (every worker).
+struct Membership {
+  epoch @0 :UInt64;
+  effectiveStep @1 :UInt64;
+  liveWorkers @2 :List(Int32);
+}
+
+# Coordinator -> every PS, when a worker is lost: stop waiting for it now,
+# hold pull answers beyond `maxVersion`, answer with MembershipPrepared.
+struct MembershipPrepare {
+  epoch @0 :UInt64;
+  liveWorkers @1 :List(Int32);
+}
+
+struct MembershipPrepared {
+  epoch @0 :UInt64;
+  maxVersion @1 :UInt64;           # the newest version any chunk here has
 }
 
 enum ErrorCode {
@@ -169,5 +190,8 @@ struct Header {
     pullReply @10 :PullReply;
     error @11 :Error;
     leave @12 :Void;               # PS acknowledges shutdown
+    membershipPrepare @13 :MembershipPrepare;
+    membershipPrepared @14 :MembershipPrepared;
+    membershipCommit @15 :Membership;  # coordinator -> PS: stamp replies from effectiveStep on
   }
 }

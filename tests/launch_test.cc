@@ -88,6 +88,63 @@ TEST(Launch, KilledPsEndsTheJobWithin5sNamingIt) {
       << job.output();
 }
 
+double Accuracy(const std::string& output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex("test accuracy: ([0-9.]+)%"))) return -1;
+  return std::stod(m[1]);
+}
+
+TEST(Launch, LostWorkerJobGoesOnWithinOnePointOfAccuracy) {
+  const std::vector<std::string> flags = {"--ps", "2", "--workers", "4", "--min-workers", "2"};
+  const std::vector<std::string> train = {kBin + "/fashion_mnist", "--epochs", "2",
+                                          "--train-limit", "20000", "--test-limit", "5000",
+                                          "--log-every", "10"};
+  auto undisturbed = testing::Run(Launch(flags, train), seconds(180));
+  ASSERT_EQ(undisturbed.exit_code, 0) << undisturbed.output;
+
+  Subprocess job(Launch(flags, train));
+  ASSERT_TRUE(job.WaitForOutput("epoch 1 step 40 ", seconds(60))) << job.output();
+  const pid_t worker = PidOf(job.output(), "worker 2");
+  ASSERT_GT(worker, 0) << job.output();
+  ASSERT_EQ(kill(worker, SIGKILL), 0);
+  auto code = job.Wait(seconds(180));
+  ASSERT_TRUE(code.has_value()) << job.output();
+  ASSERT_EQ(*code, 0) << job.output();
+  const std::string& out = job.output();
+  EXPECT_NE(out.find("worker 2 (pid " + std::to_string(worker) + ") was killed by SIGKILL; the "
+                     "job goes on with 3 workers"),
+            std::string::npos)
+      << out;
+  // Its share of the data goes to the survivors, from one agreed step.
+  EXPECT_TRUE(std::regex_search(out, std::regex("train alone and re-shard the rest of each "
+                                                "epoch's data, the lost workers' share included")))
+      << out;
+  for (const char* w : {"worker 0", "worker 1", "worker 3"}) {
+    EXPECT_TRUE(std::regex_search(out, std::regex(std::string("\\[") + w +
+                                                  "\\].*worker\\(s\\) 2 lost: from step")))
+        << w << " did not re-shard\n" << out;
+  }
+  const double before = Accuracy(undisturbed.output), after = Accuracy(out);
+  RecordProperty("accuracy_undisturbed", std::to_string(before));
+  RecordProperty("accuracy_after_worker_loss", std::to_string(after));
+  EXPECT_GT(before, 80.0) << undisturbed.output;
+  EXPECT_NEAR(after, before, 1.0) << out;
+}
+
+TEST(Launch, LosingMoreWorkersThanAllowedEndsTheJob) {
+  Subprocess job(Launch({"--ps", "1", "--workers", "2", "--min-workers", "2"},
+                        {kBin + "/fashion_mnist", "--epochs", "1000", "--train-limit", "512",
+                         "--test-limit", "10"}));
+  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
+  const pid_t worker = PidOf(job.output(), "worker 1");
+  ASSERT_GT(worker, 0);
+  ASSERT_EQ(kill(worker, SIGKILL), 0);
+  auto code = job.Wait(seconds(10));
+  ASSERT_TRUE(code.has_value()) << job.output();
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(job.output().find("job failed: worker 1"), std::string::npos) << job.output();
+}
+
 TEST(Launch, CtrlCLeavesNoProcessBehind) {
   Subprocess job(LongJob());
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();

@@ -221,6 +221,10 @@ DataParallel::~DataParallel() {
 int DataParallel::rank() const { return impl_->client_->rank(); }
 int DataParallel::world_size() const { return impl_->client_->world_size(); }
 uint64_t DataParallel::step() const { return impl_->step_; }
+int DataParallel::live_count() const {
+  return static_cast<int>(impl_->client_->live_workers().size());
+}
+int DataParallel::live_index() const { return impl_->client_->live_index(); }
 void DataParallel::Step(double loss, int64_t samples) { impl_->Step(loss, samples); }
 void DataParallel::Barrier() { ThrowIfError(impl_->client_->Barrier(), "barrier"); }
 void DataParallel::Finish() { ThrowIfError(impl_->client_->Finish(), "finishing"); }

@@ -16,27 +16,39 @@ DistributedSampler::DistributedSampler(size_t dataset_size, int rank, int world_
                 std::to_string(world_size) + ")");
   }
   if (dataset_size == 0) throw Error("DistributedSampler: the dataset is empty");
+  set_epoch(0);
+}
+
+void DistributedSampler::set_epoch(uint64_t epoch) {
+  epoch_ = epoch;
+  order_.resize(size_);
+  std::iota(order_.begin(), order_.end(), size_t{0});
+  if (shuffle_) {
+    // Fisher-Yates with a fixed engine: the same order on every platform.
+    std::mt19937_64 rng(seed_ + epoch_);
+    for (size_t i = size_ - 1; i > 0; --i) {
+      std::swap(order_[i], order_[rng() % (i + 1)]);
+    }
+  }
+}
+
+std::vector<size_t> DistributedSampler::Batch(uint64_t position, int index, int count,
+                                              size_t batch) const {
+  if (count < 1 || index < 0 || index >= count) {
+    throw Error("DistributedSampler::Batch: index " + std::to_string(index) + " is not in [0, " +
+                std::to_string(count) + ")");
+  }
+  std::vector<size_t> out(batch);
+  for (size_t i = 0; i < batch; ++i) out[i] = order_[(position + index + i * count) % size_];
+  return out;
 }
 
 size_t DistributedSampler::num_samples() const {
   return drop_last_ ? size_ / world_ : (size_ + world_ - 1) / world_;
 }
 
-std::vector<size_t> DistributedSampler::permutation() const {
-  std::vector<size_t> order(size_);
-  std::iota(order.begin(), order.end(), size_t{0});
-  if (shuffle_) {
-    // Fisher-Yates with a fixed engine: the same order on every platform.
-    std::mt19937_64 rng(seed_ + epoch_);
-    for (size_t i = size_ - 1; i > 0; --i) {
-      std::swap(order[i], order[rng() % (i + 1)]);
-    }
-  }
-  return order;
-}
-
 std::vector<size_t> DistributedSampler::indices() const {
-  std::vector<size_t> order = permutation();
+  const std::vector<size_t>& order = order_;
   const size_t total = num_samples() * world_;
   std::vector<size_t> mine;
   mine.reserve(num_samples());

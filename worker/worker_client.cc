@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
 #include "common/wire.h"
@@ -56,6 +58,7 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
       },
       env.startup_timeout, "the job to start"));
   EEN_RETURN_IF_ERROR(decoded);
+  for (int r = 0; r < c->world_size_; ++r) c->live_workers_.push_back(r);
   c->ps_chunks_.resize(c->map_.num_ps());
   for (uint32_t i = 0; i < c->map_.chunks().size(); ++i) {
     c->ps_chunks_[c->map_.OwnerOfChunk(i)].push_back(i);
@@ -213,11 +216,42 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
         for (uint32_t k = 0; k < chunks.size(); ++k) {
           sink(chunks[k], reinterpret_cast<const float*>(m.payload(k).data()));
         }
+        EEN_RETURN_IF_ERROR(AdoptMembership(reply.getMembership(), min_version));
         answered = true;
         return Status::Ok();
       }));
     }
   }
+  return Status::Ok();
+}
+
+int WorkerClient::live_index() const {
+  for (size_t i = 0; i < live_workers_.size(); ++i) {
+    if (live_workers_[i] == rank_) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t version) {
+  if (m.getEpoch() <= membership_epoch_ || version < m.getEffectiveStep()) return Status::Ok();
+  std::vector<int> live;
+  for (int w : m.getLiveWorkers()) {
+    if (w < 0 || w >= world_size_) return Internal("membership lists worker " + std::to_string(w));
+    live.push_back(w);
+  }
+  if (std::find(live.begin(), live.end(), rank_) == live.end()) {
+    return Aborted("this worker was declared lost and the job went on without it");
+  }
+  std::string lost;
+  for (int w : live_workers_) {
+    if (std::find(live.begin(), live.end(), w) == live.end()) lost += (lost.empty() ? "" : ", ") + std::to_string(w);
+  }
+  membership_epoch_ = m.getEpoch();
+  live_workers_ = std::move(live);
+  spdlog::warn("worker(s) {} lost: from step {} the {} live workers share the data (this worker "
+               "takes part {} of {})",
+               lost, m.getEffectiveStep(), live_workers_.size(), live_index() + 1,
+               live_workers_.size());
   return Status::Ok();
 }
 

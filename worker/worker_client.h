@@ -38,6 +38,10 @@ class WorkerClient {
   // Resuming from a snapshot: the PS hold step start_step()'s values already.
   bool resumed() const { return resumed_; }
   uint64_t start_step() const { return start_step_; }
+  // The workers that train now (a lost one drops out at an agreed step),
+  // and this worker's place among them: its share of the data.
+  const std::vector<int>& live_workers() const { return live_workers_; }
+  int live_index() const;
 
   Status Push(wire::PushKind kind, uint64_t step, const std::vector<uint32_t>& chunks,
               const std::vector<const float*>& data, const std::shared_ptr<const void>& owner);
@@ -53,6 +57,9 @@ class WorkerClient {
 
  private:
   WorkerClient(JobEnvironment env) : env_(std::move(env)) {}
+  // Adopts a membership stamped on a pull answer of `version`, if it is
+  // newer and already in effect; fails if it no longer includes this worker.
+  Status AdoptMembership(wire::Membership::Reader m, uint64_t version);
   // Waits for a control message the predicate accepts; other messages are dropped.
   Status AwaitControl(const std::function<bool(wire::Header::Reader)>& accept,
                       std::chrono::milliseconds timeout, const std::string& what);
@@ -65,6 +72,8 @@ class WorkerClient {
   std::unique_ptr<transport::Connection> control_;
   std::vector<std::unique_ptr<transport::Connection>> ps_;
   std::vector<std::vector<uint32_t>> ps_chunks_;  // chunk ids held by each PS
+  std::vector<int> live_workers_;
+  uint64_t membership_epoch_ = 0;
   bool resumed_ = false;
   uint64_t start_step_ = 0;
   uint64_t next_request_ = 1;

@@ -83,26 +83,30 @@ int main(int argc, char** argv) {
                   optimizer.c_str(), lr, torch::get_num_threads());
     }
     const auto start = std::chrono::steady_clock::now();
-    // After `een-launch --resume`, dp.step() is the snapshot's step: start
-    // in its epoch, after the batches already trained.
-    const int64_t steps_per_epoch = (static_cast<int64_t>(sampler.num_samples()) + batch - 1) / batch;
+    // Each step the live workers together take the next live_count * batch
+    // positions of the epoch's permutation; if a worker is lost, the others
+    // share the rest of the epoch. After `een-launch --resume`, dp.step() is
+    // the snapshot's step: start in its epoch, after the batches trained.
+    const int64_t n = train.images.size(0);
+    const int64_t global = int64_t{dp.world_size()} * batch;
+    const int64_t steps_per_epoch = (n + global - 1) / global;
     const int first_epoch = static_cast<int>(dp.step() / steps_per_epoch);
     for (int epoch = first_epoch; epoch < epochs; ++epoch) {
       sampler.set_epoch(epoch);
-      std::vector<size_t> mine = sampler.indices();
-      std::vector<int64_t> idx(mine.begin(), mine.end());
-      auto order = torch::tensor(idx, torch::kLong);
+      int64_t position = epoch == first_epoch ? (dp.step() % steps_per_epoch) * global : 0;
       double epoch_loss = 0;
       int64_t steps = 0;
-      const int64_t skip = epoch == first_epoch ? (dp.step() % steps_per_epoch) * batch : 0;
-      for (int64_t i = skip; i < order.size(0); i += batch) {
-        auto take = order.slice(0, i, std::min<int64_t>(order.size(0), i + batch));
+      while (position < n) {
+        const int live = dp.live_count();
+        std::vector<size_t> mine = sampler.Batch(position, dp.live_index(), live, batch);
+        auto take = torch::tensor(std::vector<int64_t>(mine.begin(), mine.end()), torch::kLong);
         auto x = train.images.index_select(0, take);
         auto y = train.labels.index_select(0, take);
         auto loss = torch::nn::functional::cross_entropy(net->forward(x), y);
         loss.backward();
         const double l = loss.item<double>();
         dp.Step(l, x.size(0));
+        position += int64_t{live} * batch;
         epoch_loss += l;
         ++steps;
         if (dp.rank() == 0 && log_every > 0 && dp.step() % log_every == 0) {

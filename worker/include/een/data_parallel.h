@@ -55,6 +55,14 @@ class DataParallel {
   // snapshot's step: skip the batches already trained (same sampler epoch
   // and position) and training continues exactly where the snapshot was.
   uint64_t step() const;
+  // The workers training now and this worker's place among them. Both change
+  // (at the same step on every worker) when a worker is lost and the job
+  // goes on without it (`een-launch --min-workers`): draw each step's batch
+  // with DistributedSampler::Batch(position, live_index(), live_count(), b)
+  // and advance the position by live_count() * b, and the survivors share
+  // the rest of the epoch between them.
+  int live_count() const;
+  int live_index() const;
 
   // Completes one step after backward(). `loss` and `samples` (this worker's
   // batch size) feed the launcher's progress line.

@@ -19,11 +19,17 @@ class DistributedSampler {
   DistributedSampler(size_t dataset_size, int rank, int world_size, bool shuffle = true,
                      uint64_t seed = 0, bool drop_last = false);
 
-  void set_epoch(uint64_t epoch) { epoch_ = epoch; }
+  void set_epoch(uint64_t epoch);
   // This worker's indices for the current epoch, in order.
   std::vector<size_t> indices() const;
   // The shuffled order of the whole dataset for the current epoch.
-  std::vector<size_t> permutation() const;
+  const std::vector<size_t>& permutation() const { return order_; }
+  // One step's batch when `count` workers train: positions [position,
+  // position + count * batch) of the permutation form the global batch and
+  // the worker at `index` takes position + index + i * count (i < batch),
+  // wrapping around at the end of the epoch. With every worker live this is
+  // exactly the `batch` indices that indices() gives for that step.
+  std::vector<size_t> Batch(uint64_t position, int index, int count, size_t batch) const;
   size_t num_samples() const;  // per worker
 
  private:
@@ -31,6 +37,7 @@ class DistributedSampler {
   int rank_, world_;
   bool shuffle_, drop_last_;
   uint64_t seed_, epoch_ = 0;
+  std::vector<size_t> order_;  // permutation of epoch_
 };
 
 }  // namespace een

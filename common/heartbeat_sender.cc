@@ -51,6 +51,7 @@ void HeartbeatSender::Loop() {
       Status s = wire::Visit(*reply, [&](wire::Header::Reader h) {
         if (!h.isHeartbeatReply()) return Status::Ok();
         auto r = h.getHeartbeatReply();
+        incarnation_ = r.getIncarnation();
         if (r.getState() == wire::JobState::SHUTDOWN) SetState(State::kShutdown, "job finished");
         if (r.getState() == wire::JobState::ABORTED) SetState(State::kAborted, r.getReason());
         return Status::Ok();

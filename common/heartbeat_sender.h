@@ -32,6 +32,9 @@ class HeartbeatSender {
   ~HeartbeatSender();  // stops the thread
 
   State state() const { return state_.load(); }
+  // The coordinator's incarnation from its last reply (0 before any): a
+  // change means it restarted, and control requests in flight must be sent again.
+  uint64_t incarnation() const { return incarnation_.load(); }
   std::string reason() const;
 
  private:
@@ -42,6 +45,7 @@ class HeartbeatSender {
   std::chrono::milliseconds interval_, threshold_;
   Fill fill_;
   std::atomic<State> state_{State::kRunning};
+  std::atomic<uint64_t> incarnation_{0};
   mutable std::mutex mu_;
   std::string reason_;
   std::atomic<bool> stop_{false};

@@ -28,6 +28,13 @@ transport::Frame Encode(capnp::MessageBuilder& builder);
 Status Visit(const transport::Message& message,
              const std::function<Status(Header::Reader)>& visit);
 
+// Marks a control message with who sends it.
+inline void SetSender(Header::Builder header, Role role, int rank) {
+  auto sender = header.initSender();
+  sender.setRole(role);
+  sender.setRank(rank);
+}
+
 // A message that says `code: text` in answer to request `request_id`.
 transport::Message MakeError(ErrorCode code, const std::string& text, uint64_t request_id = 0);
 

@@ -38,6 +38,7 @@ class ChildProcess {
   bool running() const { return pid_ > 0 && !exited_; }
   bool exited() const { return exited_; }
   bool succeeded() const { return exited_ && exit_code_ == 0 && term_signal_ == 0; }
+  bool killed_by_signal() const { return exited_ && term_signal_ != 0; }
   // "exited with status 3", "was killed by SIGKILL"
   std::string ExitDescription() const;
 

@@ -1,12 +1,17 @@
 #include "launcher/coordinator.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <random>
 
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
 #include "common/wire.h"
+
+#include <capnp/serialize.h>
+#include <cstring>
 
 namespace een {
 
@@ -29,14 +34,113 @@ long MillisSince(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
+Coordinator::Coordinator(CoordinatorOptions options) : options_(std::move(options)) {
+  std::random_device random;
+  incarnation_ = (uint64_t{random()} << 32 | random()) | 1;  // never 0
+}
+
+Coordinator::~Coordinator() = default;
+
 Status Coordinator::Bind() {
   if (options_.job.ps < 1 || options_.job.workers < 1) {
     return InvalidArgument("a job needs at least one PS and one worker");
   }
   ps_.resize(options_.job.ps);
   workers_.resize(options_.job.workers);
+  if (!options_.state_path.empty()) {
+    EEN_ASSIGN_OR_RETURN(state_store_, StateStore::Open(options_.state_path));
+    if (options_.restore) EEN_RETURN_IF_ERROR(RestoreState());
+  }
   EEN_ASSIGN_OR_RETURN(transport::Device * device, transport::DeviceFor(options_.listen_address));
   EEN_ASSIGN_OR_RETURN(listener_, device->Listen(options_.listen_address));
+  return Status::Ok();
+}
+
+void Coordinator::SaveState() {
+  if (!state_store_) return;
+  capnp::MallocMessageBuilder b;
+  auto st = b.initRoot<wire::CoordinatorState>();
+  st.setState(state_);
+  auto tensors = st.initTensors(model_.size());
+  for (size_t i = 0; i < model_.size(); ++i) {
+    tensors[i].setName(model_[i].name);
+    tensors[i].setNumel(model_[i].numel);
+  }
+  OptimizerToWire(optimizer_, st.initOptimizer());
+  auto nodes = st.initNodes(ps_.size() + workers_.size());
+  size_t i = 0;
+  for (auto* all : {&ps_, &workers_}) {
+    for (const Node& n : *all) {
+      auto r = nodes[i++];
+      r.setRole(all == &ps_ ? wire::Role::PS : wire::Role::WORKER);
+      r.setRank(n.rank);
+      r.setHost(n.host);
+      r.setPid(n.pid);
+      r.setDataAddress(n.data_address);
+      r.setDone(n.done);
+      r.setLost(n.lost);
+      r.setStep(n.step);
+    }
+  }
+  st.setMembershipEpoch(membership_epoch_);
+  const std::vector<int> live = membership_pending_ ? std::vector<int>() : LiveWorkerRanks();
+  auto l = st.initLiveWorkers(live.size());
+  for (size_t k = 0; k < live.size(); ++k) l.set(k, live[k]);
+  st.setCompleteSnapshot(complete_snapshot_);
+  st.setStartStep(start_step_);
+  st.setResume(options_.resume);
+  auto words = capnp::messageToFlatArray(b);
+  auto bytes = words.asBytes();
+  if (Status s = state_store_->Put(std::string(bytes.begin(), bytes.end())); !s.ok()) {
+    spdlog::error("{}; a restart of the coordinator now would lose the latest changes", s.message());
+  }
+}
+
+Status Coordinator::RestoreState() {
+  EEN_ASSIGN_OR_RETURN(std::optional<std::string> saved, state_store_->Get());
+  if (!saved) return FailedPrecondition("no saved state in " + options_.state_path + " to restore");
+  // Copied into words: Cap'n Proto reads aligned memory.
+  std::vector<capnp::word> words(saved->size() / sizeof(capnp::word));
+  std::memcpy(words.data(), saved->data(), words.size() * sizeof(capnp::word));
+  try {
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
+    auto st = reader.getRoot<wire::CoordinatorState>();
+    if (st.getState() != wire::JobState::RUNNING && st.getState() != wire::JobState::SHUTDOWN) {
+      return FailedPrecondition("the saved job had not started (or had ended); nothing to take up");
+    }
+    state_ = st.getState();
+    for (auto t : st.getTensors()) model_.push_back({t.getName(), t.getNumel()});
+    EEN_ASSIGN_OR_RETURN(optimizer_, OptimizerFromWire(st.getOptimizer()));
+    for (auto r : st.getNodes()) {
+      std::vector<Node>& nodes = NodesOf(r.getRole());
+      if (r.getRank() < 0 || r.getRank() >= static_cast<int>(nodes.size())) {
+        return DataLoss("the saved state does not match this job's size");
+      }
+      Node& n = nodes[r.getRank()];
+      n.role = r.getRole();
+      n.rank = r.getRank();
+      n.host = r.getHost();
+      n.pid = r.getPid();
+      n.data_address = r.getDataAddress();
+      n.done = r.getDone();
+      n.lost = r.getLost();
+      n.step = r.getStep();
+      n.registered = true;
+      n.last_seen = Clock::now();  // silence counts from now
+    }
+    membership_epoch_ = st.getMembershipEpoch();
+    std::vector<int> live;
+    for (int w : st.getLiveWorkers()) live.push_back(w);
+    membership_restart_needed_ = live != LiveWorkerRanks();
+    complete_snapshot_ = st.getCompleteSnapshot();
+    start_step_ = st.getStartStep();
+  } catch (const kj::Exception& e) {
+    return DataLoss("the saved coordinator state is corrupt: " + std::string(e.getDescription().cStr()));
+  }
+  if (state_ == wire::JobState::SHUTDOWN) shutdown_at_ = Clock::now();
+  spdlog::info("took the job up again from {} (incarnation {:x}): {} workers live, newest "
+               "complete snapshot at step {}", options_.state_path, incarnation_,
+               LiveWorkerRanks().size(), complete_snapshot_);
   return Status::Ok();
 }
 
@@ -54,8 +158,12 @@ Coordinator::Node* Coordinator::NodeByControl(const transport::PeerId& peer) {
 }
 
 Status Coordinator::Run(const std::atomic<bool>& stop) {
-  spdlog::info("listening on {}; waiting for {} PS and {} workers", address(), options_.job.ps,
-               options_.job.workers);
+  if (state_ == wire::JobState::STARTING) {
+    spdlog::info("listening on {} (pid {}); waiting for {} PS and {} workers", address(), getpid(),
+                 options_.job.ps, options_.job.workers);
+  } else {
+    spdlog::info("listening on {} (pid {}) again", address(), getpid());
+  }
   while (true) {
     if (stop) return Aborted("coordinator stopped by signal");
     auto envelope = listener_->Receive(milliseconds(20));
@@ -72,6 +180,14 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
       }
       Abort(fmt::format("job did not start within {} ms: still missing {}",
                         options_.job.startup_timeout.count(), missing));
+    }
+    if (membership_restart_needed_ && !membership_pending_) {
+      bool reachable = true;
+      for (const Node& p : ps_) reachable &= !p.control.empty();
+      if (reachable) {
+        membership_restart_needed_ = false;
+        StartMembershipChange();  // the change under way when the old coordinator died
+      }
     }
     if (state_ == wire::JobState::RUNNING) {
       CheckLiveness();
@@ -96,9 +212,21 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
   }
 }
 
+void Coordinator::NoteControlRoute(const transport::PeerId& peer, wire::Header::Reader h) {
+  if (!h.hasSender() || h.isHeartbeat() || h.isRegister()) return;
+  const wire::Role role = h.getSender().getRole();
+  const int rank = h.getSender().getRank();
+  if (role != wire::Role::PS && role != wire::Role::WORKER) return;
+  std::vector<Node>& nodes = NodesOf(role);
+  if (rank < 0 || rank >= static_cast<int>(nodes.size()) || !nodes[rank].registered) return;
+  nodes[rank].control = peer;
+}
+
 void Coordinator::Handle(const transport::Envelope& envelope) {
   Status s = wire::Visit(envelope.message, [&](wire::Header::Reader h) -> Status {
+    NoteControlRoute(envelope.from, h);
     switch (h.which()) {
+      case wire::Header::HELLO: return Status::Ok();
       case wire::Header::REGISTER: return HandleRegister(envelope.from, h.getRegister());
       case wire::Header::HEARTBEAT: return HandleHeartbeat(envelope.from, h.getHeartbeat());
       case wire::Header::BARRIER: return HandleBarrier(envelope.from, h.getBarrier().getSequence());
@@ -220,6 +348,7 @@ void Coordinator::NoteSnapshots() {
   if (complete > complete_snapshot_ && complete != UINT64_MAX) {
     complete_snapshot_ = complete;
     spdlog::info("snapshot of step {} complete on all {} PS", complete, ps_.size());
+    SaveState();
   }
 }
 
@@ -265,6 +394,7 @@ Status Coordinator::StartJob() {
   }
   state_ = wire::JobState::RUNNING;
   last_progress_ = Clock::now();
+  SaveState();
   return Status::Ok();
 }
 
@@ -288,6 +418,7 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
   }
   capnp::MallocMessageBuilder b;
   auto reply = b.initRoot<wire::Header>().initHeartbeatReply();
+  reply.setIncarnation(incarnation_);
   reply.setState(n.lost ? wire::JobState::ABORTED : state_);
   reply.setReason(n.lost ? "this worker was declared lost (silent longer than the failover "
                            "threshold); the job went on without it"
@@ -333,6 +464,7 @@ Status Coordinator::HandleDone(const transport::PeerId& peer) {
   b.initRoot<wire::Header>().setDoneReply();
   EEN_RETURN_IF_ERROR(listener_->Send(peer, Message{{wire::Encode(b)}}));
   MaybeFinish();
+  SaveState();
   return Status::Ok();
 }
 
@@ -351,6 +483,7 @@ void Coordinator::HandleLeave(const transport::PeerId& peer) {
   if (Node* n = NodeByControl(peer); n && n->role == wire::Role::PS) {
     n->done = true;
     spdlog::info("ps {} left", n->rank);
+    SaveState();
   }
 }
 
@@ -402,6 +535,7 @@ void Coordinator::WorkerLost(Node& w, long silent_ms) {
   ReleaseBarriers();
   if (!membership_pending_) StartMembershipChange();
   MaybeFinish();
+  SaveState();
 }
 
 void Coordinator::StartMembershipChange() {
@@ -445,6 +579,7 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
     EEN_RETURN_IF_ERROR(listener_->Send(p.control, Message{{wire::Encode(b)}}));
   }
   membership_pending_ = false;
+  SaveState();
   if (LiveWorkerRanks() != membership_live_) StartMembershipChange();  // lost more meanwhile
   return Status::Ok();
 }

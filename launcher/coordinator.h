@@ -8,6 +8,10 @@
 // barriers, logs a progress line, notes when a snapshot step is complete
 // on every PS (and, resuming, picks the newest step every PS holds intact), and ends the job cleanly when every worker
 // is done and every PS has left. Run() returns Ok then, Aborted otherwise.
+// With a state path it saves what it must not forget (the job, who is in
+// it, membership, snapshots) to RocksDB at every change; restarted with
+// `restore`, it takes the running job up again: heartbeats carry a new
+// incarnation, and the others greet it on their control connections.
 // Thread safety: single-threaded; call everything from one thread.
 #pragma once
 
@@ -23,6 +27,7 @@
 #include "common/job_config.h"
 #include "common/shard_map.h"
 #include "common/transport/device.h"
+#include "launcher/state_store.h"
 #include "een/optimizer.h"
 #include "schema/een.capnp.h"
 
@@ -32,12 +37,16 @@ struct CoordinatorOptions {
   std::string listen_address = "tcp://127.0.0.1:0";
   JobConfig job;  // sizes, deadlines and sharding (transport and host unused here)
   bool resume = false;  // start from the newest snapshot intact on every PS
+  std::string state_path;  // RocksDB for the coordinator's own state ("": keep none)
+  bool restore = false;    // restart: take the job up from state_path
 };
 
 class Coordinator {
  public:
-  explicit Coordinator(CoordinatorOptions options) : options_(std::move(options)) {}
+  explicit Coordinator(CoordinatorOptions options);
+  ~Coordinator();
 
+  // Listens; with `restore`, first takes the running job up from its state.
   Status Bind();
   const std::string& address() const { return listener_->address(); }
   Status Run(const std::atomic<bool>& stop);
@@ -64,6 +73,10 @@ class Coordinator {
   };
 
   void Handle(const transport::Envelope& envelope);
+  // Control messages name their sender: remember where to reach it.
+  void NoteControlRoute(const transport::PeerId& peer, wire::Header::Reader h);
+  void SaveState();
+  Status RestoreState();
   Status HandleRegister(const transport::PeerId& peer, wire::Register::Reader reg);
   Status HandleHeartbeat(const transport::PeerId& peer, wire::Heartbeat::Reader hb);
   Status HandleBarrier(const transport::PeerId& peer, uint64_t sequence);
@@ -92,6 +105,9 @@ class Coordinator {
 
   CoordinatorOptions options_;
   std::unique_ptr<transport::Listener> listener_;
+  std::unique_ptr<StateStore> state_store_;
+  uint64_t incarnation_;                  // random per start: tells the others we restarted
+  bool membership_restart_needed_ = false;  // a change was under way when we died
   std::vector<Node> ps_, workers_;
   std::vector<TensorInfo> model_;
   OptimizerConfig optimizer_;

@@ -59,7 +59,7 @@ std::map<std::string, std::string> LocalJob::RoleEnvironment(const std::string& 
   return env;
 }
 
-Status LocalJob::StartCoordinator() {
+Status LocalJob::StartCoordinator(bool restore) {
   int ready[2];
   if (pipe2(ready, O_CLOEXEC) != 0) return Internal("pipe failed");
   std::vector<std::string> argv = {
@@ -73,12 +73,19 @@ Status LocalJob::StartCoordinator() {
       "--progress-ms", std::to_string(config_.progress_interval.count()),
       "--max-chunk-numel", std::to_string(config_.sharding.max_chunk_numel),
       "--shards-per-ps", std::to_string(config_.sharding.shards_per_ps),
-      "--listen", "tcp://" + config_.host + ":0",
+      "--listen", restore ? coordinator_address_ : "tcp://" + config_.host + ":0",
+      "--state-dir", run_dir_ + "/coordinator-state",
       "--ready-fd", std::to_string(ready[1])};
   if (config_.resume) argv.push_back("--resume");
-  children_.emplace_back("coordinator", argv, std::map<std::string, std::string>{},
-                         std::vector<int>{ready[1]});
-  Status s = children_.back().Start();
+  if (restore) argv.push_back("--restore");
+  ChildProcess coordinator("coordinator", argv, std::map<std::string, std::string>{},
+                           std::vector<int>{ready[1]});
+  if (children_.empty()) {
+    children_.push_back(std::move(coordinator));
+  } else {
+    children_[0] = std::move(coordinator);
+  }
+  Status s = children_[0].Start();
   close(ready[1]);
   if (!s.ok()) {
     close(ready[0]);
@@ -194,7 +201,7 @@ int LocalJob::Run() {
   char tmpl[] = "/tmp/een-job-XXXXXX";
   if (mkdtemp(tmpl)) run_dir_ = tmpl;
   children_.reserve(1 + config_.ps + config_.workers);
-  if (Status s = StartCoordinator(); !s.ok()) return Fail(s.message());
+  if (Status s = StartCoordinator(false); !s.ok()) return Fail(s.message());
   Say("coordinator at " + coordinator_address_ + "; starting " + std::to_string(config_.ps) +
       " PS and " + std::to_string(config_.workers) + " workers: " + command_[0]);
   if (Status s = StartRoles(); !s.ok()) return Fail(s.message());
@@ -214,6 +221,15 @@ int LocalJob::Run() {
       StopAll();
       Say("job interrupted; every process stopped");
       return 130;
+    }
+    if (failure.empty() && !workers_done && children_[0].killed_by_signal() && !reported[0] &&
+        coordinator_restarts_ < 3) {
+      ++coordinator_restarts_;
+      Say("coordinator (pid " + std::to_string(children_[0].pid()) + ") " +
+          children_[0].ExitDescription() + "; restarting it from its saved state (restart " +
+          std::to_string(coordinator_restarts_) + " of 3)");
+      if (Status s = StartCoordinator(true); !s.ok()) return Fail("restarting the coordinator: " + s.message());
+      continue;
     }
     if (failure.empty()) {
       for (size_t i = 0; i < children_.size(); ++i) {

@@ -7,6 +7,8 @@
 //  - every worker exits 0 -> waits for the coordinator and PS to finish -> 0;
 //  - any child fails or dies -> gives the coordinator a moment to name the
 //    process and step, stops every child (SIGTERM, then SIGKILL) -> 1;
+//  - the coordinator killed by a signal while the job runs -> restarted (up
+//    to 3 times) on the same address, from its saved state: training goes on;
 //  - SIGINT/SIGTERM to een-launch -> stops every child -> 130.
 // No child outlives Run(). Thread safety: call Run() once, from main.
 #pragma once
@@ -28,7 +30,9 @@ class LocalJob {
   int Run();
 
  private:
-  Status StartCoordinator();
+  // Starts the coordinator; `restore` restarts it on the same address from
+  // its saved state, replacing the dead one.
+  Status StartCoordinator(bool restore);
   Status StartRoles();
   std::map<std::string, std::string> RoleEnvironment(const std::string& role, int rank) const;
   void PumpOutput(int timeout_ms);
@@ -42,6 +46,7 @@ class LocalJob {
   std::string run_dir_;
   std::string coordinator_address_;
   std::vector<ChildProcess> children_;  // [0] coordinator, then PS, then workers
+  int coordinator_restarts_ = 0;
 };
 
 }  // namespace een

@@ -26,7 +26,9 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   EEN_ASSIGN_OR_RETURN(control_, control_device->Connect(env_.coordinator));
   {
     capnp::MallocMessageBuilder b;
-    auto reg = b.initRoot<wire::Header>().initRegister();
+    auto header = b.initRoot<wire::Header>();
+    wire::SetSender(header, wire::Role::PS, env_.rank);
+    auto reg = header.initRegister();
     reg.setRole(wire::Role::PS);
     reg.setRank(env_.rank);
     reg.setHost(HostName());
@@ -136,9 +138,22 @@ void ParameterServer::MaybeSnapshot() {
 Status ParameterServer::Serve(const std::atomic<bool>& stop) {
   while (true) {
     if (stop) return Status::Ok();
+    if (const uint64_t inc = heartbeat_->incarnation(); inc != incarnation_) {
+      if (incarnation_ != 0) {  // a restarted coordinator: tell it our control connection
+        spdlog::info("the coordinator restarted; greeting it");
+        capnp::MallocMessageBuilder b;
+        auto header = b.initRoot<wire::Header>();
+        wire::SetSender(header, wire::Role::PS, env_.rank);
+        header.setHello();
+        (void)control_->Send(Message{{wire::Encode(b)}});
+      }
+      incarnation_ = inc;
+    }
     if (heartbeat_->state() == HeartbeatSender::State::kShutdown) {
       capnp::MallocMessageBuilder b;
-      b.initRoot<wire::Header>().setLeave();
+      auto header = b.initRoot<wire::Header>();
+      wire::SetSender(header, wire::Role::PS, env_.rank);
+      header.setLeave();
       (void)control_->Send(Message{{wire::Encode(b)}});
       spdlog::info("job finished; leaving after {} steps", step_.load());
       return Status::Ok();
@@ -178,7 +193,9 @@ Status ParameterServer::HandleControl(const Message& message) {
       frozen_ = true;
       freeze_above_ = store_->MaxVersion();
       capnp::MallocMessageBuilder b;
-      auto prepared = b.initRoot<wire::Header>().initMembershipPrepared();
+      auto header = b.initRoot<wire::Header>();
+      wire::SetSender(header, wire::Role::PS, env_.rank);
+      auto prepared = header.initMembershipPrepared();
       prepared.setEpoch(prepare.getEpoch());
       prepared.setMaxVersion(freeze_above_);
       EEN_RETURN_IF_ERROR(control_->Send(Message{{wire::Encode(b)}}));

@@ -81,6 +81,7 @@ class ParameterServer {
   uint64_t membership_step_ = 0;
   std::vector<int> live_workers_;
   bool frozen_ = false;
+  uint64_t incarnation_ = 0;  // the coordinator's, as last heard
   uint64_t freeze_above_ = 0;
   // Last: its thread reads step_ and writer_, so it must stop first.
   std::unique_ptr<HeartbeatSender> heartbeat_;

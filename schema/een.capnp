@@ -102,6 +102,7 @@ struct Heartbeat {
 struct HeartbeatReply {
   state @0 :JobState;
   reason @1 :Text;
+  incarnation @2 :UInt64;          # changes when the coordinator restarts
 }
 
 struct Barrier {
@@ -175,7 +176,15 @@ struct Error {
   requestId @2 :UInt64;
 }
 
+# Who sends a control message (register, barrier, done, leave, hello,
+# membershipPrepared): lets a restarted coordinator find its peers again.
+struct Sender {
+  role @0 :Role;
+  rank @1 :Int32;
+}
+
 struct Header {
+  sender @16 :Sender;
   union {
     register @0 :Register;
     jobStart @1 :JobStart;
@@ -193,5 +202,30 @@ struct Header {
     membershipPrepare @13 :MembershipPrepare;
     membershipPrepared @14 :MembershipPrepared;
     membershipCommit @15 :Membership;  # coordinator -> PS: stamp replies from effectiveStep on
+    hello @17 :Void;               # to a restarted coordinator: this is my control connection
   }
+}
+
+# What the coordinator keeps in its RocksDB, to restart without losing the job.
+struct NodeRecord {
+  role @0 :Role;
+  rank @1 :Int32;
+  host @2 :Text;
+  pid @3 :Int32;
+  dataAddress @4 :Text;
+  done @5 :Bool;
+  lost @6 :Bool;
+  step @7 :UInt64;
+}
+
+struct CoordinatorState {
+  state @0 :JobState;
+  tensors @1 :List(TensorSpec);
+  optimizer @2 :OptimizerConfig;
+  nodes @3 :List(NodeRecord);
+  membershipEpoch @4 :UInt64;
+  liveWorkers @5 :List(Int32);
+  completeSnapshot @6 :UInt64;
+  startStep @7 :UInt64;
+  resume @8 :Bool;
 }

@@ -22,9 +22,11 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
   std::unique_ptr<WorkerClient> c(new WorkerClient(env));
   EEN_ASSIGN_OR_RETURN(transport::Device * control_device, transport::DeviceFor(env.coordinator));
   EEN_ASSIGN_OR_RETURN(c->control_, control_device->Connect(env.coordinator));
+  capnp::MallocMessageBuilder b;
+  auto header = b.initRoot<wire::Header>();
+  wire::SetSender(header, wire::Role::WORKER, env.rank);
   {
-    capnp::MallocMessageBuilder b;
-    auto reg = b.initRoot<wire::Header>().initRegister();
+    auto reg = header.initRegister();
     reg.setRole(wire::Role::WORKER);
     reg.setRank(env.rank);
     reg.setHost(HostName());
@@ -35,10 +37,9 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
       ts[i].setNumel(tensors[i].numel);
     }
     OptimizerToWire(optimizer, reg.initOptimizer());
-    EEN_RETURN_IF_ERROR(c->control_->Send(Message{{wire::Encode(b)}}));
   }
   Status decoded;
-  EEN_RETURN_IF_ERROR(c->AwaitControl(
+  EEN_RETURN_IF_ERROR(c->Request(Message{{wire::Encode(b)}},
       [&](wire::Header::Reader h) {
         if (!h.isJobStart()) return false;
         auto js = h.getJobStart();
@@ -96,8 +97,11 @@ Status WorkerClient::JobStatus() const {
   return Status::Ok();
 }
 
-Status WorkerClient::AwaitControl(const std::function<bool(wire::Header::Reader)>& accept,
-                                  milliseconds timeout, const std::string& what) {
+Status WorkerClient::Request(const Message& request,
+                             const std::function<bool(wire::Header::Reader)>& accept,
+                             milliseconds timeout, const std::string& what) {
+  EEN_RETURN_IF_ERROR(control_->Send(request));
+  uint64_t incarnation = heartbeat_ ? heartbeat_->incarnation() : 0;
   const auto deadline = Clock::now() + timeout;
   while (true) {
     EEN_RETURN_IF_ERROR(JobStatus());
@@ -105,6 +109,13 @@ Status WorkerClient::AwaitControl(const std::function<bool(wire::Header::Reader)
       return DeadlineExceeded(fmt::format("no answer from the coordinator at {} within {} ms "
                                           "while waiting for {}",
                                           env_.coordinator, timeout.count(), what));
+    }
+    if (heartbeat_ && heartbeat_->incarnation() != incarnation) {
+      if (incarnation != 0) {
+        spdlog::info("the coordinator restarted; asking again for {}", what);
+        EEN_RETURN_IF_ERROR(control_->Send(request));
+      }
+      incarnation = heartbeat_->incarnation();
     }
     auto reply = control_->Receive(milliseconds(50));
     if (!reply.ok()) continue;
@@ -258,9 +269,11 @@ Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t versio
 Status WorkerClient::Barrier() {
   const uint64_t sequence = ++barrier_sequence_;
   capnp::MallocMessageBuilder b;
-  b.initRoot<wire::Header>().initBarrier().setSequence(sequence);
-  EEN_RETURN_IF_ERROR(control_->Send(Message{{wire::Encode(b)}}));
-  return AwaitControl(
+  auto header = b.initRoot<wire::Header>();
+  wire::SetSender(header, wire::Role::WORKER, rank_);
+  header.initBarrier().setSequence(sequence);
+  return Request(
+      Message{{wire::Encode(b)}},
       [&](wire::Header::Reader h) {
         return h.isBarrierReply() && h.getBarrierReply().getSequence() == sequence;
       },
@@ -271,10 +284,11 @@ Status WorkerClient::Finish() {
   if (finished_) return Status::Ok();
   finished_ = true;
   capnp::MallocMessageBuilder b;
-  b.initRoot<wire::Header>().setDone();
-  EEN_RETURN_IF_ERROR(control_->Send(Message{{wire::Encode(b)}}));
-  Status s = AwaitControl([](wire::Header::Reader h) { return h.isDoneReply(); },
-                          env_.failover_threshold * 10, "the end of the job");
+  auto header = b.initRoot<wire::Header>();
+  wire::SetSender(header, wire::Role::WORKER, rank_);
+  header.setDone();
+  Status s = Request(Message{{wire::Encode(b)}}, [](wire::Header::Reader h) { return h.isDoneReply(); },
+                     env_.failover_threshold * 10, "the end of the job");
   heartbeat_.reset();  // a finished worker stops its heartbeats
   return s;
 }

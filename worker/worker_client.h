@@ -60,9 +60,12 @@ class WorkerClient {
   // Adopts a membership stamped on a pull answer of `version`, if it is
   // newer and already in effect; fails if it no longer includes this worker.
   Status AdoptMembership(wire::Membership::Reader m, uint64_t version);
-  // Waits for a control message the predicate accepts; other messages are dropped.
-  Status AwaitControl(const std::function<bool(wire::Header::Reader)>& accept,
-                      std::chrono::milliseconds timeout, const std::string& what);
+  // Sends `request` on the control connection and waits for an answer the
+  // predicate accepts (other messages are dropped); sends it again if the
+  // coordinator restarts meanwhile.
+  Status Request(const transport::Message& request,
+                 const std::function<bool(wire::Header::Reader)>& accept,
+                 std::chrono::milliseconds timeout, const std::string& what);
 
   JobEnvironment env_;
   int rank_ = -1;

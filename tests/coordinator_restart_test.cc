@@ -1,0 +1,55 @@
+// Coordinator loss: een-launch restarts it from its RocksDB state, the others
+// find it again, and training ends bitwise where an undisturbed run ends.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+
+#include "support/subprocess.h"
+
+namespace een {
+namespace {
+
+using std::chrono::seconds;
+const std::string kBin = EEN_BIN_DIR;
+
+std::vector<std::string> Job(const std::string& out) {
+  return {kBin + "/een-launch", "--ps", "2", "--workers", "2", "--progress-interval", "200ms",
+          "--", kBin + "/equivalence_train", "--optimizer", "adam", "--steps", "3000",
+          "--out", out};
+}
+
+std::string Bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(CoordinatorRestart, KilledCoordinatorIsRestartedAndNothingIsLost) {
+  const std::string base = "/tmp/een-coordinator-test-" + std::to_string(getpid());
+  auto whole = testing::Run(Job(base + "-whole.bin"), seconds(120));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+
+  testing::Subprocess job(Job(base + "-killed.bin"));
+  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
+  std::smatch m;
+  const std::string so_far = job.output();
+  ASSERT_TRUE(std::regex_search(so_far, m, std::regex("listening on \\S+ \\(pid ([0-9]+)\\)")));
+  ASSERT_EQ(kill(std::stoi(m[1]), SIGKILL), 0);
+  auto code = job.Wait(seconds(120));
+  ASSERT_TRUE(code.has_value()) << job.output();
+  ASSERT_EQ(*code, 0) << job.output();
+  EXPECT_NE(job.output().find("was killed by SIGKILL; restarting it from its saved state"),
+            std::string::npos) << job.output();
+  EXPECT_NE(job.output().find("took the job up again"), std::string::npos) << job.output();
+  EXPECT_NE(job.output().find("the coordinator restarted; greeting it"), std::string::npos);
+  const std::string expected = Bytes(base + "-whole.bin");
+  ASSERT_FALSE(expected.empty());
+  EXPECT_EQ(Bytes(base + "-killed.bin"), expected) << "parameters differ after the restart";
+  std::remove((base + "-whole.bin").c_str());
+  std::remove((base + "-killed.bin").c_str());
+}
+
+}  // namespace
+}  // namespace een

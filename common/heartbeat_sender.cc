@@ -52,6 +52,7 @@ void HeartbeatSender::Loop() {
         if (!h.isHeartbeatReply()) return Status::Ok();
         auto r = h.getHeartbeatReply();
         incarnation_ = r.getIncarnation();
+        map_epoch_ = r.getMapEpoch();
         if (r.getState() == wire::JobState::SHUTDOWN) SetState(State::kShutdown, "job finished");
         if (r.getState() == wire::JobState::ABORTED) SetState(State::kAborted, r.getReason());
         return Status::Ok();

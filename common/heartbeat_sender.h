@@ -35,6 +35,8 @@ class HeartbeatSender {
   // The coordinator's incarnation from its last reply (0 before any): a
   // change means it restarted, and control requests in flight must be sent again.
   uint64_t incarnation() const { return incarnation_.load(); }
+  // The shard map epoch the coordinator serves (0 before any reply).
+  uint64_t map_epoch() const { return map_epoch_.load(); }
   std::string reason() const;
 
  private:
@@ -46,6 +48,7 @@ class HeartbeatSender {
   Fill fill_;
   std::atomic<State> state_{State::kRunning};
   std::atomic<uint64_t> incarnation_{0};
+  std::atomic<uint64_t> map_epoch_{0};
   mutable std::mutex mu_;
   std::string reason_;
   std::atomic<bool> stop_{false};

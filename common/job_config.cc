@@ -38,7 +38,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
   static const std::set<std::string> kFields = {
       "ps", "workers", "min_workers", "failover_threshold", "heartbeat_interval", "startup_timeout",
       "progress_interval", "transport", "host", "max_chunk_numel", "shards_per_ps",
-      "snapshot_every", "snapshot_dir"};
+      "snapshot_every", "snapshot_dir", "replicas"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     const std::string where = "config " + path + ": field '" + key + "'";
@@ -81,6 +81,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
         snapshot_every = static_cast<uint64_t>(n);
       }
       if (key == "snapshot_dir") snapshot_dir = v.as<std::string>();
+      if (key == "replicas") EEN_RETURN_IF_ERROR(positive_int(&replicas));
       if (key == "shards_per_ps") {
         int n = 0;
         EEN_RETURN_IF_ERROR(positive_int(&n));
@@ -96,6 +97,11 @@ Status JobConfig::LoadYaml(const std::string& path) {
 Status JobConfig::Validate() const {
   if (ps < 1) return InvalidArgument("ps must be >= 1 (--ps N)");
   if (workers < 1) return InvalidArgument("workers must be >= 1 (--workers M)");
+  if (replicas != 1) {
+    return InvalidArgument("replicas: " + std::to_string(replicas) + " is not available yet; with "
+                           "replicas 1 and snapshot_every N a lost PS rolls the job back to its "
+                           "last complete snapshot");
+  }
   if (min_workers > workers) {
     return InvalidArgument("min_workers (" + std::to_string(min_workers) +
                            ") cannot exceed workers (" + std::to_string(workers) + ")");

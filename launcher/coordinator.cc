@@ -89,6 +89,7 @@ void Coordinator::SaveState() {
   st.setCompleteSnapshot(complete_snapshot_);
   st.setStartStep(start_step_);
   st.setResume(options_.resume);
+  st.setMapEpoch(map_epoch_);
   auto words = capnp::messageToFlatArray(b);
   auto bytes = words.asBytes();
   if (Status s = state_store_->Put(std::string(bytes.begin(), bytes.end())); !s.ok()) {
@@ -134,6 +135,7 @@ Status Coordinator::RestoreState() {
     membership_restart_needed_ = live != LiveWorkerRanks();
     complete_snapshot_ = st.getCompleteSnapshot();
     start_step_ = st.getStartStep();
+    map_epoch_ = std::max<uint64_t>(1, st.getMapEpoch());
   } catch (const kj::Exception& e) {
     return DataLoss("the saved coordinator state is corrupt: " + std::string(e.getDescription().cStr()));
   }
@@ -227,6 +229,16 @@ void Coordinator::Handle(const transport::Envelope& envelope) {
     NoteControlRoute(envelope.from, h);
     switch (h.which()) {
       case wire::Header::HELLO: return Status::Ok();
+      case wire::Header::ROLLED_BACK: return HandleRolledBack(envelope.from, h.getRolledBack());
+      case wire::Header::MAP_REQUEST: {
+        Node* n = NodeByControl(envelope.from);
+        if (!n || n->role != wire::Role::WORKER) return InvalidArgument("map request from a non-worker");
+        if (recovering_) {
+          map_requests_.push_back(envelope.from);  // answered once every PS is back
+          return Status::Ok();
+        }
+        return SendJobStart(*n);
+      }
       case wire::Header::REGISTER: return HandleRegister(envelope.from, h.getRegister());
       case wire::Header::HEARTBEAT: return HandleHeartbeat(envelope.from, h.getHeartbeat());
       case wire::Header::BARRIER: return HandleBarrier(envelope.from, h.getBarrier().getSequence());
@@ -245,10 +257,30 @@ void Coordinator::Handle(const transport::Envelope& envelope) {
 }
 
 Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register::Reader reg) {
+  const wire::Role role = reg.getRole();
+  if (state_ == wire::JobState::RUNNING && role == wire::Role::PS && options_.job.snapshot_every > 0 &&
+      reg.getRank() >= 0 && reg.getRank() < static_cast<int>(ps_.size())) {
+    // A replacement for a PS: the old one is gone (or about to be declared so).
+    Node& old = ps_[reg.getRank()];
+    if (!recovering_ || !old.lost) BeginRecovery(old, Describe(old) + " was replaced by a new process");
+    if (state_ != wire::JobState::RUNNING) return FailedPrecondition(abort_reason_);
+    old.host = reg.getHost();
+    old.pid = reg.getPid();
+    old.data_address = reg.getDataAddress();
+    old.control = peer;
+    old.lost = false;
+    old.last_seen = Clock::now();
+    spdlog::info("{} takes over its shards from the snapshot of step {}", Describe(old),
+                 rollback_step_);
+    EEN_RETURN_IF_ERROR(SendJobStart(old));
+    ps_ready_.insert(old.rank);
+    MaybeEndRecovery();
+    SaveState();
+    return Status::Ok();
+  }
   if (state_ != wire::JobState::STARTING) {
     return FailedPrecondition("the job has already started; joining a running job comes later");
   }
-  const wire::Role role = reg.getRole();
   if (role != wire::Role::PS && role != wire::Role::WORKER) return InvalidArgument("bad role");
   std::vector<Node>& nodes = NodesOf(role);
   int rank = reg.getRank();
@@ -315,6 +347,81 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
   return StartJob();
 }
 
+Result<ShardMap> Coordinator::CurrentMap() const {
+  std::vector<std::string> addresses;
+  for (const Node& p : ps_) addresses.push_back(p.data_address);
+  return ShardMap::Build(model_, options_.job.ps, options_.job.sharding, addresses, map_epoch_);
+}
+
+Status Coordinator::SendJobStart(const Node& n) {
+  EEN_ASSIGN_OR_RETURN(ShardMap map, CurrentMap());
+  capnp::MallocMessageBuilder b;
+  auto js = b.initRoot<wire::Header>().initJobStart();
+  js.setRank(n.rank);
+  js.setWorldSize(options_.job.workers);
+  js.setNumPs(options_.job.ps);
+  map.ToWire(js.initMap());
+  OptimizerToWire(optimizer_, js.initOptimizer());
+  const bool rolled_back = map_epoch_ > 1;
+  js.setResume(options_.resume || rolled_back);
+  js.setStartStep(rolled_back ? rollback_step_ : start_step_);
+  return listener_->Send(n.control, Message{{wire::Encode(b)}});
+}
+
+void Coordinator::BeginRecovery(Node& lost, const std::string& why) {
+  if (optimizer_.kind == OptimizerConfig::Kind::kSum) {
+    Abort(why + "; a sum-mode job cannot roll back (its model lives in the workers), so it ends");
+    return;
+  }
+  uint64_t job_step = 0;
+  for (const Node& w : workers_) job_step = std::max(job_step, w.step);
+  if (complete_snapshot_ == 0) {
+    Abort(why + "; no snapshot is complete yet to roll back to, so the job ends (snapshots "
+                "every " + std::to_string(options_.job.snapshot_every) + " steps)");
+    return;
+  }
+  lost.lost = true;
+  recovering_ = true;
+  rollback_step_ = complete_snapshot_;
+  map_epoch_++;
+  ps_ready_.clear();
+  spdlog::warn("{}; rolling back to the snapshot of step {}: steps {}-{} are redone; shard map "
+               "epoch {}; waiting for a replacement of ps {}",
+               why, rollback_step_, rollback_step_ + 1, std::max(job_step, rollback_step_ + 1),
+               map_epoch_, lost.rank);
+  for (const Node& p : ps_) {
+    if (p.lost) continue;
+    capnp::MallocMessageBuilder b;
+    auto rb = b.initRoot<wire::Header>().initRollback();
+    rb.setEpoch(map_epoch_);
+    rb.setStep(rollback_step_);
+    if (Status s = listener_->Send(p.control, Message{{wire::Encode(b)}}); !s.ok()) {
+      spdlog::warn("could not reach ps {} for the rollback: {}", p.rank, s.ToString());
+    }
+  }
+  SaveState();
+}
+
+Status Coordinator::HandleRolledBack(const transport::PeerId& peer, wire::Rollback::Reader done) {
+  Node* n = NodeByControl(peer);
+  if (!n || n->role != wire::Role::PS) return InvalidArgument("rollback answer from a non-PS");
+  if (!recovering_ || done.getEpoch() != map_epoch_) return Status::Ok();
+  ps_ready_.insert(n->rank);
+  MaybeEndRecovery();
+  return Status::Ok();
+}
+
+void Coordinator::MaybeEndRecovery() {
+  if (!recovering_ || ps_ready_.size() < ps_.size()) return;
+  recovering_ = false;
+  spdlog::info("every PS is back at step {} (shard map epoch {}); training resumes",
+               rollback_step_, map_epoch_);
+  for (const transport::PeerId& peer : map_requests_) {
+    if (Node* w = NodeByControl(peer)) (void)SendJobStart(*w);
+  }
+  map_requests_.clear();
+}
+
 Result<uint64_t> Coordinator::PickResumeStep() {
   std::vector<uint64_t> common = ps_[0].snapshot_steps;
   for (const Node& p : ps_) {
@@ -368,10 +475,7 @@ Status Coordinator::StartJob() {
     start_step_ = *step;
     spdlog::info("resuming from the snapshot of step {}", start_step_);
   }
-  std::vector<std::string> addresses;
-  for (const Node& p : ps_) addresses.push_back(p.data_address);
-  EEN_ASSIGN_OR_RETURN(ShardMap map, ShardMap::Build(model_, options_.job.ps, options_.job.sharding,
-                                                     addresses));
+  EEN_ASSIGN_OR_RETURN(ShardMap map, CurrentMap());
   std::string balance;
   for (uint64_t b : map.BytesPerPs()) balance += (balance.empty() ? "" : " / ") + std::to_string(b);
   spdlog::info("job starts: {} tensors, {} parameters in {} chunks; bytes per PS {}; optimizer {}",
@@ -379,16 +483,7 @@ Status Coordinator::StartJob() {
                OptimizerName(optimizer_.kind));
   for (auto* nodes : {&ps_, &workers_}) {
     for (Node& n : *nodes) {
-      capnp::MallocMessageBuilder b;
-      auto js = b.initRoot<wire::Header>().initJobStart();
-      js.setRank(n.rank);
-      js.setWorldSize(options_.job.workers);
-      js.setNumPs(options_.job.ps);
-      map.ToWire(js.initMap());
-      OptimizerToWire(optimizer_, js.initOptimizer());
-      js.setResume(options_.resume);
-      js.setStartStep(start_step_);
-      EEN_RETURN_IF_ERROR(listener_->Send(n.control, Message{{wire::Encode(b)}}));
+      EEN_RETURN_IF_ERROR(SendJobStart(n));
       n.last_seen = Clock::now();
     }
   }
@@ -419,6 +514,7 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
   capnp::MallocMessageBuilder b;
   auto reply = b.initRoot<wire::Header>().initHeartbeatReply();
   reply.setIncarnation(incarnation_);
+  reply.setMapEpoch(map_epoch_);
   reply.setState(n.lost ? wire::JobState::ABORTED : state_);
   reply.setReason(n.lost ? "this worker was declared lost (silent longer than the failover "
                            "threshold); the job went on without it"
@@ -490,12 +586,18 @@ void Coordinator::HandleLeave(const transport::PeerId& peer) {
 void Coordinator::CheckLiveness() {
   uint64_t job_step = 0;
   for (const Node& w : workers_) job_step = std::max(job_step, w.step);
-  for (const Node& p : ps_) {
+  for (Node& p : ps_) {
     const long silent = MillisSince(p.last_seen);
-    if (!p.done && silent > options_.job.failover_threshold.count()) {
+    if (!p.done && !p.lost && silent > options_.job.failover_threshold.count()) {
+      if (options_.job.snapshot_every > 0) {
+        BeginRecovery(p, fmt::format("{} silent for {} ms > failover threshold {} ms, last at "
+                                     "step {}", Describe(p), silent,
+                                     options_.job.failover_threshold.count(), p.step));
+        return;
+      }
       Abort(fmt::format("{} silent for {} ms > failover threshold {} ms, last at step {} "
-                        "(job at step {}); ending the job (this version does not recover a "
-                        "lost PS)",
+                        "(job at step {}); ending the job (with --snapshot-every N the job "
+                        "rolls back to its last snapshot instead)",
                         Describe(p), silent, options_.job.failover_threshold.count(), p.step,
                         job_step));
       return;

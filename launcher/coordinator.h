@@ -62,7 +62,7 @@ class Coordinator {
     transport::PeerId control;
     bool registered = false;
     bool done = false;   // worker finished / PS left
-    bool lost = false;   // worker declared lost; the job goes on without it
+    bool lost = false;   // declared lost; the job goes on without it (a PS: until replaced)
     Clock::time_point last_seen;
     uint64_t step = 0;
     double loss = 0;
@@ -87,6 +87,13 @@ class Coordinator {
   Result<uint64_t> PickResumeStep();
   void NoteSnapshots();
   void CheckLiveness();
+  // A lost PS, with snapshots: every PS goes back to the newest complete
+  // snapshot, a replacement takes the lost one's shards, workers redo.
+  void BeginRecovery(Node& lost, const std::string& why);
+  Status HandleRolledBack(const transport::PeerId& peer, wire::Rollback::Reader done);
+  Status SendJobStart(const Node& n);
+  void MaybeEndRecovery();
+  Result<ShardMap> CurrentMap() const;
   void WorkerLost(Node& worker, long silent_ms);
   // Agreeing, with every PS, the step from which the live workers re-shard.
   void StartMembershipChange();
@@ -108,6 +115,11 @@ class Coordinator {
   std::unique_ptr<StateStore> state_store_;
   uint64_t incarnation_;                  // random per start: tells the others we restarted
   bool membership_restart_needed_ = false;  // a change was under way when we died
+  uint64_t map_epoch_ = 1;
+  bool recovering_ = false;
+  uint64_t rollback_step_ = 0;
+  std::set<int> ps_ready_;                       // PS done with the rollback
+  std::vector<transport::PeerId> map_requests_;  // workers waiting for the new map
   std::vector<Node> ps_, workers_;
   std::vector<TensorInfo> model_;
   OptimizerConfig optimizer_;

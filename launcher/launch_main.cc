@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
   app.add_option("--transport", transport, "data plane: tcp or ipc (default tcp)");
   app.add_option("--host", host, "address the roles listen on (default 127.0.0.1)");
   app.add_option("--backend", backend, "where roles run: local (ssh, slurm, k8s: not yet)");
+  int replicas = 0;
+  auto* replicas_opt = app.add_option("--replicas", replicas, "copies of each shard (only 1 so far)")
+                           ->check(CLI::PositiveNumber);
   uint64_t snapshot_every = 0;
   std::string snapshot_dir, resume_dir;
   auto* every_opt = app.add_option("--snapshot-every", snapshot_every,
@@ -104,6 +107,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (*every_opt) config.snapshot_every = snapshot_every;
+  if (*replicas_opt) config.replicas = replicas;
   if (!snapshot_dir.empty()) config.snapshot_dir = snapshot_dir;
   if (!resume_dir.empty()) {
     if (!snapshot_dir.empty() && snapshot_dir != resume_dir) {

@@ -67,6 +67,7 @@ Status LocalJob::StartCoordinator(bool restore) {
       "--ps", std::to_string(config_.ps),
       "--workers", std::to_string(config_.workers),
       "--min-workers", std::to_string(config_.MinWorkers()),
+      "--snapshot-every", std::to_string(config_.snapshot_every),
       "--failover-threshold-ms", std::to_string(config_.failover_threshold.count()),
       "--heartbeat-ms", std::to_string(config_.heartbeat_interval.count()),
       "--startup-timeout-ms", std::to_string(config_.startup_timeout.count()),
@@ -242,6 +243,19 @@ int LocalJob::Run() {
         const std::string what =
             c.label() + " (pid " + std::to_string(c.pid()) + ") " + c.ExitDescription();
         const bool is_worker = i >= first_worker;
+        const bool is_ps = i >= 1 && !is_worker;
+        if (is_ps && c.killed_by_signal() && config_.snapshot_every > 0 && ps_restarts_ < 3 &&
+            !workers_done) {
+          ++ps_restarts_;
+          Say(what + "; starting a replacement: the job rolls back to its last complete "
+              "snapshot (PS restart " + std::to_string(ps_restarts_) + " of 3)");
+          const int rank = static_cast<int>(i) - 1;
+          children_[i] = ChildProcess(c.label(), std::vector<std::string>{bin_dir_ + "/een-ps"},
+                                      RoleEnvironment("ps", rank));
+          if (Status s = children_[i].Start(); !s.ok()) return Fail("restarting " + what + ": " + s.message());
+          reported[i] = false;
+          continue;
+        }
         if (is_worker && config_.workers - (lost_workers + 1) >= config_.MinWorkers()) {
           ++lost_workers;
           Say(what + "; the job goes on with " + std::to_string(config_.workers - lost_workers) +

@@ -7,6 +7,8 @@
 //  - every worker exits 0 -> waits for the coordinator and PS to finish -> 0;
 //  - any child fails or dies -> gives the coordinator a moment to name the
 //    process and step, stops every child (SIGTERM, then SIGKILL) -> 1;
+//  - a PS dies while snapshots are on -> a replacement is started (up to 3
+//    times) and the job rolls back to its last complete snapshot;
 //  - the coordinator killed by a signal while the job runs -> restarted (up
 //    to 3 times) on the same address, from its saved state: training goes on;
 //  - SIGINT/SIGTERM to een-launch -> stops every child -> 130.
@@ -47,6 +49,7 @@ class LocalJob {
   std::string coordinator_address_;
   std::vector<ChildProcess> children_;  // [0] coordinator, then PS, then workers
   int coordinator_restarts_ = 0;
+  int ps_restarts_ = 0;
 };
 
 }  // namespace een

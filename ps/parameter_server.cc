@@ -72,6 +72,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
     return InvalidArgument("PS rank " + std::to_string(env_.rank) + " is not in the shard map");
   }
   EEN_ASSIGN_OR_RETURN(store_, ChunkStore::Create(map_, env_.rank, workers, optimizer));
+  epoch_ = map_.epoch();
   if (resume) {
     if (!snapshots_) return FailedPrecondition("asked to resume, but no snapshot folder was given");
     EEN_ASSIGN_OR_RETURN(std::vector<ChunkImage> images, snapshots_->Read(start_step));
@@ -202,6 +203,26 @@ Status ParameterServer::HandleControl(const Message& message) {
       if (completed > 0) StepsCompleted();
       return Status::Ok();
     }
+    if (h.isRollback()) {
+      const uint64_t epoch = h.getRollback().getEpoch();
+      const uint64_t step = h.getRollback().getStep();
+      if (!writer_) return FailedPrecondition("asked to roll back, but this PS keeps no snapshots");
+      // RocksDB reads are safe beside the writer thread's writes.
+      EEN_ASSIGN_OR_RETURN(std::vector<ChunkImage> images, writer_->store().Read(step));
+      EEN_RETURN_IF_ERROR(store_->Restore(images));
+      epoch_ = epoch;
+      pending_.clear();  // asked under the old map: the workers ask again
+      step_ = step;
+      next_snapshot_ = (step / env_.snapshot_every + 1) * env_.snapshot_every;
+      spdlog::warn("rolled back to the snapshot of step {}; shard map epoch {}", step, epoch);
+      capnp::MallocMessageBuilder b;
+      auto header = b.initRoot<wire::Header>();
+      wire::SetSender(header, wire::Role::PS, env_.rank);
+      auto done = header.initRolledBack();
+      done.setEpoch(epoch);
+      done.setStep(step);
+      return control_->Send(Message{{wire::Encode(b)}});
+    }
     if (h.isMembershipCommit()) {
       auto commit = h.getMembershipCommit();
       membership_epoch_ = commit.getEpoch();
@@ -258,9 +279,9 @@ Status ParameterServer::CheckChunks(capnp::List<uint32_t>::Reader chunks) {
 
 Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Reader push,
                                    const Message& message) {
-  if (push.getEpoch() != map_.epoch()) {
+  if (push.getEpoch() != epoch_) {
     return Unavailable("push with shard map epoch " + std::to_string(push.getEpoch()) +
-                       ", current epoch is " + std::to_string(map_.epoch()));
+                       ", current epoch is " + std::to_string(epoch_));
   }
   const int worker = push.getWorker();
   if (worker < 0 || worker >= store_->num_workers()) {
@@ -327,9 +348,9 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
 }
 
 Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Reader pull) {
-  if (pull.getEpoch() != map_.epoch()) {
+  if (pull.getEpoch() != epoch_) {
     return Unavailable("pull with shard map epoch " + std::to_string(pull.getEpoch()) +
-                       ", current epoch is " + std::to_string(map_.epoch()));
+                       ", current epoch is " + std::to_string(epoch_));
   }
   if (pull.getWorker() < 0 || pull.getWorker() >= store_->num_workers()) {
     return InvalidArgument("pull from worker rank " + std::to_string(pull.getWorker()));

@@ -12,6 +12,9 @@
 // with EEN_RESUME it starts from the snapshot step the coordinator picks.
 // When the coordinator declares a worker lost, the PS stops waiting for it
 // and takes part in agreeing the step from which every worker re-shards.
+// When a PS is lost (with snapshots), the coordinator sends a Rollback: the
+// PS reloads its snapshot of that step and takes the new map epoch, so
+// messages routed with the old map are refused as stale.
 // Thread safety: Serve() runs on one thread; the heartbeat has its own.
 #pragma once
 
@@ -82,6 +85,7 @@ class ParameterServer {
   std::vector<int> live_workers_;
   bool frozen_ = false;
   uint64_t incarnation_ = 0;  // the coordinator's, as last heard
+  uint64_t epoch_ = 0;        // shard map epoch data messages must carry
   uint64_t freeze_above_ = 0;
   // Last: its thread reads step_ and writer_, so it must stop first.
   std::unique_ptr<HeartbeatSender> heartbeat_;

@@ -3,8 +3,9 @@
 // arena) and hands the copy over; one write is in flight at a time, and a
 // snapshot due while the previous one is still being written is skipped
 // with a log line (the next one catches up).
-// Thread safety: Submit(), written_step() and error() from the PS thread;
-// the writer thread owns the store.
+// Thread safety: Submit() and written_step() from the PS thread; the writer
+// thread writes the store, and the PS thread may Read() it meanwhile
+// (RocksDB allows concurrent reads and writes).
 #pragma once
 
 #include <atomic>

@@ -103,6 +103,7 @@ struct HeartbeatReply {
   state @0 :JobState;
   reason @1 :Text;
   incarnation @2 :UInt64;          # changes when the coordinator restarts
+  mapEpoch @3 :UInt64;             # a newer one than the worker's: a PS was replaced
 }
 
 struct Barrier {
@@ -203,7 +204,16 @@ struct Header {
     membershipPrepared @14 :MembershipPrepared;
     membershipCommit @15 :Membership;  # coordinator -> PS: stamp replies from effectiveStep on
     hello @17 :Void;               # to a restarted coordinator: this is my control connection
+    rollback @18 :Rollback;        # coordinator -> surviving PS, after a PS was lost
+    rolledBack @19 :Rollback;      # PS -> coordinator: done
+    mapRequest @20 :Void;          # worker -> coordinator: the current map (a JobStart)
   }
+}
+
+# Every PS goes back to its snapshot of `step` and takes map epoch `epoch`.
+struct Rollback {
+  epoch @0 :UInt64;
+  step @1 :UInt64;
 }
 
 # What the coordinator keeps in its RocksDB, to restart without losing the job.
@@ -228,4 +238,5 @@ struct CoordinatorState {
   completeSnapshot @6 :UInt64;
   startStep @7 :UInt64;
   resume @8 :Bool;
+  mapEpoch @9 :UInt64;
 }

@@ -91,20 +91,29 @@ int main(int argc, char** argv) {
       een::DistributedSampler sampler(n, dp.rank(), dp.world_size(), true, 3);
       const int64_t per_epoch = static_cast<int64_t>(sampler.num_samples()) / batch;
       std::vector<size_t> mine;
-      // Starts at dp.step(): 0, or the snapshot's step after `een-launch --resume`.
-      for (int64_t s = dp.step(); s < steps; ++s) {
-        if (mine.empty() || s % per_epoch == 0) {
-          sampler.set_epoch(s / per_epoch);
-          mine = sampler.indices();
+      // Starts at dp.step(): 0, or the snapshot's step after `een-launch --resume`
+      // or after a lost PS rolled the job back.
+      while (true) {
+        try {
+          for (int64_t s = dp.step(); s < steps; ++s) {
+            if (mine.empty() || s % per_epoch == 0) {
+              sampler.set_epoch(s / per_epoch);
+              mine = sampler.indices();
+            }
+            const int64_t at = (s % per_epoch) * batch;
+            std::vector<int64_t> idx(mine.begin() + at, mine.begin() + at + batch);
+            auto take = torch::tensor(idx, torch::kLong);
+            net->zero_grad();
+            auto loss = torch::nn::functional::cross_entropy(
+                net->forward(x.index_select(0, take)), y.index_select(0, take));
+            loss.backward();
+            dp.Step(loss.item<double>(), batch);
+          }
+          break;
+        } catch (const een::RolledBack& back) {
+          std::printf("rolled back to step %llu\n", static_cast<unsigned long long>(back.step()));
+          mine.clear();
         }
-        const int64_t at = (s % per_epoch) * batch;
-        std::vector<int64_t> idx(mine.begin() + at, mine.begin() + at + batch);
-        auto take = torch::tensor(idx, torch::kLong);
-        net->zero_grad();
-        auto loss = torch::nn::functional::cross_entropy(net->forward(x.index_select(0, take)),
-                                                         y.index_select(0, take));
-        loss.backward();
-        dp.Step(loss.item<double>(), batch);
       }
       dp.Barrier();
       if (dp.rank() == 0) Save(*net, out);

@@ -45,6 +45,9 @@ class DataParallel::Impl {
   void Arrived(size_t t);
   void PushBucket(uint32_t bucket);
   void PullInto(uint64_t version, bool gradients);
+  Status TryPullInto(uint64_t version, bool gradients);
+  // After a PS was replaced: back to the step every PS rolled back to.
+  [[noreturn]] void RollBack();
 
   std::vector<torch::Tensor> params_;
   std::vector<std::string> names_;
@@ -53,6 +56,7 @@ class DataParallel::Impl {
   std::vector<BucketState> buckets_;
   std::vector<float*> bucket_data_;
   std::vector<bool> arrived_;
+  bool recovery_pending_ = false;  // a push or pull found the map moved on
   std::mutex mu_;  // hooks may run on autograd's threads
 };
 
@@ -151,6 +155,10 @@ void DataParallel::Impl::OnGradient(size_t t, const torch::Tensor& grad) {
     throw Error("een: the gradient of '" + names_[t] + "' arrived twice in step " +
                 std::to_string(step_) + "; call Step() after each backward()");
   }
+  if (recovery_pending_) {  // this step will be redone: nothing to send
+    arrived_[t] = true;
+    return;
+  }
   torch::Tensor g = grad;
   if (g.is_sparse()) throw Error("een: sparse gradient for '" + names_[t] + "' is not supported");
   if (!g.is_cpu() || g.scalar_type() != torch::kFloat) g = g.to(torch::kCPU, torch::kFloat);
@@ -163,25 +171,47 @@ void DataParallel::Impl::PushBucket(uint32_t bucket) {
   const BucketLayout::Bucket& b = layout_->buckets()[bucket];
   std::vector<const float*> data;
   for (size_t off : b.chunk_offsets) data.push_back(bucket_data_[bucket] + off);
-  ThrowIfError(client_->Push(wire::PushKind::GRADIENT, step_, b.chunks, data,
-                             buckets_[bucket].buffer),
-               "pushing gradients of step " + std::to_string(step_));
+  Status s = client_->Push(wire::PushKind::GRADIENT, step_, b.chunks, data,
+                           buckets_[bucket].buffer);
+  if (!s.ok() && client_->NeedsRecovery()) {
+    recovery_pending_ = true;  // Step() rolls back
+    return;
+  }
+  ThrowIfError(s, "pushing gradients of step " + std::to_string(step_));
 }
 
-void DataParallel::Impl::PullInto(uint64_t version, bool gradients) {
+Status DataParallel::Impl::TryPullInto(uint64_t version, bool gradients) {
   const ShardMap& map = client_->map();
   if (gradients) {
     for (torch::Tensor& p : params_) {
       if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
     }
   }
-  Status s = client_->Pull(version, gradients, [&](uint32_t c, const float* values) {
+  return client_->Pull(version, gradients, [&](uint32_t c, const float* values) {
     const Chunk& chunk = map.chunks()[c];
     torch::Tensor& p = params_[chunk.tensor];
     float* dst = (gradients ? p.grad() : p).data_ptr<float>() + chunk.offset;
     std::memcpy(dst, values, chunk.numel * sizeof(float));
   });
-  ThrowIfError(s, gradients ? "pulling mean gradients" : "pulling parameters");
+}
+
+void DataParallel::Impl::PullInto(uint64_t version, bool gradients) {
+  ThrowIfError(TryPullInto(version, gradients),
+               gradients ? "pulling mean gradients" : "pulling parameters");
+}
+
+void DataParallel::Impl::RollBack() {
+  auto step = client_->Recover();
+  ThrowIfError(step.status(), "recovering after a PS was lost");
+  PullInto(*step, /*gradients=*/false);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    step_ = *step;
+    recovery_pending_ = false;
+    ResetBuckets();
+  }
+  client_->ReportProgress(step_, 0.0, samples_, 0);
+  throw RolledBack(step_);
 }
 
 void DataParallel::Impl::Step(double loss, int64_t samples) {
@@ -197,7 +227,12 @@ void DataParallel::Impl::Step(double loss, int64_t samples) {
       Arrived(t);
     }
   }
-  PullInto(step_ + 1, client_->sum_mode());
+  if (!recovery_pending_) {
+    Status s = TryPullInto(step_ + 1, client_->sum_mode());
+    if (!s.ok() && client_->NeedsRecovery()) recovery_pending_ = true;
+    if (!recovery_pending_) ThrowIfError(s, "pulling parameters of step " + std::to_string(step_ + 1));
+  }
+  if (recovery_pending_) RollBack();
   std::lock_guard<std::mutex> lock(mu_);
   ResetBuckets();
   step_++;

@@ -42,33 +42,12 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
   EEN_RETURN_IF_ERROR(c->Request(Message{{wire::Encode(b)}},
       [&](wire::Header::Reader h) {
         if (!h.isJobStart()) return false;
-        auto js = h.getJobStart();
-        c->rank_ = js.getRank();
-        c->world_size_ = js.getWorldSize();
-        c->resumed_ = js.getResume();
-        c->start_step_ = js.getStartStep();
-        auto map = ShardMap::FromWire(js.getMap());
-        auto opt = OptimizerFromWire(js.getOptimizer());
-        if (!map.ok()) decoded = map.status();
-        else if (!opt.ok()) decoded = opt.status();
-        else {
-          c->map_ = std::move(map).value();
-          c->optimizer_ = *opt;
-        }
+        decoded = c->ApplyJobStart(h.getJobStart());
         return true;
       },
       env.startup_timeout, "the job to start"));
   EEN_RETURN_IF_ERROR(decoded);
   for (int r = 0; r < c->world_size_; ++r) c->live_workers_.push_back(r);
-  c->ps_chunks_.resize(c->map_.num_ps());
-  for (uint32_t i = 0; i < c->map_.chunks().size(); ++i) {
-    c->ps_chunks_[c->map_.OwnerOfChunk(i)].push_back(i);
-  }
-  for (const std::string& address : c->map_.ps_addresses()) {
-    EEN_ASSIGN_OR_RETURN(transport::Device * device, transport::DeviceFor(address));
-    EEN_ASSIGN_OR_RETURN(auto connection, device->Connect(address));
-    c->ps_.push_back(std::move(connection));
-  }
   EEN_ASSIGN_OR_RETURN(auto hb_connection, control_device->Connect(env.coordinator));
   WorkerClient* self = c.get();
   c->heartbeat_ = std::make_unique<HeartbeatSender>(
@@ -82,6 +61,57 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
         hb.setSyncMicros(self->sync_micros_.load());
       });
   return c;
+}
+
+Status WorkerClient::ApplyJobStart(wire::JobStart::Reader js) {
+  EEN_ASSIGN_OR_RETURN(ShardMap map, ShardMap::FromWire(js.getMap()));
+  EEN_ASSIGN_OR_RETURN(optimizer_, OptimizerFromWire(js.getOptimizer()));
+  if (!map_.tensors().empty() && map.tensors().size() != map_.tensors().size()) {
+    return Internal("the coordinator's new map is for another model");
+  }
+  rank_ = js.getRank();
+  world_size_ = js.getWorldSize();
+  resumed_ = js.getResume();
+  start_step_ = js.getStartStep();
+  map_ = std::move(map);
+  return ConnectToPs();
+}
+
+Status WorkerClient::ConnectToPs() {
+  ps_.clear();
+  ps_chunks_.assign(map_.num_ps(), {});
+  for (uint32_t i = 0; i < map_.chunks().size(); ++i) ps_chunks_[map_.OwnerOfChunk(i)].push_back(i);
+  for (const std::string& address : map_.ps_addresses()) {
+    EEN_ASSIGN_OR_RETURN(transport::Device * device, transport::DeviceFor(address));
+    EEN_ASSIGN_OR_RETURN(auto connection, device->Connect(address));
+    ps_.push_back(std::move(connection));
+  }
+  return Status::Ok();
+}
+
+bool WorkerClient::NeedsRecovery() const {
+  return stale_seen_ || (heartbeat_ && heartbeat_->map_epoch() > map_.epoch());
+}
+
+Result<uint64_t> WorkerClient::Recover() {
+  capnp::MallocMessageBuilder b;
+  auto header = b.initRoot<wire::Header>();
+  wire::SetSender(header, wire::Role::WORKER, rank_);
+  header.setMapRequest();
+  Status applied;
+  EEN_RETURN_IF_ERROR(Request(
+      Message{{wire::Encode(b)}},
+      [&](wire::Header::Reader h) {
+        if (!h.isJobStart() || h.getJobStart().getMap().getEpoch() <= map_.epoch()) return false;
+        applied = ApplyJobStart(h.getJobStart());
+        return true;
+      },
+      std::chrono::hours(1), "the shard map after a PS was replaced"));
+  EEN_RETURN_IF_ERROR(applied);
+  stale_seen_ = false;
+  spdlog::warn("a PS was replaced: shard map epoch {}, training again from step {}", map_.epoch(),
+               start_step_);
+  return start_step_;
 }
 
 WorkerClient::~WorkerClient() {
@@ -135,6 +165,7 @@ Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<
                           const std::vector<const float*>& data,
                           const std::shared_ptr<const void>& owner) {
   EEN_RETURN_IF_ERROR(JobStatus());
+  if (NeedsRecovery()) return Aborted("the shard map moved on (a PS was replaced)");
   std::vector<std::vector<size_t>> by_ps(ps_.size());
   for (size_t i = 0; i < chunks.size(); ++i) by_ps[map_.OwnerOfChunk(chunks[i])].push_back(i);
   for (size_t p = 0; p < ps_.size(); ++p) {
@@ -190,6 +221,7 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
     bool answered = false;
     while (!answered) {
       EEN_RETURN_IF_ERROR(JobStatus());
+      if (NeedsRecovery()) return Aborted("the shard map moved on (a PS was replaced)");
       if (Clock::now() > next_warning) {
         spdlog::warn("still waiting for PS {} ({}) to reach version {} after {} s", p,
                      ps_[p]->address(), min_version,
@@ -202,6 +234,10 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
       const Message& m = *reply;
       EEN_RETURN_IF_ERROR(wire::Visit(m, [&](wire::Header::Reader h) -> Status {
         if (h.isError()) {
+          if (h.getError().getCode() == wire::ErrorCode::STALE_EPOCH) {
+            stale_seen_ = true;  // the PS has a newer map than ours
+            return Aborted(fmt::format("PS {} has a newer shard map", p));
+          }
           return FailedPrecondition(fmt::format("PS {} refused this worker's request: {}", p,
                                                 h.getError().getMessage().cStr()));
         }

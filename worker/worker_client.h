@@ -54,9 +54,17 @@ class WorkerClient {
   void ReportProgress(uint64_t step, double loss, uint64_t samples, uint64_t sync_micros);
   // Aborted with the reason when the job has been ended elsewhere.
   Status JobStatus() const;
+  // True once a PS was replaced (a newer shard map): pushes and pulls stop,
+  // and Recover() must run.
+  bool NeedsRecovery() const;
+  // Fetches the new map from the coordinator (it answers once every PS is
+  // back), reconnects, and returns the step every PS rolled back to.
+  Result<uint64_t> Recover();
 
  private:
   WorkerClient(JobEnvironment env) : env_(std::move(env)) {}
+  Status ApplyJobStart(wire::JobStart::Reader js);
+  Status ConnectToPs();
   // Adopts a membership stamped on a pull answer of `version`, if it is
   // newer and already in effect; fails if it no longer includes this worker.
   Status AdoptMembership(wire::Membership::Reader m, uint64_t version);
@@ -78,6 +86,7 @@ class WorkerClient {
   std::vector<int> live_workers_;
   uint64_t membership_epoch_ = 0;
   bool resumed_ = false;
+  bool stale_seen_ = false;  // a PS refused our map epoch
   uint64_t start_step_ = 0;
   uint64_t next_request_ = 1;
   uint64_t barrier_sequence_ = 0;

@@ -90,36 +90,45 @@ int main(int argc, char** argv) {
     const int64_t n = train.images.size(0);
     const int64_t global = int64_t{dp.world_size()} * batch;
     const int64_t steps_per_epoch = (n + global - 1) / global;
-    const int first_epoch = static_cast<int>(dp.step() / steps_per_epoch);
-    for (int epoch = first_epoch; epoch < epochs; ++epoch) {
-      sampler.set_epoch(epoch);
-      int64_t position = epoch == first_epoch ? (dp.step() % steps_per_epoch) * global : 0;
-      double epoch_loss = 0;
-      int64_t steps = 0;
-      while (position < n) {
-        const int live = dp.live_count();
-        std::vector<size_t> mine = sampler.Batch(position, dp.live_index(), live, batch);
-        auto take = torch::tensor(std::vector<int64_t>(mine.begin(), mine.end()), torch::kLong);
-        auto x = train.images.index_select(0, take);
-        auto y = train.labels.index_select(0, take);
-        auto loss = torch::nn::functional::cross_entropy(net->forward(x), y);
-        loss.backward();
-        const double l = loss.item<double>();
-        dp.Step(l, x.size(0));
-        position += int64_t{live} * batch;
-        epoch_loss += l;
-        ++steps;
-        if (dp.rank() == 0 && log_every > 0 && dp.step() % log_every == 0) {
-          std::printf("epoch %d step %llu loss %.4f\n", epoch + 1,
-                      static_cast<unsigned long long>(dp.step()), l);
-          std::fflush(stdout);
+    // A lost PS (with snapshots on) rolls the job back: Step() throws
+    // een::RolledBack and the loop starts again from dp.step().
+    for (bool done = false; !done;) {
+      try {
+        const int first_epoch = static_cast<int>(dp.step() / steps_per_epoch);
+        for (int epoch = first_epoch; epoch < epochs; ++epoch) {
+          sampler.set_epoch(epoch);
+          int64_t position = epoch == first_epoch ? (dp.step() % steps_per_epoch) * global : 0;
+          double epoch_loss = 0;
+          int64_t steps = 0;
+          while (position < n) {
+            const int live = dp.live_count();
+            std::vector<size_t> mine = sampler.Batch(position, dp.live_index(), live, batch);
+            auto take = torch::tensor(std::vector<int64_t>(mine.begin(), mine.end()), torch::kLong);
+            auto x = train.images.index_select(0, take);
+            auto y = train.labels.index_select(0, take);
+            auto loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+            loss.backward();
+            const double l = loss.item<double>();
+            dp.Step(l, x.size(0));
+            position += int64_t{live} * batch;
+            epoch_loss += l;
+            ++steps;
+            if (dp.rank() == 0 && log_every > 0 && dp.step() % log_every == 0) {
+              std::printf("epoch %d step %llu loss %.4f\n", epoch + 1,
+                          static_cast<unsigned long long>(dp.step()), l);
+              std::fflush(stdout);
+            }
+          }
+          if (dp.rank() == 0) {
+            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            std::printf("epoch %d done: mean loss %.4f, %.1f s elapsed\n", epoch + 1,
+                        epoch_loss / std::max<int64_t>(steps, 1), secs);
+            std::fflush(stdout);
+          }
         }
-      }
-      if (dp.rank() == 0) {
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        std::printf("epoch %d done: mean loss %.4f, %.1f s elapsed\n", epoch + 1,
-                    epoch_loss / std::max<int64_t>(steps, 1), secs);
-        std::fflush(stdout);
+        done = true;
+      } catch (const een::RolledBack& back) {
+        if (dp.rank() == 0) std::printf("%s\n", back.what());
       }
     }
     if (dp.rank() == 0) {

@@ -65,7 +65,10 @@ class DataParallel {
   int live_index() const;
 
   // Completes one step after backward(). `loss` and `samples` (this worker's
-  // batch size) feed the launcher's progress line.
+  // batch size) feed the launcher's progress line. Throws een::RolledBack
+  // when a lost PS made the job go back to its last complete snapshot: the
+  // module then holds that step's parameters and step() says which step;
+  // carry on from there (as after --resume).
   void Step(double loss = std::numeric_limits<double>::quiet_NaN(), int64_t samples = 0);
   void Barrier();
   void Finish();

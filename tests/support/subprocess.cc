@@ -60,9 +60,10 @@ void Subprocess::ReadAvailable(int timeout_ms) {
   }
 }
 
-bool Subprocess::WaitForOutput(const std::string& text, std::chrono::milliseconds timeout) {
+bool Subprocess::WaitForOutput(const std::string& text, std::chrono::milliseconds timeout,
+                               size_t from) {
   const auto deadline = Clock::now() + timeout;
-  while (output_.find(text) == std::string::npos) {
+  while (output_.find(text, from) == std::string::npos) {
     if (Clock::now() > deadline || fd_ < 0) return false;
     ReadAvailable(20);
   }

@@ -19,8 +19,9 @@ class Subprocess {
   ~Subprocess();
   Subprocess(const Subprocess&) = delete;
 
-  // Reads output until `text` appears; false on timeout or exit first.
-  bool WaitForOutput(const std::string& text, std::chrono::milliseconds timeout);
+  // Reads output until `text` appears at or after byte `from`; false on
+  // timeout or exit first.
+  bool WaitForOutput(const std::string& text, std::chrono::milliseconds timeout, size_t from = 0);
   // Exit code (128 + signal when killed), or nullopt if still running at timeout.
   std::optional<int> Wait(std::chrono::milliseconds timeout);
   void Signal(int signo) const;

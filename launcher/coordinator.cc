@@ -191,6 +191,11 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
         StartMembershipChange();  // the change under way when the old coordinator died
       }
     }
+    if (recovering_ && MillisSince(recovery_started_) > options_.job.startup_timeout.count()) {
+      Abort(fmt::format("no replacement for the lost PS registered within {} ms; ending the job "
+                        "(its snapshots stay in place for --resume)",
+                        options_.job.startup_timeout.count()));
+    }
     if (state_ == wire::JobState::RUNNING) {
       CheckLiveness();
       if (MillisSince(last_progress_) >= options_.job.progress_interval.count()) ReportProgress();
@@ -382,6 +387,7 @@ void Coordinator::BeginRecovery(Node& lost, const std::string& why) {
   }
   lost.lost = true;
   recovering_ = true;
+  recovery_started_ = Clock::now();
   rollback_step_ = complete_snapshot_;
   map_epoch_++;
   ps_ready_.clear();
@@ -502,6 +508,17 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     return InvalidArgument(fmt::format("heartbeat from unknown {} {}", RoleName(role), rank));
   }
   Node& n = nodes[rank];
+  if (hb.getPid() != 0 && n.pid != 0 && hb.getPid() != n.pid) {
+    // A process that was replaced (back from a partition, say): it must stop.
+    capnp::MallocMessageBuilder b;
+    auto reply = b.initRoot<wire::Header>().initHeartbeatReply();
+    reply.setIncarnation(incarnation_);
+    reply.setMapEpoch(map_epoch_);
+    reply.setState(wire::JobState::ABORTED);
+    reply.setReason(fmt::format("this process (pid {}) was replaced by pid {} after it was lost",
+                                hb.getPid(), n.pid));
+    return listener_->Send(peer, Message{{wire::Encode(b)}});
+  }
   n.last_seen = Clock::now();
   n.step = hb.getStep();
   n.loss = hb.getLoss();

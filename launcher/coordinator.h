@@ -117,6 +117,7 @@ class Coordinator {
   bool membership_restart_needed_ = false;  // a change was under way when we died
   uint64_t map_epoch_ = 1;
   bool recovering_ = false;
+  Clock::time_point recovery_started_;
   uint64_t rollback_step_ = 0;
   std::set<int> ps_ready_;                       // PS done with the rollback
   std::vector<transport::PeerId> map_requests_;  // workers waiting for the new map

@@ -97,6 +97,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
       [this](wire::Heartbeat::Builder hb) {
         hb.setRole(wire::Role::PS);
         hb.setRank(env_.rank);
+        hb.setPid(getpid());
         hb.setStep(step_.load());
         if (writer_) hb.setSnapshotStep(writer_->written_step());
       });

@@ -97,6 +97,7 @@ struct Heartbeat {
   role @4 :Role;
   rank @5 :Int32;
   snapshotStep @6 :UInt64;         # PS: newest snapshot durably written (0: none)
+  pid @7 :Int32;                   # tells a replaced process from its replacement
 }
 
 struct HeartbeatReply {

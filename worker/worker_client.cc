@@ -55,6 +55,7 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
       [self](wire::Heartbeat::Builder hb) {
         hb.setRole(wire::Role::WORKER);
         hb.setRank(self->rank_);
+        hb.setPid(getpid());
         hb.setStep(self->step_.load());
         hb.setLoss(self->loss_.load());
         hb.setSamples(self->samples_.load());

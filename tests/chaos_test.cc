@@ -12,6 +12,7 @@
 #include <random>
 #include <regex>
 
+#include "support/files.h"
 #include "support/subprocess.h"
 
 namespace een {
@@ -24,11 +25,6 @@ std::vector<std::string> Job(const std::string& dir, const std::string& out) {
   return {kBin + "/een-launch", "--ps", "2", "--workers", "4", "--snapshot-every", "100",
           "--snapshot-dir", dir, "--progress-interval", "200ms", "--",
           kBin + "/equivalence_train", "--optimizer", "sgd", "--steps", "6000", "--out", out};
-}
-
-std::string Bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // The newest pid the output gives for `role` ("ps 1", "coordinator").
@@ -83,7 +79,7 @@ TEST(Chaos, SeededKillsOfPsAndCoordinatorChangeNothing) {
   ASSERT_TRUE(code.has_value()) << job.output();
   ASSERT_EQ(*code, 0) << job.output();
   EXPECT_GE(ps_kills + coordinator_kills, 3) << "the job ended before the chaos did";
-  EXPECT_EQ(Bytes(base + "/chaos.bin"), Bytes(base + "/whole.bin"))
+  EXPECT_EQ(testing::ReadBytes(base + "/chaos.bin"), testing::ReadBytes(base + "/whole.bin"))
       << "parameters differ after " << ps_kills << " PS and " << coordinator_kills
       << " coordinator kills";
   for (pid_t p : seen) EXPECT_FALSE(testing::ProcessExists(p)) << "pid " << p << " survived";

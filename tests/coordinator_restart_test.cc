@@ -7,6 +7,7 @@
 #include <fstream>
 #include <regex>
 
+#include "support/files.h"
 #include "support/subprocess.h"
 
 namespace een {
@@ -19,11 +20,6 @@ std::vector<std::string> Job(const std::string& out) {
   return {kBin + "/een-launch", "--ps", "2", "--workers", "2", "--progress-interval", "200ms",
           "--", kBin + "/equivalence_train", "--optimizer", "adam", "--steps", "3000",
           "--out", out};
-}
-
-std::string Bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 TEST(CoordinatorRestart, KilledCoordinatorIsRestartedAndNothingIsLost) {
@@ -44,9 +40,9 @@ TEST(CoordinatorRestart, KilledCoordinatorIsRestartedAndNothingIsLost) {
             std::string::npos) << job.output();
   EXPECT_NE(job.output().find("took the job up again"), std::string::npos) << job.output();
   EXPECT_NE(job.output().find("the coordinator restarted; greeting it"), std::string::npos);
-  const std::string expected = Bytes(base + "-whole.bin");
+  const std::string expected = testing::ReadBytes(base + "-whole.bin");
   ASSERT_FALSE(expected.empty());
-  EXPECT_EQ(Bytes(base + "-killed.bin"), expected) << "parameters differ after the restart";
+  EXPECT_EQ(testing::ReadBytes(base + "-killed.bin"), expected) << "parameters differ after the restart";
   std::remove((base + "-whole.bin").c_str());
   std::remove((base + "-killed.bin").c_str());
 }

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <regex>
 
+#include "support/files.h"
 #include "support/subprocess.h"
 
 namespace een {
@@ -30,11 +31,6 @@ std::vector<std::string> Job(const std::string& out, std::vector<std::string> fl
   return argv;
 }
 
-std::string Bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 class Resume : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -51,7 +47,7 @@ TEST_F(Resume, KilledJobResumesToBitwiseTheSameParameters) {
   auto whole = testing::Run(Job(base_ + "/whole.bin", {"--snapshot-dir", base_ + "/whole"}),
                             seconds(120));
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
-  const std::string expected = Bytes(base_ + "/whole.bin");
+  const std::string expected = testing::ReadBytes(base_ + "/whole.bin");
   ASSERT_FALSE(expected.empty());
 
   // The same job, killed whole (launcher SIGKILL: every role dies with it).
@@ -72,7 +68,7 @@ TEST_F(Resume, KilledJobResumesToBitwiseTheSameParameters) {
                                 std::regex("resuming from the snapshot of step ([0-9]+)")))
       << resumed.output;
   EXPECT_GE(std::stoi(m[1]), 500);
-  EXPECT_EQ(Bytes(base_ + "/resumed.bin"), expected) << "resumed parameters differ";
+  EXPECT_EQ(testing::ReadBytes(base_ + "/resumed.bin"), expected) << "resumed parameters differ";
 
   // Corrupt the newest snapshot of PS 0: resume refuses it, uses the previous one.
   auto hit = testing::Run({kBin + "/corrupt_snapshot", dir + "/ps-0"}, seconds(30));
@@ -84,7 +80,7 @@ TEST_F(Resume, KilledJobResumesToBitwiseTheSameParameters) {
   EXPECT_NE(again.output.find("does not match its checksum"), std::string::npos);
   EXPECT_NE(again.output.find("is not intact on every PS; using step 1900"), std::string::npos)
       << again.output;
-  EXPECT_EQ(Bytes(base_ + "/resumed.bin"), expected) << "parameters after the fallback differ";
+  EXPECT_EQ(testing::ReadBytes(base_ + "/resumed.bin"), expected) << "parameters after the fallback differ";
 }
 
 TEST_F(Resume, NothingToResumeFromIsAClearError) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <regex>
 
+#include "support/files.h"
 #include "support/subprocess.h"
 
 namespace een {
@@ -22,11 +23,6 @@ std::vector<std::string> Job(const std::string& dir, const std::string& out) {
   return {kBin + "/een-launch", "--ps", "2", "--workers", "2", "--snapshot-every", "100",
           "--snapshot-dir", dir, "--", kBin + "/equivalence_train", "--optimizer", "adam",
           "--steps", "2500", "--out", out};
-}
-
-std::string Bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 TEST(Rollback, KilledPsIsReplacedAndTheRedoneRunIsBitwiseTheSame) {
@@ -57,9 +53,9 @@ TEST(Rollback, KilledPsIsReplacedAndTheRedoneRunIsBitwiseTheSame) {
                                                 "steps [0-9]+-[0-9]+ are redone")))
       << out;
   EXPECT_NE(out.find("rolled back to step"), std::string::npos) << out;
-  const std::string expected = Bytes(base + "/whole.bin");
+  const std::string expected = testing::ReadBytes(base + "/whole.bin");
   ASSERT_FALSE(expected.empty());
-  EXPECT_EQ(Bytes(base + "/killed.bin"), expected) << "parameters differ after the rollback";
+  EXPECT_EQ(testing::ReadBytes(base + "/killed.bin"), expected) << "parameters differ after the rollback";
   std::filesystem::remove_all(base);
 }
 

@@ -508,34 +508,35 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     return InvalidArgument(fmt::format("heartbeat from unknown {} {}", RoleName(role), rank));
   }
   Node& n = nodes[rank];
+  wire::JobState state = state_;
+  std::string reason = abort_reason_;
   if (hb.getPid() != 0 && n.pid != 0 && hb.getPid() != n.pid) {
     // A process that was replaced (back from a partition, say): it must stop.
-    capnp::MallocMessageBuilder b;
-    auto reply = b.initRoot<wire::Header>().initHeartbeatReply();
-    reply.setIncarnation(incarnation_);
-    reply.setMapEpoch(map_epoch_);
-    reply.setState(wire::JobState::ABORTED);
-    reply.setReason(fmt::format("this process (pid {}) was replaced by pid {} after it was lost",
-                                hb.getPid(), n.pid));
-    return listener_->Send(peer, Message{{wire::Encode(b)}});
-  }
-  n.last_seen = Clock::now();
-  n.step = hb.getStep();
-  n.loss = hb.getLoss();
-  n.samples = hb.getSamples();
-  n.sync_micros = hb.getSyncMicros();
-  if (role == wire::Role::PS && hb.getSnapshotStep() > n.snapshot_step) {
-    n.snapshot_step = hb.getSnapshotStep();
-    NoteSnapshots();
+    state = wire::JobState::ABORTED;
+    reason = fmt::format("this process (pid {}) was replaced by pid {} after it was lost",
+                         hb.getPid(), n.pid);
+  } else {
+    n.last_seen = Clock::now();
+    n.step = hb.getStep();
+    n.loss = hb.getLoss();
+    n.samples = hb.getSamples();
+    n.sync_micros = hb.getSyncMicros();
+    if (role == wire::Role::PS && hb.getSnapshotStep() > n.snapshot_step) {
+      n.snapshot_step = hb.getSnapshotStep();
+      NoteSnapshots();
+    }
+    if (n.lost) {
+      state = wire::JobState::ABORTED;
+      reason = "this worker was declared lost (silent longer than the failover threshold); the "
+               "job went on without it";
+    }
   }
   capnp::MallocMessageBuilder b;
   auto reply = b.initRoot<wire::Header>().initHeartbeatReply();
   reply.setIncarnation(incarnation_);
   reply.setMapEpoch(map_epoch_);
-  reply.setState(n.lost ? wire::JobState::ABORTED : state_);
-  reply.setReason(n.lost ? "this worker was declared lost (silent longer than the failover "
-                           "threshold); the job went on without it"
-                         : abort_reason_);
+  reply.setState(state);
+  reply.setReason(reason);
   return listener_->Send(peer, Message{{wire::Encode(b)}});
 }
 

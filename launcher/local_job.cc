@@ -115,10 +115,14 @@ Status LocalJob::StartCoordinator(bool restore) {
   return Status::Ok();
 }
 
+ChildProcess LocalJob::PsProcess(int rank) const {
+  return ChildProcess("ps " + std::to_string(rank), {bin_dir_ + "/een-ps"},
+                      RoleEnvironment("ps", rank));
+}
+
 Status LocalJob::StartRoles() {
   for (int r = 0; r < config_.ps; ++r) {
-    children_.emplace_back("ps " + std::to_string(r), std::vector<std::string>{bin_dir_ + "/een-ps"},
-                           RoleEnvironment("ps", r));
+    children_.push_back(PsProcess(r));
     EEN_RETURN_IF_ERROR(children_.back().Start());
   }
   for (int r = 0; r < config_.workers; ++r) {
@@ -250,8 +254,7 @@ int LocalJob::Run() {
           Say(what + "; starting a replacement: the job rolls back to its last complete "
               "snapshot (PS restart " + std::to_string(ps_restarts_) + " of 3)");
           const int rank = static_cast<int>(i) - 1;
-          children_[i] = ChildProcess(c.label(), std::vector<std::string>{bin_dir_ + "/een-ps"},
-                                      RoleEnvironment("ps", rank));
+          children_[i] = PsProcess(rank);
           if (Status s = children_[i].Start(); !s.ok()) return Fail("restarting " + what + ": " + s.message());
           reported[i] = false;
           continue;

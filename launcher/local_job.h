@@ -36,6 +36,7 @@ class LocalJob {
   // its saved state, replacing the dead one.
   Status StartCoordinator(bool restore);
   Status StartRoles();
+  ChildProcess PsProcess(int rank) const;  // not started yet
   std::map<std::string, std::string> RoleEnvironment(const std::string& role, int rank) const;
   void PumpOutput(int timeout_ms);
   void ReapChildren();

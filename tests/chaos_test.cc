@@ -13,6 +13,7 @@
 #include <regex>
 
 #include "support/files.h"
+#include "support/job_output.h"
 #include "support/subprocess.h"
 
 namespace een {
@@ -25,19 +26,6 @@ std::vector<std::string> Job(const std::string& dir, const std::string& out) {
   return {kBin + "/een-launch", "--ps", "2", "--workers", "4", "--snapshot-every", "100",
           "--snapshot-dir", dir, "--progress-interval", "200ms", "--",
           kBin + "/equivalence_train", "--optimizer", "sgd", "--steps", "6000", "--out", out};
-}
-
-// The newest pid the output gives for `role` ("ps 1", "coordinator").
-pid_t NewestPid(const std::string& output, const std::string& role) {
-  const std::regex re = role == "coordinator"
-                            ? std::regex("listening on \\S+ \\(pid ([0-9]+)\\)")
-                            : std::regex("registered " + role + " \\(host [^,]+, pid ([0-9]+)\\)|" +
-                                         role + " \\(host [^,]+, pid ([0-9]+)\\) takes over");
-  pid_t pid = -1;
-  for (std::sregex_iterator it(output.begin(), output.end(), re), end; it != end; ++it) {
-    pid = std::stoi((*it)[1].matched ? (*it)[1].str() : (*it)[2].str());
-  }
-  return pid;
 }
 
 TEST(Chaos, SeededKillsOfPsAndCoordinatorChangeNothing) {
@@ -57,7 +45,7 @@ TEST(Chaos, SeededKillsOfPsAndCoordinatorChangeNothing) {
     std::string victim = victims[rng() % victims.size()];
     if (victim != "coordinator" && ps_kills == 3) victim = "coordinator";
     if (victim == "coordinator" && coordinator_kills == 2) victim = "ps " + std::to_string(rng() % 2);
-    const pid_t pid = NewestPid(job.output(), victim);
+    const pid_t pid = testing::NewestPid(job.output(), victim);
     ASSERT_GT(pid, 0) << victim << "\n" << job.output();
     if (kill(pid, SIGKILL) != 0) break;  // the job already ended
     for (pid_t c : testing::ChildrenOf(job.pid())) seen.push_back(c);

@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "support/files.h"
+#include "support/job_output.h"
 #include "support/subprocess.h"
 
 namespace een {
@@ -29,10 +30,9 @@ TEST(CoordinatorRestart, KilledCoordinatorIsRestartedAndNothingIsLost) {
 
   testing::Subprocess job(Job(base + "-killed.bin"));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
-  std::smatch m;
-  const std::string so_far = job.output();
-  ASSERT_TRUE(std::regex_search(so_far, m, std::regex("listening on \\S+ \\(pid ([0-9]+)\\)")));
-  ASSERT_EQ(kill(std::stoi(m[1]), SIGKILL), 0);
+  const pid_t coordinator = testing::NewestPid(job.output(), "coordinator");
+  ASSERT_GT(coordinator, 0) << job.output();
+  ASSERT_EQ(kill(coordinator, SIGKILL), 0);
   auto code = job.Wait(seconds(120));
   ASSERT_TRUE(code.has_value()) << job.output();
   ASSERT_EQ(*code, 0) << job.output();

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <regex>
 
+#include "support/job_output.h"
 #include "support/subprocess.h"
 
 namespace een {
@@ -30,13 +31,6 @@ std::vector<std::string> LongJob() {
   return Launch({"--ps", "2", "--workers", "2", "--progress-interval", "200ms"},
                 {kBin + "/fashion_mnist", "--epochs", "1000", "--train-limit", "512",
                  "--test-limit", "10"});
-}
-
-pid_t PidOf(const std::string& output, const std::string& role) {
-  std::smatch m;
-  std::regex re("registered " + role + " \\(host [^,]+, pid ([0-9]+)\\)");
-  if (!std::regex_search(output, m, re)) return -1;
-  return std::stoi(m[1]);
 }
 
 TEST(Launch, FashionMnistSubsetReachesAccuracy) {
@@ -68,7 +62,7 @@ TEST(Launch, SumModeSampleTrainsWithWorkerSideOptimizer) {
 TEST(Launch, KilledPsEndsTheJobWithin5sNamingIt) {
   Subprocess job(LongJob());
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
-  const pid_t ps = PidOf(job.output(), "ps 1");
+  const pid_t ps = testing::NewestPid(job.output(), "ps 1");
   ASSERT_GT(ps, 0) << job.output();
   const auto start = std::chrono::steady_clock::now();
   ASSERT_EQ(kill(ps, SIGKILL), 0);
@@ -104,7 +98,7 @@ TEST(Launch, LostWorkerJobGoesOnWithinOnePointOfAccuracy) {
 
   Subprocess job(Launch(flags, train));
   ASSERT_TRUE(job.WaitForOutput("epoch 1 step 40 ", seconds(60))) << job.output();
-  const pid_t worker = PidOf(job.output(), "worker 2");
+  const pid_t worker = testing::NewestPid(job.output(), "worker 2");
   ASSERT_GT(worker, 0) << job.output();
   ASSERT_EQ(kill(worker, SIGKILL), 0);
   auto code = job.Wait(seconds(180));
@@ -136,7 +130,7 @@ TEST(Launch, LosingMoreWorkersThanAllowedEndsTheJob) {
                         {kBin + "/fashion_mnist", "--epochs", "1000", "--train-limit", "512",
                          "--test-limit", "10"}));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
-  const pid_t worker = PidOf(job.output(), "worker 1");
+  const pid_t worker = testing::NewestPid(job.output(), "worker 1");
   ASSERT_GT(worker, 0);
   ASSERT_EQ(kill(worker, SIGKILL), 0);
   auto code = job.Wait(seconds(10));

@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "support/files.h"
+#include "support/job_output.h"
 #include "support/subprocess.h"
 
 namespace een {
@@ -34,11 +35,10 @@ TEST(Rollback, KilledPsIsReplacedAndTheRedoneRunIsBitwiseTheSame) {
   testing::Subprocess job(Job(base + "/killed", base + "/killed.bin"));
   ASSERT_TRUE(job.WaitForOutput("snapshot of step 300 complete on all 2 PS", seconds(120)))
       << job.output();
-  std::smatch m;
-  const std::string so_far = job.output();
-  ASSERT_TRUE(std::regex_search(so_far, m, std::regex("registered ps 1 \\(host [^,]+, pid ([0-9]+)\\)")));
+  const pid_t ps = testing::NewestPid(job.output(), "ps 1");
+  ASSERT_GT(ps, 0) << job.output();
   const auto kill_time = std::chrono::steady_clock::now();
-  ASSERT_EQ(kill(std::stoi(m[1]), SIGKILL), 0);
+  ASSERT_EQ(kill(ps, SIGKILL), 0);
   ASSERT_TRUE(job.WaitForOutput("training resumes", seconds(30))) << job.output();
   RecordProperty("kill_to_resume_ms",
                  std::to_string(std::chrono::duration_cast<milliseconds>(

@@ -97,10 +97,13 @@ Status JobConfig::LoadYaml(const std::string& path) {
 Status JobConfig::Validate() const {
   if (ps < 1) return InvalidArgument("ps must be >= 1 (--ps N)");
   if (workers < 1) return InvalidArgument("workers must be >= 1 (--workers M)");
-  if (replicas != 1) {
-    return InvalidArgument("replicas: " + std::to_string(replicas) + " is not available yet; with "
-                           "replicas 1 and snapshot_every N a lost PS rolls the job back to its "
-                           "last complete snapshot");
+  if (replicas != 1 && replicas != 2) {
+    return InvalidArgument("replicas: " + std::to_string(replicas) + " is not available; use 1 "
+                           "(a lost PS rolls the job back to its last snapshot, with "
+                           "snapshot_every N) or 2 (a lost PS's shards fail over to backups)");
+  }
+  if (replicas == 2 && ps < 2) {
+    return InvalidArgument("replicas 2 needs at least 2 PS (--ps 2): a backup lives on another PS");
   }
   if (min_workers > workers) {
     return InvalidArgument("min_workers (" + std::to_string(min_workers) +

@@ -22,7 +22,7 @@ struct JobConfig {
   std::string transport = "tcp";  // data plane: tcp | ipc
   std::string host = "127.0.0.1";
   ShardingOptions sharding;
-  int replicas = 1;              // copies of each shard; only 1 so far (loss -> rollback)
+  int replicas = 1;              // copies of each shard: 1 (loss -> rollback) or 2 (failover)
   uint64_t snapshot_every = 0;   // steps between snapshots; 0: none
   std::string snapshot_dir = "een-snapshots";
   bool resume = false;           // start from the newest complete snapshot in snapshot_dir

@@ -72,7 +72,93 @@ Result<ShardMap> ShardMap::Build(std::vector<TensorInfo> tensors, uint32_t num_p
   }
   map.shard_owner_ = GreedyBalance(shard_bytes, num_ps);
   map.IndexChunks();
+  if (options.replicas > 2) return InvalidArgument("at most 2 replicas of a shard are supported");
+  if (options.replicas == 2) {
+    if (num_ps < 2) return InvalidArgument("2 replicas of each shard need at least 2 PS");
+    map.shard_backup_.assign(shards, kNoPs);
+    map.AssignMissingBackups(std::vector<bool>(num_ps, true));
+  }
   return map;
+}
+
+void ShardMap::AssignMissingBackups(const std::vector<bool>& usable) {
+  if (shard_backup_.empty()) return;
+  std::vector<uint64_t> shard_bytes(shard_owner_.size(), 0);
+  for (const Chunk& c : chunks_) shard_bytes[c.shard] += c.numel * uint64_t{4};
+  std::vector<uint64_t> held(num_ps(), 0);
+  auto good_backup = [&](uint32_t s) {
+    const uint32_t b = shard_backup_[s];
+    return b != kNoPs && b < num_ps() && usable[b] && b != shard_owner_[s];
+  };
+  for (uint32_t s = 0; s < shard_owner_.size(); ++s) {
+    held[shard_owner_[s]] += shard_bytes[s];
+    if (good_backup(s)) held[shard_backup_[s]] += shard_bytes[s];
+  }
+  std::vector<uint32_t> order(shard_owner_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return shard_bytes[a] > shard_bytes[b]; });
+  for (uint32_t s : order) {
+    if (good_backup(s)) continue;
+    uint32_t best = kNoPs;
+    for (uint32_t p = 0; p < num_ps(); ++p) {
+      if (!usable[p] || p == shard_owner_[s]) continue;
+      if (best == kNoPs || held[p] < held[best]) best = p;
+    }
+    shard_backup_[s] = best;
+    if (best != kNoPs) held[best] += shard_bytes[s];
+  }
+}
+
+Result<ShardMap> ShardMap::AfterLoss(uint32_t lost, const std::vector<bool>& usable,
+                                     uint64_t epoch) const {
+  ShardMap next = *this;
+  next.epoch_ = epoch;
+  for (uint32_t s = 0; s < shard_owner_.size(); ++s) {
+    if (shard_owner_[s] != lost) continue;
+    const uint32_t backup = BackupOfShard(s);
+    if (backup == kNoPs || backup == lost || !usable[backup]) {
+      return FailedPrecondition("virtual shard " + std::to_string(s) + " of ps " +
+                                std::to_string(lost) + " has no live backup");
+    }
+    next.shard_owner_[s] = backup;
+    next.shard_backup_[s] = kNoPs;
+  }
+  std::vector<bool> still = usable;
+  still[lost] = false;
+  next.AssignMissingBackups(still);
+  return next;
+}
+
+ShardMap ShardMap::WithPs(uint32_t ps, const std::string& address, const std::vector<bool>& usable,
+                          uint64_t epoch) const {
+  ShardMap next = *this;
+  next.epoch_ = epoch;
+  next.ps_addresses_[ps] = address;
+  std::vector<bool> now = usable;
+  now[ps] = true;
+  next.AssignMissingBackups(now);
+  return next;
+}
+
+Result<ShardMap> ShardMap::WithAddresses(std::vector<std::string> addresses,
+                                         uint64_t epoch) const {
+  if (addresses.size() != ps_addresses_.size()) {
+    return InvalidArgument("shard map for " + std::to_string(num_ps()) + " PS got " +
+                           std::to_string(addresses.size()) + " addresses");
+  }
+  ShardMap next = *this;
+  next.ps_addresses_ = std::move(addresses);
+  next.epoch_ = epoch;
+  return next;
+}
+
+std::vector<uint32_t> ShardMap::ChunksHeldBy(uint32_t ps) const {
+  std::vector<uint32_t> out;
+  for (uint32_t i = 0; i < chunks_.size(); ++i) {
+    if (OwnerOfChunk(i) == ps || BackupOfChunk(i) == ps) out.push_back(i);
+  }
+  return out;
 }
 
 void ShardMap::IndexChunks() {
@@ -89,6 +175,20 @@ Result<ShardMap> ShardMap::FromWire(wire::ShardMap::Reader reader) {
   for (auto o : reader.getShardOwner()) {
     if (o >= map.ps_addresses_.size()) return InvalidArgument("shard map: owner out of range");
     map.shard_owner_.push_back(o);
+  }
+  for (auto b : reader.getShardBackup()) {
+    if (b != kNoPs && b >= map.ps_addresses_.size()) {
+      return InvalidArgument("shard map: backup out of range");
+    }
+    map.shard_backup_.push_back(b);
+  }
+  if (!map.shard_backup_.empty() && map.shard_backup_.size() != map.shard_owner_.size()) {
+    return InvalidArgument("shard map: backups for some shards only");
+  }
+  for (size_t s = 0; s < map.shard_backup_.size(); ++s) {
+    if (map.shard_backup_[s] == map.shard_owner_[s]) {
+      return InvalidArgument("shard map: shard " + std::to_string(s) + " backed up by its owner");
+    }
   }
   // Chunks must tile each tensor exactly, in order.
   uint32_t tensor = 0;
@@ -133,6 +233,8 @@ void ShardMap::ToWire(wire::ShardMap::Builder b) const {
   }
   auto os = b.initShardOwner(shard_owner_.size());
   for (size_t i = 0; i < shard_owner_.size(); ++i) os.set(i, shard_owner_[i]);
+  auto bs = b.initShardBackup(shard_backup_.size());
+  for (size_t i = 0; i < shard_backup_.size(); ++i) bs.set(i, shard_backup_[i]);
   auto as = b.initPsAddresses(ps_addresses_.size());
   for (size_t i = 0; i < ps_addresses_.size(); ++i) as.set(i, ps_addresses_[i]);
 }

@@ -6,6 +6,10 @@
 // bytes (largest first onto the lightest), so any PS count balances well and
 // a lost PS later moves whole virtual shards only. The map carries an epoch
 // that every data message repeats; a PS refuses other epochs.
+// With `replicas` 2 every virtual shard also has a backup on another PS
+// (balanced by bytes held); AfterLoss() promotes a lost PS's backups and
+// finds new backups among the usable PS, WithPs() gives shards without a
+// backup one on a PS that (re)joined.
 // Chunks of one tensor are consecutive and in tensor order.
 // Thread safety: an immutable value once built.
 #pragma once
@@ -34,10 +38,13 @@ struct Chunk {
 struct ShardingOptions {
   uint32_t max_chunk_numel = 1u << 18;  // 1 MiB of fp32
   uint32_t shards_per_ps = 16;          // virtual shards = num_ps * shards_per_ps
+  uint32_t replicas = 1;                // 2: every shard has a backup on another PS
 };
 
 class ShardMap {
  public:
+  static constexpr uint32_t kNoPs = UINT32_MAX;
+
   ShardMap() = default;
 
   static Result<ShardMap> Build(std::vector<TensorInfo> tensors, uint32_t num_ps,
@@ -54,6 +61,28 @@ class ShardMap {
   const std::vector<Chunk>& chunks() const { return chunks_; }
   const std::vector<std::string>& ps_addresses() const { return ps_addresses_; }
   uint32_t OwnerOfChunk(uint32_t chunk) const { return shard_owner_[chunks_[chunk].shard]; }
+  // kNoPs when the chunk has no backup.
+  uint32_t BackupOfChunk(uint32_t chunk) const {
+    return shard_backup_.empty() ? kNoPs : shard_backup_[chunks_[chunk].shard];
+  }
+  bool replicated() const { return !shard_backup_.empty(); }
+  uint32_t num_shards() const { return static_cast<uint32_t>(shard_owner_.size()); }
+  uint32_t OwnerOfShard(uint32_t shard) const { return shard_owner_[shard]; }
+  uint32_t BackupOfShard(uint32_t shard) const {
+    return shard_backup_.empty() ? kNoPs : shard_backup_[shard];
+  }
+  // A copy with PS `lost` gone: its shards go to their backups, and shards
+  // left without a backup get one on a usable PS (usable[ps]), if any.
+  // Fails when a shard of `lost` has no backup to promote.
+  Result<ShardMap> AfterLoss(uint32_t lost, const std::vector<bool>& usable, uint64_t epoch) const;
+  // A copy where PS `ps` is (again) at `address` and usable: every shard
+  // without a backup gets one, the least loaded usable PS first.
+  ShardMap WithPs(uint32_t ps, const std::string& address, const std::vector<bool>& usable,
+                  uint64_t epoch) const;
+  // A copy with these PS addresses (replacement processes) and epoch.
+  Result<ShardMap> WithAddresses(std::vector<std::string> addresses, uint64_t epoch) const;
+  // Chunks this PS owns or backs up.
+  std::vector<uint32_t> ChunksHeldBy(uint32_t ps) const;
   // Chunk ids of `tensor`: [first, first + count).
   uint32_t FirstChunkOf(uint32_t tensor) const { return first_chunk_[tensor]; }
   uint32_t ChunkCountOf(uint32_t tensor) const {
@@ -65,11 +94,15 @@ class ShardMap {
 
  private:
   void IndexChunks();
+  // Gives every shard without a (usable, distinct) backup one: heaviest
+  // shard first onto the usable PS that holds the fewest bytes.
+  void AssignMissingBackups(const std::vector<bool>& usable);
 
   uint64_t epoch_ = 0;
   std::vector<TensorInfo> tensors_;
   std::vector<Chunk> chunks_;
   std::vector<uint32_t> shard_owner_;
+  std::vector<uint32_t> shard_backup_;  // empty without replication
   std::vector<std::string> ps_addresses_;
   std::vector<uint32_t> first_chunk_;  // per tensor, plus one past the end
 };

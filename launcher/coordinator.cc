@@ -90,6 +90,9 @@ void Coordinator::SaveState() {
   st.setStartStep(start_step_);
   st.setResume(options_.resume);
   st.setMapEpoch(map_epoch_);
+  if (map_) map_->ToWire(st.initMap());
+  st.setRollbackEpoch(rollback_epoch_);
+  st.setMapMoved(map_moved_);
   auto words = capnp::messageToFlatArray(b);
   auto bytes = words.asBytes();
   if (Status s = state_store_->Put(std::string(bytes.begin(), bytes.end())); !s.ok()) {
@@ -136,6 +139,12 @@ Status Coordinator::RestoreState() {
     complete_snapshot_ = st.getCompleteSnapshot();
     start_step_ = st.getStartStep();
     map_epoch_ = std::max<uint64_t>(1, st.getMapEpoch());
+    if (st.hasMap()) {
+      EEN_ASSIGN_OR_RETURN(ShardMap map, ShardMap::FromWire(st.getMap()));
+      map_ = std::move(map);
+    }
+    rollback_epoch_ = st.getRollbackEpoch();
+    map_moved_ = st.getMapMoved();
   } catch (const kj::Exception& e) {
     return DataLoss("the saved coordinator state is corrupt: " + std::string(e.getDescription().cStr()));
   }
@@ -185,7 +194,7 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
     }
     if (membership_restart_needed_ && !membership_pending_) {
       bool reachable = true;
-      for (const Node& p : ps_) reachable &= !p.control.empty();
+      for (const Node& p : ps_) reachable &= p.lost || !p.control.empty();
       if (reachable) {
         membership_restart_needed_ = false;
         StartMembershipChange();  // the change under way when the old coordinator died
@@ -206,7 +215,7 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
     }
     if (state_ == wire::JobState::SHUTDOWN) {
       bool all_left = true;
-      for (const Node& n : ps_) all_left &= n.done;
+      for (const Node& n : ps_) all_left &= n.done || n.lost;
       if (all_left) {
         spdlog::info("job finished: every worker done, every PS left");
         return Status::Ok();
@@ -263,6 +272,10 @@ void Coordinator::Handle(const transport::Envelope& envelope) {
 
 Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register::Reader reg) {
   const wire::Role role = reg.getRole();
+  if (state_ == wire::JobState::RUNNING && role == wire::Role::PS && options_.job.replicas >= 2 &&
+      reg.getRank() >= 0 && reg.getRank() < static_cast<int>(ps_.size())) {
+    return AcceptReplacementPs(peer, reg);
+  }
   if (state_ == wire::JobState::RUNNING && role == wire::Role::PS && options_.job.snapshot_every > 0 &&
       reg.getRank() >= 0 && reg.getRank() < static_cast<int>(ps_.size())) {
     // A replacement for a PS: the old one is gone (or about to be declared so).
@@ -355,10 +368,111 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
 Result<ShardMap> Coordinator::CurrentMap() const {
   std::vector<std::string> addresses;
   for (const Node& p : ps_) addresses.push_back(p.data_address);
-  return ShardMap::Build(model_, options_.job.ps, options_.job.sharding, addresses, map_epoch_);
+  if (map_) return map_->WithAddresses(addresses, map_epoch_);
+  ShardingOptions sharding = options_.job.sharding;
+  sharding.replicas = static_cast<uint32_t>(options_.job.replicas);
+  return ShardMap::Build(model_, options_.job.ps, sharding, addresses, map_epoch_);
 }
 
-Status Coordinator::SendJobStart(const Node& n) {
+std::vector<bool> Coordinator::UsablePs() const {
+  std::vector<bool> usable;
+  for (const Node& p : ps_) usable.push_back(p.registered && !p.lost && !p.done);
+  return usable;
+}
+
+size_t Coordinator::LivePsCount() const {
+  size_t n = 0;
+  for (const Node& p : ps_) n += p.lost ? 0 : 1;
+  return n;
+}
+
+void Coordinator::SendMapChange() {
+  for (const Node& p : ps_) {
+    if (p.lost) continue;
+    capnp::MallocMessageBuilder b;
+    map_->ToWire(b.initRoot<wire::Header>().initMapChange());
+    if (Status s = listener_->Send(p.control, Message{{wire::Encode(b)}}); !s.ok()) {
+      spdlog::warn("could not send the new shard map to ps {}: {}", p.rank, s.ToString());
+    }
+  }
+}
+
+bool Coordinator::FailOver(Node& lost, const std::string& why) {
+  std::vector<bool> usable = UsablePs();
+  usable[lost.rank] = false;
+  for (uint32_t s = 0; s < map_->num_shards(); ++s) {
+    const uint32_t backup = map_->BackupOfShard(s);
+    if (map_->OwnerOfShard(s) != static_cast<uint32_t>(lost.rank) || backup == ShardMap::kNoPs) continue;
+    if (ps_[backup].chunks_ready != map_epoch_) {
+      spdlog::warn("{}; no failover: ps {} is still building its backups of shard map epoch {}",
+                   why, backup, map_epoch_);
+      return false;
+    }
+  }
+  auto next = map_->AfterLoss(lost.rank, usable, map_epoch_ + 1);
+  if (!next.ok()) {
+    spdlog::warn("{}; no failover: {}", why, next.status().message());
+    return false;
+  }
+  std::set<uint32_t> heirs;
+  size_t shards = 0, rebuilt = 0;  // shards that hold chunks
+  uint64_t bytes = 0;
+  std::vector<uint64_t> shard_bytes(map_->num_shards(), 0);
+  for (const Chunk& c : map_->chunks()) shard_bytes[c.shard] += c.numel * uint64_t{4};
+  for (uint32_t s = 0; s < map_->num_shards(); ++s) {
+    if (map_->OwnerOfShard(s) == static_cast<uint32_t>(lost.rank) && shard_bytes[s] > 0) {
+      ++shards;
+      bytes += shard_bytes[s];
+      heirs.insert(next->OwnerOfShard(s));
+    }
+    if (shard_bytes[s] > 0 && next->BackupOfShard(s) != map_->BackupOfShard(s) &&
+        next->BackupOfShard(s) != ShardMap::kNoPs) {
+      ++rebuilt;
+    }
+  }
+  std::string to;
+  for (uint32_t h : heirs) to += fmt::format("{}ps {}", to.empty() ? "" : ", ", h);
+  lost.lost = true;
+  map_epoch_++;
+  map_ = std::move(next).value();
+  map_moved_ = true;
+  spdlog::warn("{}; failing over: its {} shard(s) ({} bytes) are served by their backups on {} "
+               "from now, shard map epoch {}; {} new backup(s) being built{}",
+               why, shards, bytes, to.empty() ? "no PS" : to, map_epoch_, rebuilt,
+               LivePsCount() < 2 ? " (one PS left: no copies until a replacement joins)" : "");
+  SendMapChange();
+  SaveState();
+  return true;
+}
+
+Status Coordinator::AcceptReplacementPs(const transport::PeerId& peer, wire::Register::Reader reg) {
+  Node& old = ps_[reg.getRank()];
+  if (!old.lost && !FailOver(old, Describe(old) + " was replaced by a new process")) {
+    Abort(Describe(old) + " was replaced, and its shards have no live backup; ending the job");
+    return FailedPrecondition(abort_reason_);
+  }
+  old.host = reg.getHost();
+  old.pid = reg.getPid();
+  old.data_address = reg.getDataAddress();
+  old.control = peer;
+  old.lost = false;
+  old.done = false;
+  old.last_seen = Clock::now();
+  map_epoch_++;
+  map_ = map_->WithPs(old.rank, old.data_address, UsablePs(), map_epoch_);
+  size_t backups = 0;
+  for (uint32_t c = 0; c < map_->chunks().size(); ++c) {
+    backups += map_->BackupOfChunk(c) == static_cast<uint32_t>(old.rank) ? 1 : 0;
+  }
+  spdlog::info("{} joins the running job: it backs up {} chunk(s), built from their primaries; "
+               "shard map epoch {}", Describe(old), backups, map_epoch_);
+  EEN_RETURN_IF_ERROR(SendJobStart(old, /*rebuild=*/true));
+  SendMapChange();
+  SaveState();
+  return Status::Ok();
+}
+
+Status Coordinator::SendJobStart(const Node& n, bool rebuild) {
   EEN_ASSIGN_OR_RETURN(ShardMap map, CurrentMap());
   capnp::MallocMessageBuilder b;
   auto js = b.initRoot<wire::Header>().initJobStart();
@@ -367,9 +481,11 @@ Status Coordinator::SendJobStart(const Node& n) {
   js.setNumPs(options_.job.ps);
   map.ToWire(js.initMap());
   OptimizerToWire(optimizer_, js.initOptimizer());
-  const bool rolled_back = map_epoch_ > 1;
-  js.setResume(options_.resume || rolled_back);
+  const bool rolled_back = rollback_epoch_ > 0;
+  js.setResume(!rebuild && (options_.resume || rolled_back));
   js.setStartStep(rolled_back ? rollback_step_ : start_step_);
+  js.setRollbackEpoch(rollback_epoch_);
+  js.setRebuild(rebuild);
   return listener_->Send(n.control, Message{{wire::Encode(b)}});
 }
 
@@ -385,11 +501,17 @@ void Coordinator::BeginRecovery(Node& lost, const std::string& why) {
                 "every " + std::to_string(options_.job.snapshot_every) + " steps)");
     return;
   }
+  if (map_moved_) {
+    Abort(why + "; a failover already moved shards, so the snapshots (taken with the first "
+                "shard map) cannot be rolled back to; the job ends (resume it with --resume)");
+    return;
+  }
   lost.lost = true;
   recovering_ = true;
   recovery_started_ = Clock::now();
   rollback_step_ = complete_snapshot_;
   map_epoch_++;
+  rollback_epoch_ = map_epoch_;
   ps_ready_.clear();
   spdlog::warn("{}; rolling back to the snapshot of step {}: steps {}-{} are redone; shard map "
                "epoch {}; waiting for a replacement of ps {}",
@@ -457,7 +579,9 @@ Result<uint64_t> Coordinator::PickResumeStep() {
 
 void Coordinator::NoteSnapshots() {
   uint64_t complete = UINT64_MAX;
-  for (const Node& p : ps_) complete = std::min(complete, p.snapshot_step);
+  for (const Node& p : ps_) {
+    if (!p.lost) complete = std::min(complete, p.snapshot_step);
+  }
   if (complete > complete_snapshot_ && complete != UINT64_MAX) {
     complete_snapshot_ = complete;
     spdlog::info("snapshot of step {} complete on all {} PS", complete, ps_.size());
@@ -482,11 +606,14 @@ Status Coordinator::StartJob() {
     spdlog::info("resuming from the snapshot of step {}", start_step_);
   }
   EEN_ASSIGN_OR_RETURN(ShardMap map, CurrentMap());
+  map_ = map;
   std::string balance;
   for (uint64_t b : map.BytesPerPs()) balance += (balance.empty() ? "" : " / ") + std::to_string(b);
-  spdlog::info("job starts: {} tensors, {} parameters in {} chunks; bytes per PS {}; optimizer {}",
+  spdlog::info("job starts: {} tensors, {} parameters in {} chunks; bytes per PS {}; optimizer "
+               "{}; {} cop{} of each shard",
                model_.size(), map.TotalNumel(), map.chunks().size(), balance,
-               OptimizerName(optimizer_.kind));
+               OptimizerName(optimizer_.kind), map.replicated() ? 2 : 1,
+               map.replicated() ? "ies" : "y");
   for (auto* nodes : {&ps_, &workers_}) {
     for (Node& n : *nodes) {
       EEN_RETURN_IF_ERROR(SendJobStart(n));
@@ -521,14 +648,21 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     n.loss = hb.getLoss();
     n.samples = hb.getSamples();
     n.sync_micros = hb.getSyncMicros();
+    if (role == wire::Role::PS && hb.getChunksReady() != n.chunks_ready) {
+      n.chunks_ready = hb.getChunksReady();
+      if (n.chunks_ready == map_epoch_ && map_epoch_ > 1 && map_ && map_->replicated()) {
+        spdlog::info("ps {} holds every chunk of shard map epoch {} (its backups are built)",
+                     n.rank, map_epoch_);
+      }
+    }
     if (role == wire::Role::PS && hb.getSnapshotStep() > n.snapshot_step) {
       n.snapshot_step = hb.getSnapshotStep();
       NoteSnapshots();
     }
     if (n.lost) {
       state = wire::JobState::ABORTED;
-      reason = "this worker was declared lost (silent longer than the failover threshold); the "
-               "job went on without it";
+      reason = fmt::format("this {} was declared lost (silent longer than the failover "
+                           "threshold); the job went on without it", RoleName(role));
     }
   }
   capnp::MallocMessageBuilder b;
@@ -607,10 +741,12 @@ void Coordinator::CheckLiveness() {
   for (Node& p : ps_) {
     const long silent = MillisSince(p.last_seen);
     if (!p.done && !p.lost && silent > options_.job.failover_threshold.count()) {
+      const std::string why = fmt::format("{} silent for {} ms > failover threshold {} ms, last at "
+                                          "step {}", Describe(p), silent,
+                                          options_.job.failover_threshold.count(), p.step);
+      if (options_.job.replicas >= 2 && !recovering_ && FailOver(p, why)) return;
       if (options_.job.snapshot_every > 0) {
-        BeginRecovery(p, fmt::format("{} silent for {} ms > failover threshold {} ms, last at "
-                                     "step {}", Describe(p), silent,
-                                     options_.job.failover_threshold.count(), p.step));
+        BeginRecovery(p, why);
         return;
       }
       Abort(fmt::format("{} silent for {} ms > failover threshold {} ms, last at step {} "
@@ -664,6 +800,7 @@ void Coordinator::StartMembershipChange() {
   membership_live_ = LiveWorkerRanks();
   prepared_.clear();
   for (const Node& p : ps_) {
+    if (p.lost) continue;
     capnp::MallocMessageBuilder b;
     auto prepare = b.initRoot<wire::Header>().initMembershipPrepare();
     prepare.setEpoch(membership_epoch_);
@@ -681,7 +818,7 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
   if (!n || n->role != wire::Role::PS) return InvalidArgument("membership answer from a non-PS");
   if (!membership_pending_ || prepared.getEpoch() != membership_epoch_) return Status::Ok();
   prepared_[n->rank] = prepared.getMaxVersion();
-  if (prepared_.size() < ps_.size()) return Status::Ok();
+  if (prepared_.size() < LivePsCount()) return Status::Ok();
   uint64_t step = 0;
   for (const auto& [rank, version] : prepared_) step = std::max(step, version + 1);
   std::string ranks;
@@ -690,6 +827,7 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
                "the rest of each epoch's data, the lost workers' share included",
                membership_epoch_, step, membership_live_.size(), ranks);
   for (const Node& p : ps_) {
+    if (p.lost) continue;
     capnp::MallocMessageBuilder b;
     auto commit = b.initRoot<wire::Header>().initMembershipCommit();
     commit.setEpoch(membership_epoch_);

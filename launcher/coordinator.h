@@ -4,7 +4,10 @@
 // model, builds the shard map (epoch 1) once everyone is there and sends
 // each a JobStart. It tracks heartbeats: a process silent longer than the
 // failover threshold ends the job with a message naming the process, its
-// host and pid, and the step (recovery comes with replication). It serves
+// host and pid, and the step, unless the job can recover: with replicas 2
+// the lost PS's shards fail over to their backups (a new map epoch; new
+// backups are built in the background, and a replacement PS that registers
+// becomes a backup holder); with snapshots every PS rolls back. It serves
 // barriers, logs a progress line, notes when a snapshot step is complete
 // on every PS (and, resuming, picks the newest step every PS holds intact), and ends the job cleanly when every worker
 // is done and every PS has left. Run() returns Ok then, Aborted otherwise.
@@ -70,6 +73,7 @@ class Coordinator {
     uint64_t sync_micros = 0;
     std::vector<uint64_t> snapshot_steps;  // PS, resuming: its intact snapshots
     uint64_t snapshot_step = 0;            // PS: newest snapshot written
+    uint64_t chunks_ready = 0;             // PS: map epoch whose chunks it all holds
   };
 
   void Handle(const transport::Envelope& envelope);
@@ -90,8 +94,16 @@ class Coordinator {
   // A lost PS, with snapshots: every PS goes back to the newest complete
   // snapshot, a replacement takes the lost one's shards, workers redo.
   void BeginRecovery(Node& lost, const std::string& why);
+  // A lost PS, with replicas 2: its backups take over (no rollback).
+  // Returns false when some shard has no live backup.
+  bool FailOver(Node& lost, const std::string& why);
+  // A PS process registering while the job runs, in place of a lost one.
+  Status AcceptReplacementPs(const transport::PeerId& peer, wire::Register::Reader reg);
+  void SendMapChange();
+  std::vector<bool> UsablePs() const;
+  size_t LivePsCount() const;
   Status HandleRolledBack(const transport::PeerId& peer, wire::Rollback::Reader done);
-  Status SendJobStart(const Node& n);
+  Status SendJobStart(const Node& n, bool rebuild = false);
   void MaybeEndRecovery();
   Result<ShardMap> CurrentMap() const;
   void WorkerLost(Node& worker, long silent_ms);
@@ -116,6 +128,9 @@ class Coordinator {
   uint64_t incarnation_;                  // random per start: tells the others we restarted
   bool membership_restart_needed_ = false;  // a change was under way when we died
   uint64_t map_epoch_ = 1;
+  std::optional<ShardMap> map_;   // owners and backups, once the job started
+  bool map_moved_ = false;        // a failover moved shards since the start
+  uint64_t rollback_epoch_ = 0;   // map epoch of the latest rollback
   bool recovering_ = false;
   Clock::time_point recovery_started_;
   uint64_t rollback_step_ = 0;

@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   app.add_option("--host", host, "address the roles listen on (default 127.0.0.1)");
   app.add_option("--backend", backend, "where roles run: local (ssh, slurm, k8s: not yet)");
   int replicas = 0;
-  auto* replicas_opt = app.add_option("--replicas", replicas, "copies of each shard (only 1 so far)")
+  auto* replicas_opt = app.add_option("--replicas", replicas, "copies of each shard: 1 (a lost PS rolls back to a snapshot) or 2 (its backups take over)")
                            ->check(CLI::PositiveNumber);
   uint64_t snapshot_every = 0;
   std::string snapshot_dir, resume_dir;

@@ -68,6 +68,7 @@ Status LocalJob::StartCoordinator(bool restore) {
       "--workers", std::to_string(config_.workers),
       "--min-workers", std::to_string(config_.MinWorkers()),
       "--snapshot-every", std::to_string(config_.snapshot_every),
+      "--replicas", std::to_string(config_.replicas),
       "--failover-threshold-ms", std::to_string(config_.failover_threshold.count()),
       "--heartbeat-ms", std::to_string(config_.heartbeat_interval.count()),
       "--startup-timeout-ms", std::to_string(config_.startup_timeout.count()),
@@ -248,11 +249,14 @@ int LocalJob::Run() {
             c.label() + " (pid " + std::to_string(c.pid()) + ") " + c.ExitDescription();
         const bool is_worker = i >= first_worker;
         const bool is_ps = i >= 1 && !is_worker;
-        if (is_ps && c.killed_by_signal() && config_.snapshot_every > 0 && ps_restarts_ < 3 &&
-            !workers_done) {
+        const bool recoverable = config_.replicas >= 2 || config_.snapshot_every > 0;
+        if (is_ps && c.killed_by_signal() && recoverable && ps_restarts_ < 3 && !workers_done) {
           ++ps_restarts_;
-          Say(what + "; starting a replacement: the job rolls back to its last complete "
-              "snapshot (PS restart " + std::to_string(ps_restarts_) + " of 3)");
+          Say(what + (config_.replicas >= 2
+                          ? "; its backups take over, and a replacement starts to hold new backups"
+                          : "; starting a replacement: the job rolls back to its last complete "
+                            "snapshot") +
+              " (PS restart " + std::to_string(ps_restarts_) + " of 3)");
           const int rank = static_cast<int>(i) - 1;
           children_[i] = PsProcess(rank);
           if (Status s = children_[i].Start(); !s.ok()) return Fail("restarting " + what + ": " + s.message());

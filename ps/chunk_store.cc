@@ -10,25 +10,111 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Create(const ShardMap& map, uint
   if (num_workers < 1) return InvalidArgument("a PS needs at least one worker");
   std::unique_ptr<ChunkStore> store(new ChunkStore(map, num_workers));
   EEN_ASSIGN_OR_RETURN(store->optimizer_, Optimizer::Create(optimizer));
-  const int slots_per_chunk = 1 + (store->optimizer_ ? store->optimizer_->state_slots() : 0);
-  std::vector<uint32_t> owned = map.ChunksOwnedBy(ps);
-  size_t bytes = 0;
-  for (uint32_t c : owned) bytes += slots_per_chunk * Arena::BytesFor(map.chunks()[c].numel);
-  EEN_ASSIGN_OR_RETURN(Arena arena, Arena::Create(bytes));
-  store->arena_ = std::make_shared<Arena>(std::move(arena));
   store->slot_of_.assign(map.chunks().size(), -1);
-  store->slots_.resize(owned.size());
-  for (size_t i = 0; i < owned.size(); ++i) {
-    const uint32_t c = owned[i];
-    const uint32_t n = map.chunks()[c].numel;
-    Slot& s = store->slots_[i];
-    s.values = store->arena_->Allocate(n);
-    for (int k = 1; k < slots_per_chunk; ++k) s.state.push_back(store->arena_->Allocate(n));
-    if (store->optimizer_) store->optimizer_->InitState(s.state.data(), n);
-    s.contributions.resize(num_workers);
-    store->slot_of_[c] = static_cast<int32_t>(i);
-  }
+  EEN_RETURN_IF_ERROR(store->AddSlots(map.ChunksHeldBy(ps), ps));
   return store;
+}
+
+Status ChunkStore::AddSlots(const std::vector<uint32_t>& chunks, uint32_t ps) {
+  const int slots_per_chunk = 1 + (optimizer_ ? optimizer_->state_slots() : 0);
+  size_t bytes = 0;
+  for (uint32_t c : chunks) bytes += slots_per_chunk * Arena::BytesFor(map_.chunks()[c].numel);
+  EEN_ASSIGN_OR_RETURN(Arena block, Arena::Create(bytes));
+  auto arena = std::make_shared<Arena>(std::move(block));
+  arenas_.push_back(arena);
+  for (uint32_t c : chunks) {
+    const uint32_t n = map_.chunks()[c].numel;
+    Slot s;
+    s.primary = map_.OwnerOfChunk(c) == ps;
+    s.arena = arena;
+    s.values = arena->Allocate(n);
+    for (int k = 1; k < slots_per_chunk; ++k) s.state.push_back(arena->Allocate(n));
+    if (optimizer_) optimizer_->InitState(s.state.data(), n);
+    s.contributions.resize(num_workers_);
+    slot_of_[c] = static_cast<int32_t>(slots_.size());
+    slots_.push_back(std::move(s));
+  }
+  return Status::Ok();
+}
+
+bool ChunkStore::AllInitialized() const {
+  for (const Slot& s : slots_) {
+    if (!s.initialized) return false;
+  }
+  return true;
+}
+
+size_t ChunkStore::arena_bytes() const {
+  size_t total = 0;
+  for (const auto& a : arenas_) total += a->size();
+  return total;
+}
+
+Result<ChunkStore::Adoption> ChunkStore::Adopt(const ShardMap& next, uint32_t ps) {
+  if (next.chunks().size() != map_.chunks().size()) {
+    return InvalidArgument("the new shard map is for another model");
+  }
+  Adoption adoption;
+  std::vector<Slot> kept;
+  std::vector<int32_t> slot_of(next.chunks().size(), -1);
+  std::vector<uint32_t> added;
+  for (uint32_t c = 0; c < next.chunks().size(); ++c) {
+    const bool primary = next.OwnerOfChunk(c) == ps;
+    if (!primary && next.BackupOfChunk(c) != ps) continue;
+    if (!Holds(c)) {
+      added.push_back(c);
+      continue;
+    }
+    Slot s = std::move(slots_[slot_of_[c]]);
+    if (primary && !s.primary) adoption.promoted.push_back(c);
+    if (!primary && s.primary) {
+      return FailedPrecondition("chunk " + std::to_string(c) + " would go from primary to backup");
+    }
+    s.primary = primary;
+    slot_of[c] = static_cast<int32_t>(kept.size());
+    kept.push_back(std::move(s));
+  }
+  slots_ = std::move(kept);
+  slot_of_ = std::move(slot_of);
+  map_ = next;
+  if (!added.empty()) EEN_RETURN_IF_ERROR(AddSlots(added, ps));
+  for (uint32_t c : added) {
+    if (Owns(c)) return FailedPrecondition("chunk " + std::to_string(c) + " moved here as primary without its state");
+    adoption.new_backups.push_back(c);
+  }
+  return adoption;
+}
+
+Result<bool> ChunkStore::ApplyReplica(uint32_t chunk, uint64_t step, const transport::Frame& mean) {
+  if (!BacksUp(chunk)) return InvalidArgument("chunk " + std::to_string(chunk) + " is not backed up here");
+  Slot& s = slots_[slot_of_[chunk]];
+  const uint32_t n = Numel(chunk);
+  if (mean.size() != size_t{n} * sizeof(float)) {
+    return InvalidArgument("replicated mean of chunk " + std::to_string(chunk) + " has " +
+                           std::to_string(mean.size()) + " bytes");
+  }
+  if (!s.initialized) return FailedPrecondition("chunk " + std::to_string(chunk) + " has no image yet");
+  if (step < s.version) return false;
+  if (step > s.version) {
+    return FailedPrecondition("replicated step " + std::to_string(step) + " of chunk " +
+                              std::to_string(chunk) + ", but the backup is at step " +
+                              std::to_string(s.version));
+  }
+  const float* m = reinterpret_cast<const float*>(mean.data());
+  if (optimizer_) {
+    optimizer_->Apply(s.values, m, s.state.data(), n, s.version + 1);
+  } else {
+    std::memcpy(MeanBuffer(s, n), m, size_t{n} * sizeof(float));
+  }
+  s.version++;
+  return true;
+}
+
+float* ChunkStore::MeanBuffer(Slot& s, uint32_t n) {
+  if (!s.mean || s.mean.use_count() > 1 || s.mean->size() != n) {
+    s.mean = std::make_shared<std::vector<float>>(n);
+  }
+  return s.mean->data();
 }
 
 bool ChunkStore::HasContribution(uint32_t chunk, int worker) const {
@@ -123,12 +209,11 @@ std::vector<int> ChunkStore::LiveWorkers() const {
 void ChunkStore::Aggregate(uint32_t chunk, Slot& s) {
   const uint32_t n = Numel(chunk);
   float* mean;
-  if (optimizer_) {
+  if (optimizer_ && !map_.replicated()) {
     scratch_.resize(n);
     mean = scratch_.data();
   } else {
-    s.mean = std::make_shared<std::vector<float>>(n);  // lent out to pulls: a fresh buffer
-    mean = s.mean->data();
+    mean = MeanBuffer(s, n);  // kept: pulled (sum mode) or sent to the backup
   }
   // Sum in rank order, so the result does not depend on arrival order.
   int contributors = 0;
@@ -164,23 +249,48 @@ std::vector<ChunkImage> ChunkStore::Capture() const {
   std::vector<ChunkImage> images;
   images.reserve(slots_.size());
   for (uint32_t c = 0; c < slot_of_.size(); ++c) {
-    if (slot_of_[c] < 0) continue;
-    const Slot& s = slots_[slot_of_[c]];
-    const uint32_t n = Numel(c);
-    ChunkImage image{c, s.version, std::vector<float>(n * (1 + s.state.size()))};
-    std::memcpy(image.data.data(), s.values, n * sizeof(float));
-    for (size_t k = 0; k < s.state.size(); ++k) {
-      std::memcpy(image.data.data() + (k + 1) * n, s.state[k], n * sizeof(float));
-    }
-    images.push_back(std::move(image));
+    if (slot_of_[c] >= 0) images.push_back(CaptureChunk(c));
   }
   return images;
+}
+
+ChunkImage ChunkStore::CaptureChunk(uint32_t c) const {
+  const Slot& s = SlotOf(c);
+  const uint32_t n = Numel(c);
+  ChunkImage image{c, s.version, std::vector<float>(n * (1 + s.state.size()))};
+  std::memcpy(image.data.data(), s.values, n * sizeof(float));
+  for (size_t k = 0; k < s.state.size(); ++k) {
+    std::memcpy(image.data.data() + (k + 1) * n, s.state[k], n * sizeof(float));
+  }
+  return image;
+}
+
+Status ChunkStore::LoadImage(const ChunkImage& image) {
+  if (!Holds(image.chunk)) {
+    return DataLoss("chunk " + std::to_string(image.chunk) +
+                    " is not held by this PS (was the snapshot taken with another --ps count "
+                    "or model?)");
+  }
+  Slot& s = slots_[slot_of_[image.chunk]];
+  const uint32_t n = Numel(image.chunk);
+  if (image.data.size() != size_t{n} * (1 + s.state.size())) {
+    return DataLoss("chunk " + std::to_string(image.chunk) +
+                    " has the wrong size (another model or optimizer?)");
+  }
+  std::memcpy(s.values, image.data.data(), n * sizeof(float));
+  for (size_t k = 0; k < s.state.size(); ++k) {
+    std::memcpy(s.state[k], image.data.data() + (k + 1) * n, n * sizeof(float));
+  }
+  s.version = image.version;
+  s.initialized = true;
+  for (auto& f : s.contributions) f = transport::Frame();
+  return Status::Ok();
 }
 
 Status ChunkStore::Restore(const std::vector<ChunkImage>& images) {
   std::vector<bool> seen(slots_.size(), false);
   for (const ChunkImage& image : images) {
-    if (!Owns(image.chunk)) {
+    if (!Holds(image.chunk)) {
       return DataLoss("the snapshot holds chunk " + std::to_string(image.chunk) +
                       ", which this PS does not (was it taken with another --ps count or model?)");
     }
@@ -194,24 +304,14 @@ Status ChunkStore::Restore(const std::vector<ChunkImage>& images) {
   for (size_t i = 0; i < seen.size(); ++i) {
     if (!seen[i]) return DataLoss("the snapshot lacks chunks this PS holds");
   }
-  for (const ChunkImage& image : images) {
-    Slot& s = slots_[slot_of_[image.chunk]];
-    const uint32_t n = Numel(image.chunk);
-    std::memcpy(s.values, image.data.data(), n * sizeof(float));
-    for (size_t k = 0; k < s.state.size(); ++k) {
-      std::memcpy(s.state[k], image.data.data() + (k + 1) * n, n * sizeof(float));
-    }
-    s.version = image.version;
-    s.initialized = true;
-    for (auto& f : s.contributions) f = transport::Frame();
-  }
+  for (const ChunkImage& image : images) EEN_RETURN_IF_ERROR(LoadImage(image));
   return Status::Ok();
 }
 
 transport::Frame ChunkStore::Values(uint32_t chunk) const {
   const Slot& s = SlotOf(chunk);
   return transport::Frame::Borrow(s.values, Numel(chunk) * sizeof(float),
-                                  std::shared_ptr<const void>(arena_, s.values));
+                                  std::shared_ptr<const void>(s.arena, s.values));
 }
 
 transport::Frame ChunkStore::MeanGradient(uint32_t chunk) const {

@@ -7,6 +7,11 @@
 // divided by the number of workers (DDP's mean), and either the optimizer is
 // applied once or (sum mode) the mean is kept for pulling. Then version = t+1.
 // Contributions are held zero-copy (the received Frames) until aggregated.
+// With replicas 2 the store also holds the chunks this PS backs up: they
+// take no gradients, only the primary's mean gradient (ApplyReplica, the
+// same optimizer step, so both copies stay bitwise equal) or a whole image
+// (LoadImage); Adopt() follows the map when shards move (promotion, new
+// backups). A primary chunk's `acked` version is what its backup confirmed.
 // Callers validate messages first; methods here return InvalidArgument or
 // FailedPrecondition for anything inconsistent and change nothing then.
 // Thread safety: single-threaded (the PS event loop).
@@ -32,15 +37,37 @@ class ChunkStore {
                                                     int num_workers,
                                                     const OptimizerConfig& optimizer);
 
-  bool Owns(uint32_t chunk) const { return chunk < slot_of_.size() && slot_of_[chunk] >= 0; }
+  // Owns: this PS is the chunk's primary. Holds: primary or backup.
+  bool Holds(uint32_t chunk) const { return chunk < slot_of_.size() && slot_of_[chunk] >= 0; }
+  bool Owns(uint32_t chunk) const { return Holds(chunk) && SlotOf(chunk).primary; }
+  bool BacksUp(uint32_t chunk) const { return Holds(chunk) && !SlotOf(chunk).primary; }
   uint32_t Numel(uint32_t chunk) const { return map_.chunks()[chunk].numel; }
   uint64_t Version(uint32_t chunk) const { return SlotOf(chunk).version; }
   bool Initialized(uint32_t chunk) const { return SlotOf(chunk).initialized; }
+  bool AllInitialized() const;
   bool HasContribution(uint32_t chunk, int worker) const;
   bool sum_mode() const { return optimizer_ == nullptr; }
   int num_workers() const { return num_workers_; }
-  const Arena& arena() const { return *arena_; }
-  size_t owned_chunks() const { return slots_.size(); }
+  const Arena& arena() const { return *arenas_.front(); }
+  size_t owned_chunks() const { return slots_.size(); }  // held: primary and backup
+  size_t arena_bytes() const;
+  // The version the backup confirmed (-1: none yet, or no backup).
+  int64_t Acked(uint32_t chunk) const { return SlotOf(chunk).acked; }
+  void SetAcked(uint32_t chunk, int64_t version) { slots_[slot_of_[chunk]].acked = version; }
+
+  struct Adoption {
+    std::vector<uint32_t> promoted;    // were backups here, now primaries
+    std::vector<uint32_t> new_backups; // newly held as backup: wait for an image
+  };
+  // Follows `next` for PS `ps`: keeps what stays, promotes, makes room for
+  // new backups (a fresh arena block), forgets chunks it no longer holds.
+  Result<Adoption> Adopt(const ShardMap& next, uint32_t ps);
+  // Backup: the primary's mean gradient of step `step`. Returns false for a
+  // step already applied (a repeat), FailedPrecondition for a gap.
+  Result<bool> ApplyReplica(uint32_t chunk, uint64_t step, const transport::Frame& mean);
+  // The whole chunk (values, optimizer state, version), e.g. to build a backup.
+  ChunkImage CaptureChunk(uint32_t chunk) const;
+  Status LoadImage(const ChunkImage& image);
 
   // Rank 0's starting values; once per chunk.
   Status SetInitial(uint32_t chunk, const transport::Frame& values);
@@ -59,22 +86,30 @@ class ChunkStore {
   std::vector<uint32_t> RemoveWorker(int worker);
   bool IsLive(int worker) const { return worker >= 0 && worker < num_workers_ && live_[worker]; }
   std::vector<int> LiveWorkers() const;
-  // Values (or, in sum mode, the last mean gradient) as zero-copy frames.
+  // Values (or, in sum mode or for replication, the last mean gradient) as
+  // zero-copy frames.
   transport::Frame Values(uint32_t chunk) const;
   transport::Frame MeanGradient(uint32_t chunk) const;
 
  private:
   struct Slot {
+    bool primary = true;
+    int64_t acked = -1;
+    std::shared_ptr<Arena> arena;  // holds values and state; lent with frames
     float* values = nullptr;
     std::vector<float*> state;
     uint64_t version = 0;
     bool initialized = false;
     std::vector<transport::Frame> contributions;  // per worker, for step `version`
-    std::shared_ptr<std::vector<float>> mean;     // sum mode: last step's mean
+    std::shared_ptr<std::vector<float>> mean;     // last step's mean (sum mode, replicas)
   };
 
   ChunkStore(const ShardMap& map, int num_workers)
       : map_(map), num_workers_(num_workers), live_(num_workers, true) {}
+  // Slots for `chunks`, in one new arena block.
+  Status AddSlots(const std::vector<uint32_t>& chunks, uint32_t ps);
+  // A buffer for a chunk's mean: the slot's own unless a send still holds it.
+  float* MeanBuffer(Slot& slot, uint32_t numel);
   const Slot& SlotOf(uint32_t chunk) const { return slots_[slot_of_[chunk]]; }
   void Aggregate(uint32_t chunk, Slot& slot);
   bool Complete(const Slot& slot) const;  // every live worker's gradient is in
@@ -83,7 +118,7 @@ class ChunkStore {
   int num_workers_;
   std::vector<bool> live_;
   std::unique_ptr<Optimizer> optimizer_;
-  std::shared_ptr<Arena> arena_;  // shared with every frame lent out of it
+  std::vector<std::shared_ptr<Arena>> arenas_;  // first: the job's start; then one per Adopt
   std::vector<int32_t> slot_of_;             // chunk id -> slot, -1 if not owned
   std::vector<Slot> slots_;
   std::vector<float> scratch_;               // the mean gradient being applied

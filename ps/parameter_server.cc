@@ -20,6 +20,7 @@ using Clock = std::chrono::steady_clock;
 Status ParameterServer::Join(const std::atomic<bool>& stop) {
   EEN_ASSIGN_OR_RETURN(transport::Device * data_device, transport::DeviceFor(env_.DataListenAddress()));
   EEN_ASSIGN_OR_RETURN(listener_, data_device->Listen(env_.DataListenAddress()));
+  data_device_ = data_device;
   spdlog::info("data plane: {} on {}; {}", data_device->name(), listener_->address(),
                transport::DescribeRdmaDevices());
   EEN_ASSIGN_OR_RETURN(transport::Device * control_device, transport::DeviceFor(env_.coordinator));
@@ -45,6 +46,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   int workers = 0;
   bool started = false;
   bool resume = false;
+  bool rebuild = false;
   uint64_t start_step = 0;
   while (!started) {
     if (stop) return Aborted("stopped before the job started");
@@ -63,6 +65,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
       workers = js.getWorldSize();
       resume = js.getResume();
       start_step = js.getStartStep();
+      rebuild = js.getRebuild();
       if (js.getRank() != env_.rank) env_.rank = js.getRank();
       started = true;
       return Status::Ok();
@@ -73,11 +76,15 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   }
   EEN_ASSIGN_OR_RETURN(store_, ChunkStore::Create(map_, env_.rank, workers, optimizer));
   epoch_ = map_.epoch();
-  if (resume) {
+  if (rebuild) {
+    spdlog::info("joining the running job (shard map epoch {}): {} backup chunk(s) arrive as "
+                 "images from their primaries", epoch_, store_->owned_chunks());
+  } else if (resume) {
     if (!snapshots_) return FailedPrecondition("asked to resume, but no snapshot folder was given");
     EEN_ASSIGN_OR_RETURN(std::vector<ChunkImage> images, snapshots_->Read(start_step));
     EEN_RETURN_IF_ERROR(store_->Restore(images));
     step_ = start_step;
+    TrustBackups();
     spdlog::info("restored the snapshot of step {} from {}", start_step, snapshots_->path());
   }
   if (snapshots_ && env_.snapshot_every > 0) {
@@ -88,9 +95,11 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
                        data_device->RegisterMemory(store_->arena().data(), store_->arena().size()));
   (void)region;  // ZeroMQ needs no registration; RDMA will keep it for the arena's life
   live_workers_ = store_->LiveWorkers();
-  spdlog::info("holding {} chunks ({} bytes of arena) for {} workers; optimizer {}",
-               store_->owned_chunks(), store_->arena().size(), workers,
-               OptimizerName(optimizer.kind));
+  NoteChunksReady();
+  spdlog::info("holding {} chunks ({} of them as backup; {} bytes of arena) for {} workers; "
+               "optimizer {}",
+               store_->owned_chunks(), store_->owned_chunks() - map_.ChunksOwnedBy(env_.rank).size(),
+               store_->arena().size(), workers, OptimizerName(optimizer.kind));
   EEN_ASSIGN_OR_RETURN(auto hb_connection, control_device->Connect(env_.coordinator));
   heartbeat_ = std::make_unique<HeartbeatSender>(
       std::move(hb_connection), env_.heartbeat_interval, env_.failover_threshold,
@@ -100,6 +109,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
         hb.setPid(getpid());
         hb.setStep(step_.load());
         if (writer_) hb.setSnapshotStep(writer_->written_step());
+        hb.setChunksReady(chunks_ready_.load());
       });
   return Status::Ok();
 }
@@ -183,13 +193,13 @@ Status ParameterServer::HandleControl(const Message& message) {
         if (w < 0 || w >= store_->num_workers()) return InvalidArgument("live worker out of range");
         keep[w] = true;
       }
-      size_t completed = 0;
+      std::vector<uint32_t> completed;
       for (int w = 0; w < store_->num_workers(); ++w) {
         if (!keep[w] && store_->IsLive(w)) {
-          const size_t n = store_->RemoveWorker(w).size();
-          completed += n;
+          const std::vector<uint32_t> done = store_->RemoveWorker(w);
+          completed.insert(completed.end(), done.begin(), done.end());
           spdlog::warn("worker {} is lost: no step waits for it any more ({} chunk(s) completed "
-                       "without it)", w, n);
+                       "without it)", w, done.size());
         }
       }
       frozen_ = true;
@@ -201,7 +211,7 @@ Status ParameterServer::HandleControl(const Message& message) {
       prepared.setEpoch(prepare.getEpoch());
       prepared.setMaxVersion(freeze_above_);
       EEN_RETURN_IF_ERROR(control_->Send(Message{{wire::Encode(b)}}));
-      if (completed > 0) StepsCompleted();
+      if (!completed.empty()) StepsCompleted(completed);
       return Status::Ok();
     }
     if (h.isRollback()) {
@@ -211,7 +221,9 @@ Status ParameterServer::HandleControl(const Message& message) {
       // RocksDB reads are safe beside the writer thread's writes.
       EEN_ASSIGN_OR_RETURN(std::vector<ChunkImage> images, writer_->store().Read(step));
       EEN_RETURN_IF_ERROR(store_->Restore(images));
+      TrustBackups();
       epoch_ = epoch;
+      NoteChunksReady();
       pending_.clear();  // asked under the old map: the workers ask again
       step_ = step;
       next_snapshot_ = (step / env_.snapshot_every + 1) * env_.snapshot_every;
@@ -223,6 +235,10 @@ Status ParameterServer::HandleControl(const Message& message) {
       done.setEpoch(epoch);
       done.setStep(step);
       return control_->Send(Message{{wire::Encode(b)}});
+    }
+    if (h.isMapChange()) {
+      EEN_ASSIGN_OR_RETURN(ShardMap next, ShardMap::FromWire(h.getMapChange()));
+      return AdoptMap(std::move(next));
     }
     if (h.isMembershipCommit()) {
       auto commit = h.getMembershipCommit();
@@ -240,9 +256,14 @@ Status ParameterServer::HandleControl(const Message& message) {
   });
 }
 
-void ParameterServer::StepsCompleted() {
+void ParameterServer::NoteChunksReady() {
+  if (chunks_ready_.load() != epoch_ && store_->AllInitialized()) chunks_ready_ = epoch_;
+}
+
+void ParameterServer::StepsCompleted(const std::vector<uint32_t>& completed) {
   step_ = std::max<uint64_t>(step_.load(), store_->MinVersion());
   MaybeSnapshot();  // before the answers: no worker can move the chunks on yet
+  ReplicateSteps(completed);
   AnswerReadyPulls();
 }
 
@@ -254,9 +275,20 @@ void ParameterServer::SendError(const transport::PeerId& peer, wire::ErrorCode c
 
 void ParameterServer::Handle(const transport::Envelope& envelope) {
   Status s = wire::Visit(envelope.message, [&](wire::Header::Reader h) -> Status {
+    const uint64_t epoch = h.isPush()        ? h.getPush().getEpoch()
+                           : h.isPull()      ? h.getPull().getEpoch()
+                           : h.isReplicate() ? h.getReplicate().getEpoch()
+                                             : 0;
+    if (epoch > epoch_) {  // routed with a map this PS has not received yet
+      if (future_.size() >= 100000) return Unavailable("too many messages of a future map epoch");
+      future_.push_back(envelope);
+      return Status::Ok();
+    }
     if (h.isPush()) return HandlePush(envelope.from, h.getPush(), envelope.message);
     if (h.isPull()) return HandlePull(envelope.from, h.getPull());
-    return InvalidArgument("a PS takes only push and pull messages");
+    if (h.isReplicate()) return HandleReplicate(h.getReplicate(), envelope.message);
+    if (h.isReplicated()) return HandleReplicated(h.getReplicated());
+    return InvalidArgument("a PS takes only push, pull and replication messages");
   });
   if (!s.ok()) {
     wire::ErrorCode code = s.code() == StatusCode::kFailedPrecondition
@@ -321,29 +353,35 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     for (uint32_t i = 0; i < chunks.size(); ++i) {
       EEN_RETURN_IF_ERROR(store_->SetInitial(chunks[i], message.payload(i)));
     }
+    std::vector<uint32_t> initialized;
+    for (uint32_t c : chunks) initialized.push_back(c);
+    SendImages(initialized);
+    NoteChunksReady();
     AnswerReadyPulls();
     return Status::Ok();
   }
   const uint64_t step = push.getStep();
-  for (uint32_t c : chunks) {
+  std::vector<uint32_t> fresh;  // a resent push repeats chunks already counted: those are dropped
+  for (uint32_t i = 0; i < chunks.size(); ++i) {
+    const uint32_t c = chunks[i];
     if (!store_->Initialized(c)) return FailedPrecondition("chunk " + std::to_string(c) + " has no initial values yet");
-    if (step < store_->Version(c) || store_->HasContribution(c, worker)) {
-      spdlog::warn("dropped a duplicate push from worker {} for step {} (chunk {} is at step {})",
-                   worker, step, c, store_->Version(c));
-      return Status::Ok();
-    }
     if (step > store_->Version(c)) {
       return FailedPrecondition("push for step " + std::to_string(step) + " but chunk " +
                                 std::to_string(c) + " is at step " +
                                 std::to_string(store_->Version(c)));
     }
+    if (step == store_->Version(c) && !store_->HasContribution(c, worker)) fresh.push_back(i);
   }
-  bool completed = false;
-  for (uint32_t i = 0; i < chunks.size(); ++i) {
+  if (fresh.size() < chunks.size()) {
+    spdlog::info("dropped {} repeated chunk(s) of a push from worker {} for step {}",
+                 chunks.size() - fresh.size(), worker, step);
+  }
+  std::vector<uint32_t> completed;
+  for (uint32_t i : fresh) {
     EEN_ASSIGN_OR_RETURN(bool done, store_->AddGradient(chunks[i], worker, step, message.payload(i)));
-    completed |= done;
+    if (done) completed.push_back(chunks[i]);
   }
-  if (completed) StepsCompleted();
+  if (!completed.empty()) StepsCompleted(completed);
   (void)peer;
   return Status::Ok();
 }
@@ -381,6 +419,11 @@ bool ParameterServer::Ready(const PendingPull& p) const {
   if (frozen_ && p.min_version > freeze_above_) return false;
   for (uint32_t c : p.chunks) {
     if (!store_->Initialized(c) || store_->Version(c) < p.min_version) return false;
+    // Replicated: served only once the backup has this version too.
+    if (map_.BackupOfChunk(c) != ShardMap::kNoPs &&
+        store_->Acked(c) < static_cast<int64_t>(p.min_version)) {
+      return false;
+    }
   }
   return true;
 }

@@ -15,6 +15,12 @@
 // When a PS is lost (with snapshots), the coordinator sends a Rollback: the
 // PS reloads its snapshot of that step and takes the new map epoch, so
 // messages routed with the old map are refused as stale.
+// With replicas 2 (ps/replication.cc) each chunk's primary sends every
+// step's mean gradient to the chunk's backup PS and answers a pull for a
+// version only once the backup confirmed it; when the coordinator moves
+// shards (mapChange: a PS lost, or one joined), backups become primaries
+// and new backups get a whole image. Data messages for a newer map epoch
+// than this PS knows wait until its mapChange arrives.
 // Thread safety: Serve() runs on one thread; the heartbeat has its own.
 #pragma once
 
@@ -53,7 +59,18 @@ class ParameterServer {
   void Handle(const transport::Envelope& envelope);
   // Messages from the coordinator on the control connection (membership).
   Status HandleControl(const transport::Message& message);
-  void StepsCompleted();
+  void StepsCompleted(const std::vector<uint32_t>& completed);
+  // Replication (ps/replication.cc).
+  void ReplicateSteps(const std::vector<uint32_t>& completed);
+  void SendImages(const std::vector<uint32_t>& chunks);
+  Status HandleReplicate(wire::Replicate::Reader r, const transport::Message& message);
+  Status HandleReplicated(wire::Replicate::Reader r);
+  Status AdoptMap(ShardMap next);
+  // Every primary chunk with a backup counts as confirmed at its version
+  // (after a restore: the backup restored the same snapshot).
+  void TrustBackups();
+  transport::Connection* Peer(uint32_t ps);
+  void ReplayFutureMessages();
   Status HandlePush(const transport::PeerId& peer, wire::Push::Reader push,
                     const transport::Message& message);
   Status HandlePull(const transport::PeerId& peer, wire::Pull::Reader pull);
@@ -70,6 +87,10 @@ class ParameterServer {
 
   JobEnvironment env_;
   std::unique_ptr<transport::Listener> listener_;
+  transport::Device* data_device_ = nullptr;
+  std::vector<std::unique_ptr<transport::Connection>> peers_;  // to other PS, by index
+  std::vector<std::string> peer_addresses_;
+  std::deque<transport::Envelope> future_;  // data messages of a newer map epoch
   std::unique_ptr<transport::Connection> control_;
   ShardMap map_;
   std::unique_ptr<ChunkStore> store_;
@@ -86,6 +107,8 @@ class ParameterServer {
   bool frozen_ = false;
   uint64_t incarnation_ = 0;  // the coordinator's, as last heard
   uint64_t epoch_ = 0;        // shard map epoch data messages must carry
+  std::atomic<uint64_t> chunks_ready_{0};  // epoch whose every chunk is initialized here
+  void NoteChunksReady();
   uint64_t freeze_above_ = 0;
   // Last: its thread reads step_ and writer_, so it must stop first.
   std::unique_ptr<HeartbeatSender> heartbeat_;

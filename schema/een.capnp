@@ -59,6 +59,8 @@ struct ShardMap {
   chunks @2 :List(ChunkSpec);
   shardOwner @3 :List(UInt32);     # virtual shard -> PS index
   psAddresses @4 :List(Text);      # PS index -> data address
+  shardBackup @5 :List(UInt32);    # virtual shard -> backup PS index (replicas 2;
+                                   # empty: none; 0xffffffff: none for this shard)
 }
 
 struct Register {
@@ -80,6 +82,9 @@ struct JobStart {
   optimizer @4 :OptimizerConfig;
   resume @5 :Bool;                 # start from the snapshot of `startStep`
   startStep @6 :UInt64;
+  rollbackEpoch @7 :UInt64;        # map epoch of the latest rollback (0: none yet)
+  rebuild @8 :Bool;                # PS joining a running job: its chunks arrive as
+                                   # images from their primaries (no snapshot to load)
 }
 
 enum JobState {
@@ -98,6 +103,8 @@ struct Heartbeat {
   rank @5 :Int32;
   snapshotStep @6 :UInt64;         # PS: newest snapshot durably written (0: none)
   pid @7 :Int32;                   # tells a replaced process from its replacement
+  chunksReady @8 :UInt64;          # PS: the map epoch whose every chunk it holds
+                                   # initialized (its backups are built); 0: not yet
 }
 
 struct HeartbeatReply {
@@ -208,7 +215,23 @@ struct Header {
     rollback @18 :Rollback;        # coordinator -> surviving PS, after a PS was lost
     rolledBack @19 :Rollback;      # PS -> coordinator: done
     mapRequest @20 :Void;          # worker -> coordinator: the current map (a JobStart)
+    replicate @21 :Replicate;      # primary PS -> backup PS
+    replicated @22 :Replicate;     # backup PS -> primary PS: applied (no payload)
+    mapChange @23 :ShardMap;       # coordinator -> PS: shards moved (failover, new PS)
   }
+}
+
+# A primary PS keeps its backup in step: for each chunk either the mean
+# gradient of step `versions[i]` (the backup applies the same optimizer, so
+# both stay bitwise equal) or, with `image`, the whole chunk (values, then
+# each optimizer state slot) at version `versions[i]`. One payload frame per
+# chunk. The answer, `replicated`, lists each chunk's version after applying.
+struct Replicate {
+  epoch @0 :UInt64;
+  from @1 :Int32;                  # the sending PS's index
+  image @2 :Bool;
+  chunks @3 :List(UInt32);
+  versions @4 :List(UInt64);
 }
 
 # Every PS goes back to its snapshot of `step` and takes map epoch `epoch`.
@@ -240,4 +263,7 @@ struct CoordinatorState {
   startStep @7 :UInt64;
   resume @8 :Bool;
   mapEpoch @9 :UInt64;
+  map @10 :ShardMap;               # once the job started: owners and backups
+  rollbackEpoch @11 :UInt64;
+  mapMoved @12 :Bool;              # a failover moved shards: snapshots no longer fit
 }

@@ -171,7 +171,7 @@ class BadMessages : public ::testing::Test {
 TEST_F(BadMessages, EachIsRefusedWithAnErrorAndChangesNothing) {
   const uint32_t c = owned_[0];
   const uint64_t epoch = workers_[0]->map().epoch();
-  EXPECT_EQ(Answer(Push(epoch + 1, 0, {c}, {Bytes(c)})), wire::ErrorCode::STALE_EPOCH);
+  EXPECT_EQ(Answer(Push(epoch - 1, 0, {c}, {Bytes(c)})), wire::ErrorCode::STALE_EPOCH);
   EXPECT_EQ(Answer(Push(epoch, 7, {c}, {Bytes(c)})), wire::ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(Answer(Push(epoch, -1, {c}, {Bytes(c)})), wire::ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(Answer(Push(epoch, 0, {c}, {Bytes(c) - 4})), wire::ErrorCode::INVALID_ARGUMENT);

@@ -1,6 +1,7 @@
 // Sharding: balance by bytes on real models, and safe decoding of maps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -112,6 +113,80 @@ TEST(ShardMap, FromWireRejectsInconsistentMaps) {
   EXPECT_FALSE(corrupt([](auto r) { r.getTensors()[1].setNumel(11); }));    // not covered
   EXPECT_FALSE(corrupt([](auto r) { r.getChunks()[0].setTensor(7); }));     // tensor out of range
   EXPECT_TRUE(corrupt([](auto) {}));
+}
+
+ShardingOptions TwoReplicas() {
+  ShardingOptions o;
+  o.replicas = 2;
+  return o;
+}
+
+// Bytes each PS holds as owner or backup.
+std::vector<uint64_t> HeldBytes(const ShardMap& map) {
+  std::vector<uint64_t> held(map.num_ps(), 0);
+  for (uint32_t c = 0; c < map.chunks().size(); ++c) {
+    held[map.OwnerOfChunk(c)] += map.chunks()[c].numel * 4ull;
+    if (map.BackupOfChunk(c) != ShardMap::kNoPs) held[map.BackupOfChunk(c)] += map.chunks()[c].numel * 4ull;
+  }
+  return held;
+}
+
+TEST(ShardMapReplicas, EveryShardHasABackupOnAnotherPsAndHoldingsBalance) {
+  auto map = ShardMap::Build(LoadModel("resnet50"), 4, TwoReplicas(), Addresses(4));
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  for (uint32_t s = 0; s < map->num_shards(); ++s) {
+    ASSERT_NE(map->BackupOfShard(s), ShardMap::kNoPs);
+    EXPECT_NE(map->BackupOfShard(s), map->OwnerOfShard(s));
+  }
+  auto held = HeldBytes(*map);
+  const auto [lo, hi] = std::minmax_element(held.begin(), held.end());
+  EXPECT_LT(double(*hi - *lo) / *hi, 0.10) << *lo << " vs " << *hi;
+}
+
+TEST(ShardMapReplicas, LossPromotesBackupsAndFindsNewOnes) {
+  auto map = ShardMap::Build(LoadModel("vgg16"), 3, TwoReplicas(), Addresses(3));
+  ASSERT_TRUE(map.ok());
+  auto after = map->AfterLoss(1, {true, true, true}, 2);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(after->epoch(), 2u);
+  for (uint32_t s = 0; s < map->num_shards(); ++s) {
+    const uint32_t owner = after->OwnerOfShard(s);
+    EXPECT_NE(owner, 1u);
+    if (map->OwnerOfShard(s) == 1) EXPECT_EQ(owner, map->BackupOfShard(s));  // promoted
+    if (map->OwnerOfShard(s) != 1) EXPECT_EQ(owner, map->OwnerOfShard(s));   // untouched
+    EXPECT_NE(after->BackupOfShard(s), 1u);
+    EXPECT_NE(after->BackupOfShard(s), ShardMap::kNoPs);  // two PS left: still two copies
+    EXPECT_NE(after->BackupOfShard(s), owner);
+  }
+  // The last PS standing holds everything, with no backup anywhere.
+  auto alone = after->AfterLoss(2, {true, false, true}, 3);
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  for (uint32_t s = 0; s < map->num_shards(); ++s) {
+    EXPECT_EQ(alone->OwnerOfShard(s), 0u);
+    EXPECT_EQ(alone->BackupOfShard(s), ShardMap::kNoPs);
+  }
+  // Losing that one too cannot be survived by promotion.
+  EXPECT_FALSE(alone->AfterLoss(0, {true, false, false}, 4).ok());
+  // A replacement at index 1 takes every backup.
+  ShardMap rejoined = alone->WithPs(1, "tcp://127.0.0.1:9999", {true, false, false}, 5);
+  EXPECT_EQ(rejoined.ps_addresses()[1], "tcp://127.0.0.1:9999");
+  for (uint32_t s = 0; s < map->num_shards(); ++s) EXPECT_EQ(rejoined.BackupOfShard(s), 1u);
+}
+
+TEST(ShardMapReplicas, WireRoundTripKeepsBackupsAndRejectsSelfBackup) {
+  auto map = ShardMap::Build(LoadModel("bert_base"), 2, TwoReplicas(), Addresses(2));
+  ASSERT_TRUE(map.ok());
+  capnp::MallocMessageBuilder b;
+  auto root = b.initRoot<wire::ShardMap>();
+  map->ToWire(root);
+  auto back = ShardMap::FromWire(root.asReader());
+  ASSERT_TRUE(back.ok());
+  for (uint32_t c = 0; c < map->chunks().size(); ++c) {
+    EXPECT_EQ(back->BackupOfChunk(c), map->BackupOfChunk(c));
+  }
+  root.getShardBackup().set(0, root.getShardOwner()[0]);
+  EXPECT_FALSE(ShardMap::FromWire(root.asReader()).ok());
+  EXPECT_FALSE(ShardMap::Build({{"w", 10}}, 1, TwoReplicas(), Addresses(1)).ok());
 }
 
 TEST(ShardMap, RejectsBadRequests) {

@@ -46,8 +46,10 @@ class DataParallel::Impl {
   void PushBucket(uint32_t bucket);
   void PullInto(uint64_t version, bool gradients);
   Status TryPullInto(uint64_t version, bool gradients);
-  // After a PS was replaced: back to the step every PS rolled back to.
-  [[noreturn]] void RollBack();
+  // The map moved on: fetch it; after a rollback go back to that step
+  // (throws RolledBack), after a failover resend this step's buckets.
+  void Recover();
+  [[noreturn]] void RollBack(uint64_t step);
 
   std::vector<torch::Tensor> params_;
   std::vector<std::string> names_;
@@ -155,10 +157,6 @@ void DataParallel::Impl::OnGradient(size_t t, const torch::Tensor& grad) {
     throw Error("een: the gradient of '" + names_[t] + "' arrived twice in step " +
                 std::to_string(step_) + "; call Step() after each backward()");
   }
-  if (recovery_pending_) {  // this step will be redone: nothing to send
-    arrived_[t] = true;
-    return;
-  }
   torch::Tensor g = grad;
   if (g.is_sparse()) throw Error("een: sparse gradient for '" + names_[t] + "' is not supported");
   if (!g.is_cpu() || g.scalar_type() != torch::kFloat) g = g.to(torch::kCPU, torch::kFloat);
@@ -168,6 +166,7 @@ void DataParallel::Impl::OnGradient(size_t t, const torch::Tensor& grad) {
 }
 
 void DataParallel::Impl::PushBucket(uint32_t bucket) {
+  if (recovery_pending_) return;  // Step() recovers, then sends every bucket
   const BucketLayout::Bucket& b = layout_->buckets()[bucket];
   std::vector<const float*> data;
   for (size_t off : b.chunk_offsets) data.push_back(bucket_data_[bucket] + off);
@@ -200,13 +199,21 @@ void DataParallel::Impl::PullInto(uint64_t version, bool gradients) {
                gradients ? "pulling mean gradients" : "pulling parameters");
 }
 
-void DataParallel::Impl::RollBack() {
-  auto step = client_->Recover();
-  ThrowIfError(step.status(), "recovering after a PS was lost");
-  PullInto(*step, /*gradients=*/false);
+void DataParallel::Impl::Recover() {
+  auto recovery = client_->Recover();
+  ThrowIfError(recovery.status(), "recovering after a PS was lost");
+  if (recovery->rolled_back) RollBack(recovery->step);
+  std::lock_guard<std::mutex> lock(mu_);
+  recovery_pending_ = false;
+  // Every bucket is complete by now; PS that already counted one drop the repeat.
+  for (uint32_t b = 0; b < buckets_.size() && !recovery_pending_; ++b) PushBucket(b);
+}
+
+void DataParallel::Impl::RollBack(uint64_t step) {
+  PullInto(step, /*gradients=*/false);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    step_ = *step;
+    step_ = step;
     recovery_pending_ = false;
     ResetBuckets();
   }
@@ -227,12 +234,16 @@ void DataParallel::Impl::Step(double loss, int64_t samples) {
       Arrived(t);
     }
   }
-  if (!recovery_pending_) {
-    Status s = TryPullInto(step_ + 1, client_->sum_mode());
-    if (!s.ok() && client_->NeedsRecovery()) recovery_pending_ = true;
-    if (!recovery_pending_) ThrowIfError(s, "pulling parameters of step " + std::to_string(step_ + 1));
+  while (true) {
+    if (!recovery_pending_) {
+      Status s = TryPullInto(step_ + 1, client_->sum_mode());
+      if (s.ok()) break;
+      if (!client_->NeedsRecovery()) {
+        ThrowIfError(s, "pulling parameters of step " + std::to_string(step_ + 1));
+      }
+    }
+    Recover();
   }
-  if (recovery_pending_) RollBack();
   std::lock_guard<std::mutex> lock(mu_);
   ResetBuckets();
   step_++;

@@ -74,6 +74,7 @@ Status WorkerClient::ApplyJobStart(wire::JobStart::Reader js) {
   world_size_ = js.getWorldSize();
   resumed_ = js.getResume();
   start_step_ = js.getStartStep();
+  rollback_epoch_ = js.getRollbackEpoch();
   map_ = std::move(map);
   return ConnectToPs();
 }
@@ -94,7 +95,8 @@ bool WorkerClient::NeedsRecovery() const {
   return stale_seen_ || (heartbeat_ && heartbeat_->map_epoch() > map_.epoch());
 }
 
-Result<uint64_t> WorkerClient::Recover() {
+Result<WorkerClient::Recovery> WorkerClient::Recover() {
+  const uint64_t known_rollback = rollback_epoch_;
   capnp::MallocMessageBuilder b;
   auto header = b.initRoot<wire::Header>();
   wire::SetSender(header, wire::Role::WORKER, rank_);
@@ -107,12 +109,20 @@ Result<uint64_t> WorkerClient::Recover() {
         applied = ApplyJobStart(h.getJobStart());
         return true;
       },
-      std::chrono::hours(1), "the shard map after a PS was replaced"));
+      std::chrono::hours(1), "the shard map after a PS was lost"));
   EEN_RETURN_IF_ERROR(applied);
   stale_seen_ = false;
-  spdlog::warn("a PS was replaced: shard map epoch {}, training again from step {}", map_.epoch(),
-               start_step_);
-  return start_step_;
+  Recovery r;
+  r.rolled_back = rollback_epoch_ > known_rollback;
+  r.step = start_step_;
+  if (r.rolled_back) {
+    spdlog::warn("every PS rolled back: shard map epoch {}, training again from step {}",
+                 map_.epoch(), start_step_);
+  } else {
+    spdlog::warn("shards moved (shard map epoch {}): sending this step's gradients to their "
+                 "new primaries", map_.epoch());
+  }
+  return r;
 }
 
 WorkerClient::~WorkerClient() {

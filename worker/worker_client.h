@@ -54,12 +54,17 @@ class WorkerClient {
   void ReportProgress(uint64_t step, double loss, uint64_t samples, uint64_t sync_micros);
   // Aborted with the reason when the job has been ended elsewhere.
   Status JobStatus() const;
-  // True once a PS was replaced (a newer shard map): pushes and pulls stop,
-  // and Recover() must run.
+  // True once the shard map moved on (a PS lost or replaced): pushes and
+  // pulls stop, and Recover() must run.
   bool NeedsRecovery() const;
-  // Fetches the new map from the coordinator (it answers once every PS is
-  // back), reconnects, and returns the step every PS rolled back to.
-  Result<uint64_t> Recover();
+  struct Recovery {
+    bool rolled_back = false;  // every PS went back to the snapshot of `step`
+    uint64_t step = 0;         // otherwise (a failover) the shards just moved:
+                               // resend this step's pushes, pull again
+  };
+  // Fetches the new map from the coordinator (after a rollback it answers
+  // once every PS is back) and reconnects.
+  Result<Recovery> Recover();
 
  private:
   WorkerClient(JobEnvironment env) : env_(std::move(env)) {}
@@ -88,6 +93,7 @@ class WorkerClient {
   bool resumed_ = false;
   bool stale_seen_ = false;  // a PS refused our map epoch
   uint64_t start_step_ = 0;
+  uint64_t rollback_epoch_ = 0;  // of the latest rollback the coordinator told us of
   uint64_t next_request_ = 1;
   uint64_t barrier_sequence_ = 0;
   bool finished_ = false;

@@ -1,0 +1,208 @@
+// ParameterServer, replicas 2: keeping each chunk's backup in step, and
+// following the coordinator's map changes (see parameter_server.h).
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "common/logging.h"
+#include "common/wire.h"
+#include "ps/parameter_server.h"
+
+namespace een::ps {
+
+using transport::Frame;
+using transport::Message;
+
+namespace {
+
+// One Replicate message: header plus a frame per chunk.
+struct ReplicateBatch {
+  std::vector<uint32_t> chunks;
+  std::vector<uint64_t> versions;
+  std::vector<Frame> frames;
+};
+
+Message EncodeReplicate(uint64_t epoch, int from, bool image, ReplicateBatch batch,
+                        bool answer) {
+  capnp::MallocMessageBuilder b;
+  auto header = b.initRoot<wire::Header>();
+  auto r = answer ? header.initReplicated() : header.initReplicate();
+  r.setEpoch(epoch);
+  r.setFrom(from);
+  r.setImage(image);
+  auto chunks = r.initChunks(batch.chunks.size());
+  auto versions = r.initVersions(batch.versions.size());
+  for (size_t i = 0; i < batch.chunks.size(); ++i) {
+    chunks.set(i, batch.chunks[i]);
+    versions.set(i, batch.versions[i]);
+  }
+  Message m;
+  m.frames.push_back(wire::Encode(b));
+  for (Frame& f : batch.frames) m.frames.push_back(std::move(f));
+  return m;
+}
+
+}  // namespace
+
+transport::Connection* ParameterServer::Peer(uint32_t ps) {
+  if (peers_.size() < map_.num_ps()) {
+    peers_.resize(map_.num_ps());
+    peer_addresses_.resize(map_.num_ps());
+  }
+  const std::string& address = map_.ps_addresses()[ps];
+  if (!peers_[ps] || peer_addresses_[ps] != address) {  // first use, or a replacement PS
+    auto device = transport::DeviceFor(address);
+    if (!device.ok()) return nullptr;
+    auto connection = (*device)->Connect(address);
+    if (!connection.ok()) {
+      spdlog::warn("cannot connect to ps {} at {}: {}", ps, address, connection.status().ToString());
+      return nullptr;
+    }
+    peers_[ps] = std::move(connection).value();
+    peer_addresses_[ps] = address;
+  }
+  return peers_[ps].get();
+}
+
+void ParameterServer::ReplicateSteps(const std::vector<uint32_t>& completed) {
+  if (!map_.replicated()) return;
+  std::map<uint32_t, ReplicateBatch> by_backup;
+  for (uint32_t c : completed) {
+    const uint32_t backup = map_.BackupOfChunk(c);
+    if (backup == ShardMap::kNoPs) continue;
+    ReplicateBatch& batch = by_backup[backup];
+    batch.chunks.push_back(c);
+    batch.versions.push_back(store_->Version(c) - 1);  // the step this mean belongs to
+    batch.frames.push_back(store_->MeanGradient(c));
+  }
+  for (auto& [backup, batch] : by_backup) {
+    transport::Connection* peer = Peer(backup);
+    if (!peer) continue;  // the coordinator will move the shard on
+    if (Status s = peer->Send(EncodeReplicate(epoch_, env_.rank, false, std::move(batch), false));
+        !s.ok()) {
+      spdlog::warn("could not replicate to ps {}: {}", backup, s.ToString());
+    }
+  }
+}
+
+void ParameterServer::SendImages(const std::vector<uint32_t>& chunks) {
+  if (!map_.replicated()) return;
+  std::map<uint32_t, ReplicateBatch> by_backup;
+  for (uint32_t c : chunks) {
+    const uint32_t backup = map_.BackupOfChunk(c);
+    if (backup == ShardMap::kNoPs || !store_->Owns(c) || !store_->Initialized(c)) continue;
+    auto image = std::make_shared<ChunkImage>(store_->CaptureChunk(c));
+    ReplicateBatch& batch = by_backup[backup];
+    batch.chunks.push_back(c);
+    batch.versions.push_back(image->version);
+    batch.frames.push_back(
+        Frame::Borrow(image->data.data(), image->data.size() * sizeof(float), image));
+    store_->SetAcked(c, -1);  // until the new backup confirms the image
+  }
+  for (auto& [backup, batch] : by_backup) {
+    size_t bytes = 0;
+    for (const Frame& f : batch.frames) bytes += f.size();
+    spdlog::info("building the backup of {} chunk(s) on ps {} ({} bytes)", batch.chunks.size(),
+                 backup, bytes);
+    transport::Connection* peer = Peer(backup);
+    if (!peer) continue;
+    if (Status s = peer->Send(EncodeReplicate(epoch_, env_.rank, true, std::move(batch), false));
+        !s.ok()) {
+      spdlog::warn("could not send chunk images to ps {}: {}", backup, s.ToString());
+    }
+  }
+}
+
+Status ParameterServer::HandleReplicate(wire::Replicate::Reader r, const Message& message) {
+  const int from = r.getFrom();
+  auto chunks = r.getChunks();
+  auto versions = r.getVersions();
+  if (chunks.size() != versions.size() || chunks.size() != message.payload_count()) {
+    return InvalidArgument("replicate lists " + std::to_string(chunks.size()) + " chunks, " +
+                           std::to_string(versions.size()) + " versions and " +
+                           std::to_string(message.payload_count()) + " frames");
+  }
+  for (uint32_t c : chunks) {
+    if (!store_->BacksUp(c) || map_.OwnerOfChunk(c) != static_cast<uint32_t>(from)) {
+      return FailedPrecondition("ps " + std::to_string(from) + " replicated chunk " +
+                                std::to_string(c) + ", which this PS does not back up for it "
+                                "(a stale primary?)");
+    }
+  }
+  ReplicateBatch answer;
+  for (uint32_t i = 0; i < chunks.size(); ++i) {
+    const uint32_t c = chunks[i];
+    const Frame& payload = message.payload(i);
+    if (r.getImage()) {
+      ChunkImage image{c, versions[i], std::vector<float>(payload.size() / sizeof(float))};
+      std::memcpy(image.data.data(), payload.data(), image.data.size() * sizeof(float));
+      EEN_RETURN_IF_ERROR(store_->LoadImage(image));
+    } else {
+      EEN_ASSIGN_OR_RETURN(bool applied, store_->ApplyReplica(c, versions[i], payload));
+      (void)applied;  // a repeat is confirmed all the same
+    }
+    answer.chunks.push_back(c);
+    answer.versions.push_back(store_->Version(c));
+  }
+  step_ = std::max<uint64_t>(step_.load(), store_->MinVersion());
+  NoteChunksReady();
+  MaybeSnapshot();  // before confirming: the primary cannot move these chunks on yet
+  transport::Connection* peer = Peer(static_cast<uint32_t>(from));
+  if (!peer) return Unavailable("cannot reach ps " + std::to_string(from) + " to confirm");
+  return peer->Send(EncodeReplicate(epoch_, env_.rank, r.getImage(), std::move(answer), true));
+}
+
+Status ParameterServer::HandleReplicated(wire::Replicate::Reader r) {
+  auto chunks = r.getChunks();
+  auto versions = r.getVersions();
+  if (chunks.size() != versions.size()) return InvalidArgument("replicated: lists differ in length");
+  for (uint32_t i = 0; i < chunks.size(); ++i) {
+    const uint32_t c = chunks[i];
+    if (!store_->Owns(c) || map_.BackupOfChunk(c) != static_cast<uint32_t>(r.getFrom())) continue;
+    store_->SetAcked(c, std::max<int64_t>(store_->Acked(c), static_cast<int64_t>(versions[i])));
+  }
+  AnswerReadyPulls();
+  return Status::Ok();
+}
+
+void ParameterServer::TrustBackups() {
+  for (uint32_t c : map_.ChunksOwnedBy(env_.rank)) {
+    if (store_->Initialized(c)) store_->SetAcked(c, static_cast<int64_t>(store_->Version(c)));
+  }
+}
+
+Status ParameterServer::AdoptMap(ShardMap next) {
+  if (next.epoch() <= epoch_) return Status::Ok();  // a repeat
+  const ShardMap previous = map_;
+  EEN_ASSIGN_OR_RETURN(ChunkStore::Adoption adoption, store_->Adopt(next, env_.rank));
+  map_ = std::move(next);
+  epoch_ = map_.epoch();
+  pending_.clear();  // asked under the old map: the workers ask again
+  // Primary chunks whose backup is new (another PS, or a replacement
+  // process at the same index) get a whole image.
+  std::vector<uint32_t> rebuild;
+  for (uint32_t c : map_.ChunksOwnedBy(env_.rank)) {
+    const uint32_t backup = map_.BackupOfChunk(c);
+    if (backup == ShardMap::kNoPs) continue;
+    const bool same = previous.OwnerOfChunk(c) == static_cast<uint32_t>(env_.rank) &&
+                      previous.BackupOfChunk(c) == backup &&
+                      previous.ps_addresses()[backup] == map_.ps_addresses()[backup];
+    if (!same) rebuild.push_back(c);
+  }
+  spdlog::warn("shard map epoch {}: {} chunk(s) promoted to primary here, {} new backup chunk(s) "
+               "to receive, {} backup(s) to build elsewhere",
+               epoch_, adoption.promoted.size(), adoption.new_backups.size(), rebuild.size());
+  SendImages(rebuild);
+  NoteChunksReady();
+  ReplayFutureMessages();
+  step_ = std::max<uint64_t>(step_.load(), store_->MinVersion());
+  return Status::Ok();
+}
+
+void ParameterServer::ReplayFutureMessages() {
+  std::deque<transport::Envelope> waiting;
+  waiting.swap(future_);
+  for (const transport::Envelope& e : waiting) Handle(e);  // still-future ones queue again
+}
+
+}  // namespace een::ps

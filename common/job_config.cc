@@ -38,7 +38,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
   static const std::set<std::string> kFields = {
       "ps", "workers", "min_workers", "failover_threshold", "heartbeat_interval", "startup_timeout",
       "progress_interval", "transport", "host", "max_chunk_numel", "shards_per_ps",
-      "snapshot_every", "snapshot_dir", "replicas"};
+      "snapshot_every", "snapshot_dir", "replicas", "max_restarts", "spare_ps"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     const std::string where = "config " + path + ": field '" + key + "'";
@@ -82,6 +82,14 @@ Status JobConfig::LoadYaml(const std::string& path) {
       }
       if (key == "snapshot_dir") snapshot_dir = v.as<std::string>();
       if (key == "replicas") EEN_RETURN_IF_ERROR(positive_int(&replicas));
+      if (key == "spare_ps") {
+        spare_ps = v.as<int>();
+        if (spare_ps < 0) return InvalidArgument(where + " must be >= 0");
+      }
+      if (key == "max_restarts") {
+        max_restarts = v.as<int>();
+        if (max_restarts < 0) return InvalidArgument(where + " must be >= 0");
+      }
       if (key == "shards_per_ps") {
         int n = 0;
         EEN_RETURN_IF_ERROR(positive_int(&n));
@@ -101,6 +109,11 @@ Status JobConfig::Validate() const {
     return InvalidArgument("replicas: " + std::to_string(replicas) + " is not available; use 1 "
                            "(a lost PS rolls the job back to its last snapshot, with "
                            "snapshot_every N) or 2 (a lost PS's shards fail over to backups)");
+  }
+  if (spare_ps > 0 && replicas < 2 && snapshot_every == 0) {
+    return InvalidArgument("spare_ps: a spare takes over a lost PS's shards from a backup "
+                           "(replicas 2) or a snapshot (snapshot_every N); with neither, a lost "
+                           "PS ends the job");
   }
   if (replicas == 2 && ps < 2) {
     return InvalidArgument("replicas 2 needs at least 2 PS (--ps 2): a backup lives on another PS");

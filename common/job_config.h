@@ -15,6 +15,8 @@ struct JobConfig {
   int ps = 1;
   int workers = 1;
   int min_workers = 0;  // training goes on while this many workers live; 0: all of them
+  int max_restarts = 0;  // replacements een-launch starts for lost workers (they join live)
+  int spare_ps = 0;      // standby PS processes that take over a lost PS's rank first
   std::chrono::milliseconds failover_threshold{500};
   std::chrono::milliseconds heartbeat_interval{100};
   std::chrono::milliseconds startup_timeout{120000};

@@ -49,7 +49,9 @@ Result<JobEnvironment> JobEnvironment::FromProcess(const std::string& program) {
   if (const char* d = Get("EEN_RUN_DIR")) env.run_dir = d;
   if (const char* d = Get("EEN_SNAPSHOT_DIR")) env.snapshot_dir = d;
   long rank = -1, world = 0, ps = 0, threshold = 500, heartbeat = 100, startup = 120000;
-  long snapshot_every = 0, resume = 0;
+  long snapshot_every = 0, resume = 0, spare = 0;
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_SPARE", 0, &spare));
+  env.spare = spare != 0;
   EEN_RETURN_IF_ERROR(ReadInt("EEN_SNAPSHOT_EVERY", 0, &snapshot_every));
   EEN_RETURN_IF_ERROR(ReadInt("EEN_RESUME", 0, &resume));
   env.snapshot_every = static_cast<uint64_t>(snapshot_every);

@@ -26,6 +26,7 @@ struct JobEnvironment {
   std::string snapshot_dir;      // EEN_SNAPSHOT_DIR: PS snapshots go to DIR/ps-RANK
   uint64_t snapshot_every = 0;   // EEN_SNAPSHOT_EVERY: steps between snapshots (0: none)
   bool resume = false;           // EEN_RESUME=1: start from the newest complete snapshot
+  bool spare = false;            // EEN_SPARE=1: a standby PS (takes a lost PS's rank)
 
   // Reads the environment; `program` names the caller in the error message.
   static Result<JobEnvironment> FromProcess(const std::string& program);

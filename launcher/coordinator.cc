@@ -93,6 +93,7 @@ void Coordinator::SaveState() {
   if (map_) map_->ToWire(st.initMap());
   st.setRollbackEpoch(rollback_epoch_);
   st.setMapMoved(map_moved_);
+  HistoryToWire(st.initHistory(history_.size()));
   auto words = capnp::messageToFlatArray(b);
   auto bytes = words.asBytes();
   if (Status s = state_store_->Put(std::string(bytes.begin(), bytes.end())); !s.ok()) {
@@ -117,9 +118,11 @@ Status Coordinator::RestoreState() {
     EEN_ASSIGN_OR_RETURN(optimizer_, OptimizerFromWire(st.getOptimizer()));
     for (auto r : st.getNodes()) {
       std::vector<Node>& nodes = NodesOf(r.getRole());
-      if (r.getRank() < 0 || r.getRank() >= static_cast<int>(nodes.size())) {
+      if (r.getRank() < 0 || (r.getRole() == wire::Role::PS &&
+                              r.getRank() >= static_cast<int>(nodes.size()))) {
         return DataLoss("the saved state does not match this job's size");
       }
+      if (r.getRank() >= static_cast<int>(nodes.size())) nodes.resize(r.getRank() + 1);  // joined live
       Node& n = nodes[r.getRank()];
       n.role = r.getRole();
       n.rank = r.getRank();
@@ -145,6 +148,11 @@ Status Coordinator::RestoreState() {
     }
     rollback_epoch_ = st.getRollbackEpoch();
     map_moved_ = st.getMapMoved();
+    for (auto m : st.getHistory()) {
+      MembershipRecord r{m.getEpoch(), m.getEffectiveStep(), {}};
+      for (int w : m.getLiveWorkers()) r.live.push_back(w);
+      history_.push_back(std::move(r));
+    }
   } catch (const kj::Exception& e) {
     return DataLoss("the saved coordinator state is corrupt: " + std::string(e.getDescription().cStr()));
   }
@@ -209,6 +217,7 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
       CheckLiveness();
       if (MillisSince(last_progress_) >= options_.job.progress_interval.count()) ReportProgress();
     }
+    if (state_ == wire::JobState::ABORTED || state_ == wire::JobState::SHUTDOWN) ReleaseSpares();
     if (state_ == wire::JobState::ABORTED &&
         MillisSince(aborted_at_) > 3 * options_.job.heartbeat_interval.count()) {
       return Aborted(abort_reason_);  // lingered so others heard the verdict
@@ -272,32 +281,33 @@ void Coordinator::Handle(const transport::Envelope& envelope) {
 
 Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register::Reader reg) {
   const wire::Role role = reg.getRole();
-  if (state_ == wire::JobState::RUNNING && role == wire::Role::PS && options_.job.replicas >= 2 &&
-      reg.getRank() >= 0 && reg.getRank() < static_cast<int>(ps_.size())) {
-    return AcceptReplacementPs(peer, reg);
+  if (state_ == wire::JobState::RUNNING && role == wire::Role::WORKER) {
+    return AcceptReplacementWorker(peer, reg);
   }
-  if (state_ == wire::JobState::RUNNING && role == wire::Role::PS && options_.job.snapshot_every > 0 &&
-      reg.getRank() >= 0 && reg.getRank() < static_cast<int>(ps_.size())) {
-    // A replacement for a PS: the old one is gone (or about to be declared so).
-    Node& old = ps_[reg.getRank()];
-    if (!recovering_ || !old.lost) BeginRecovery(old, Describe(old) + " was replaced by a new process");
-    if (state_ != wire::JobState::RUNNING) return FailedPrecondition(abort_reason_);
-    old.host = reg.getHost();
-    old.pid = reg.getPid();
-    old.data_address = reg.getDataAddress();
-    old.control = peer;
-    old.lost = false;
-    old.last_seen = Clock::now();
-    spdlog::info("{} takes over its shards from the snapshot of step {}", Describe(old),
-                 rollback_step_);
-    EEN_RETURN_IF_ERROR(SendJobStart(old));
-    ps_ready_.insert(old.rank);
-    MaybeEndRecovery();
-    SaveState();
+  if (role == wire::Role::PS && reg.getSpare()) {
+    PsProcess spare{peer, reg.getHost(), reg.getPid(), reg.getDataAddress()};
+    for (PsProcess& known : spares_) {
+      if (known.pid == spare.pid) {
+        known = spare;  // registering again: we may have restarted
+        return Status::Ok();
+      }
+    }
+    if (spare.data_address.empty()) return InvalidArgument("a spare PS must give its data address");
+    spares_.push_back(spare);
+    spdlog::info("spare PS registered (host {}, pid {}): it takes over the next lost PS",
+                 spare.host, spare.pid);
     return Status::Ok();
   }
+  if (state_ == wire::JobState::RUNNING && role == wire::Role::PS && reg.getRank() >= 0 &&
+      reg.getRank() < static_cast<int>(ps_.size()) &&
+      (options_.job.replicas >= 2 || options_.job.snapshot_every > 0)) {
+    // A replacement for a PS: the old one is gone (or about to be declared so).
+    return ReplacePs(reg.getRank(), {peer, reg.getHost(), reg.getPid(), reg.getDataAddress()},
+                     Describe(ps_[reg.getRank()]) + " was replaced by a new process");
+  }
   if (state_ != wire::JobState::STARTING) {
-    return FailedPrecondition("the job has already started; joining a running job comes later");
+    return FailedPrecondition("the job has already started (or ended); only a replacement for "
+                              "a lost process of the running job can join it");
   }
   if (role != wire::Role::PS && role != wire::Role::WORKER) return InvalidArgument("bad role");
   std::vector<Node>& nodes = NodesOf(role);
@@ -334,24 +344,10 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
     if (model_.empty()) {
       model_ = model;
       optimizer_ = opt;
-    } else {
-      std::string mismatch;
-      if (model.size() != model_.size()) {
-        mismatch = fmt::format("worker {} has {} parameter tensors, others have {}", rank,
-                               model.size(), model_.size());
-      }
-      for (size_t i = 0; i < model.size() && mismatch.empty(); ++i) {
-        if (model[i].name != model_[i].name || model[i].numel != model_[i].numel) {
-          mismatch = fmt::format(
-              "worker {}'s tensor {} is '{}' with {} elements, other workers have '{}' with {}",
-              rank, i, model[i].name, model[i].numel, model_[i].name, model_[i].numel);
-        }
-      }
-      if (!mismatch.empty()) {
-        // Workers must train one model: the job cannot start at all.
-        RefuseJob(mismatch + "; every worker must build the same model");
-        return InvalidArgument(mismatch);
-      }
+    } else if (Status same = CheckSameModel(rank, model); !same.ok()) {
+      // Workers must train one model: the job cannot start at all.
+      RefuseJob(same.message() + "; every worker must build the same model");
+      return same;
     }
     if (rank == 0) optimizer_ = opt;  // rank 0's settings define the job
   }
@@ -363,6 +359,71 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
     }
   }
   return StartJob();
+}
+
+Status Coordinator::CheckSameModel(int rank, const std::vector<TensorInfo>& model) {
+  if (model.size() != model_.size()) {
+    return InvalidArgument(fmt::format("worker {} has {} parameter tensors, others have {}", rank,
+                                       model.size(), model_.size()));
+  }
+  for (size_t i = 0; i < model.size(); ++i) {
+    if (model[i].name != model_[i].name || model[i].numel != model_[i].numel) {
+      return InvalidArgument(fmt::format(
+          "worker {}'s tensor {} is '{}' with {} elements, other workers have '{}' with {}", rank,
+          i, model[i].name, model[i].numel, model_[i].name, model_[i].numel));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
+                                            wire::Register::Reader reg) {
+  const int rank = reg.getRank();
+  if (rank < 0 || rank > static_cast<int>(workers_.size())) {
+    return InvalidArgument(fmt::format("worker rank {} is out of range (job has {}; a new worker "
+                                       "takes rank {})", rank, workers_.size(), workers_.size()));
+  }
+  std::vector<TensorInfo> model;
+  for (auto t : reg.getTensors()) model.push_back({t.getName(), t.getNumel()});
+  EEN_RETURN_IF_ERROR(CheckSameModel(rank, model));
+  const bool grows = rank == static_cast<int>(workers_.size());
+  if (grows) {  // a new worker: the job grows
+    workers_.emplace_back();
+    workers_.back().role = wire::Role::WORKER;
+    workers_.back().rank = rank;
+    workers_.back().registered = true;
+    workers_.back().lost = true;  // nothing to declare lost: it just joins
+  }
+  Node& w = workers_[rank];
+  if (w.done) return FailedPrecondition(fmt::format("worker {} has finished already", rank));
+  if (w.pid == reg.getPid() && !w.lost) {  // a joiner asking again: we restarted meanwhile
+    w.control = peer;
+    w.joining = true;
+    if (membership_pending_ || membership_restart_needed_) return Status::Ok();  // at the commit
+    const auto& last = history_.empty() ? std::vector<int>() : history_.back().live;
+    if (std::find(last.begin(), last.end(), rank) != last.end()) {
+      w.joining = false;  // agreed already
+      return SendJobStart(w, false, history_.back().effective_step);
+    }
+    StartMembershipChange();
+    return Status::Ok();
+  }
+  if (!w.lost) {
+    WorkerLost(w, Describe(w) + " was replaced by a new process");
+    if (state_ != wire::JobState::RUNNING) return FailedPrecondition(abort_reason_);
+  }
+  w.host = reg.getHost();
+  w.pid = reg.getPid();
+  w.control = peer;
+  w.lost = false;
+  w.joining = true;
+  if (!grows) worker_replacements_++;
+  w.last_seen = Clock::now();
+  spdlog::info("{} joins the running job{}: it trains from the step every PS agrees on",
+               Describe(w), grows ? fmt::format(" as a new worker ({} in all)", workers_.size()) : "");
+  if (!membership_pending_) StartMembershipChange();  // else: right after the pending one
+  SaveState();
+  return Status::Ok();
 }
 
 Result<ShardMap> Coordinator::CurrentMap() const {
@@ -439,25 +500,41 @@ bool Coordinator::FailOver(Node& lost, const std::string& why) {
   spdlog::warn("{}; failing over: its {} shard(s) ({} bytes) are served by their backups on {} "
                "from now, shard map epoch {}; {} new backup(s) being built{}",
                why, shards, bytes, to.empty() ? "no PS" : to, map_epoch_, rebuilt,
-               LivePsCount() < 2 ? " (one PS left: no copies until a replacement joins)" : "");
+               LivePsCount() < 2 && spares_.empty()
+                   ? " (one PS left: no copies until a replacement joins)" : "");
   SendMapChange();
   SaveState();
+  UseSpare(lost.rank);
   return true;
 }
 
-Status Coordinator::AcceptReplacementPs(const transport::PeerId& peer, wire::Register::Reader reg) {
-  Node& old = ps_[reg.getRank()];
-  if (!old.lost && !FailOver(old, Describe(old) + " was replaced by a new process")) {
-    Abort(Describe(old) + " was replaced, and its shards have no live backup; ending the job");
-    return FailedPrecondition(abort_reason_);
+Status Coordinator::ReplacePs(int rank, const PsProcess& process, const std::string& why) {
+  Node& old = ps_[rank];
+  if (!old.lost) {  // not declared lost yet: it is now
+    const bool failed_over = options_.job.replicas >= 2 && !recovering_ && FailOver(old, why);
+    if (!failed_over && options_.job.snapshot_every > 0) BeginRecovery(old, why);
+    if (!failed_over && options_.job.snapshot_every == 0) {
+      Abort(why + ", and its shards have no live backup; ending the job");
+    }
+    if (state_ != wire::JobState::RUNNING) return FailedPrecondition(abort_reason_);
   }
-  old.host = reg.getHost();
-  old.pid = reg.getPid();
-  old.data_address = reg.getDataAddress();
-  old.control = peer;
+  old.host = process.host;
+  old.pid = process.pid;
+  old.data_address = process.data_address;
+  old.control = process.control;
   old.lost = false;
   old.done = false;
   old.last_seen = Clock::now();
+  if (recovering_) {  // rolling back: it loads the lost PS's snapshot
+    spdlog::info("{} takes over its shards from the snapshot of step {}", Describe(old),
+                 rollback_step_);
+    EEN_RETURN_IF_ERROR(SendJobStart(old));
+    ps_ready_.insert(old.rank);
+    MaybeEndRecovery();
+    SaveState();
+    return Status::Ok();
+  }
+  // Failed over already: it joins as the holder of new backups.
   map_epoch_++;
   map_ = map_->WithPs(old.rank, old.data_address, UsablePs(), map_epoch_);
   size_t backups = 0;
@@ -472,12 +549,43 @@ Status Coordinator::AcceptReplacementPs(const transport::PeerId& peer, wire::Reg
   return Status::Ok();
 }
 
-Status Coordinator::SendJobStart(const Node& n, bool rebuild) {
+void Coordinator::UseSpare(int rank) {
+  if (spares_.empty() || state_ != wire::JobState::RUNNING || !ps_[rank].lost) return;
+  const PsProcess spare = spares_.front();
+  spares_.erase(spares_.begin());
+  spdlog::info("spare PS (host {}, pid {}) takes over as ps {}", spare.host, spare.pid, rank);
+  if (Status s = ReplacePs(rank, spare, ""); !s.ok()) {
+    spdlog::warn("the spare could not take over ps {}: {}", rank, s.ToString());
+  }
+}
+
+void Coordinator::ReleaseSpares() {
+  for (const PsProcess& spare : spares_) {
+    capnp::MallocMessageBuilder b;
+    auto reply = b.initRoot<wire::Header>().initHeartbeatReply();
+    reply.setIncarnation(incarnation_);
+    reply.setState(state_);
+    reply.setReason(abort_reason_);
+    (void)listener_->Send(spare.control, Message{{wire::Encode(b)}});
+  }
+  spares_.clear();
+}
+
+void Coordinator::HistoryToWire(capnp::List<wire::Membership>::Builder list) const {
+  for (size_t k = 0; k < history_.size(); ++k) {
+    list[k].setEpoch(history_[k].epoch);
+    list[k].setEffectiveStep(history_[k].effective_step);
+    auto live = list[k].initLiveWorkers(history_[k].live.size());
+    for (size_t j = 0; j < history_[k].live.size(); ++j) live.set(j, history_[k].live[j]);
+  }
+}
+
+Status Coordinator::SendJobStart(const Node& n, bool rebuild, uint64_t join_step) {
   EEN_ASSIGN_OR_RETURN(ShardMap map, CurrentMap());
   capnp::MallocMessageBuilder b;
   auto js = b.initRoot<wire::Header>().initJobStart();
   js.setRank(n.rank);
-  js.setWorldSize(options_.job.workers);
+  js.setWorldSize(static_cast<int>(workers_.size()));  // grows as workers join
   js.setNumPs(options_.job.ps);
   map.ToWire(js.initMap());
   OptimizerToWire(optimizer_, js.initOptimizer());
@@ -486,6 +594,11 @@ Status Coordinator::SendJobStart(const Node& n, bool rebuild) {
   js.setStartStep(rolled_back ? rollback_step_ : start_step_);
   js.setRollbackEpoch(rollback_epoch_);
   js.setRebuild(rebuild);
+  if (join_step > 0) {
+    js.setResume(true);  // parameters come from the PS, not from this worker
+    js.setStartStep(join_step);
+  }
+  HistoryToWire(js.initHistory(history_.size()));
   return listener_->Send(n.control, Message{{wire::Encode(b)}});
 }
 
@@ -528,6 +641,7 @@ void Coordinator::BeginRecovery(Node& lost, const std::string& why) {
     }
   }
   SaveState();
+  UseSpare(lost.rank);
 }
 
 Status Coordinator::HandleRolledBack(const transport::PeerId& peer, wire::Rollback::Reader done) {
@@ -614,6 +728,7 @@ Status Coordinator::StartJob() {
                model_.size(), map.TotalNumel(), map.chunks().size(), balance,
                OptimizerName(optimizer_.kind), map.replicated() ? 2 : 1,
                map.replicated() ? "ies" : "y");
+  history_.push_back({0, 0, LiveWorkerRanks()});  // the start: every worker
   for (auto* nodes : {&ps_, &workers_}) {
     for (Node& n : *nodes) {
       EEN_RETURN_IF_ERROR(SendJobStart(n));
@@ -686,7 +801,7 @@ void Coordinator::ReleaseBarriers() {
   for (auto it = barriers_.begin(); it != barriers_.end();) {
     bool all = true;
     for (const Node& w : workers_) {
-      if (!w.done && !w.lost && !it->second.count(w.rank)) all = false;
+      if (!w.done && !w.lost && !w.joining && !it->second.count(w.rank)) all = false;
     }
     if (!all) {
       ++it;
@@ -759,8 +874,10 @@ void Coordinator::CheckLiveness() {
   }
   for (Node& w : workers_) {
     const long silent = MillisSince(w.last_seen);
-    if (!w.done && !w.lost && silent > options_.job.failover_threshold.count()) {
-      WorkerLost(w, silent);
+    if (!w.done && !w.lost && !w.joining && silent > options_.job.failover_threshold.count()) {
+      WorkerLost(w, fmt::format("{} silent for {} ms > failover threshold {} ms, last at step {}",
+                                Describe(w), silent, options_.job.failover_threshold.count(),
+                                w.step));
       if (state_ != wire::JobState::RUNNING) return;
     }
   }
@@ -774,20 +891,19 @@ std::vector<int> Coordinator::LiveWorkerRanks() const {
   return live;
 }
 
-void Coordinator::WorkerLost(Node& w, long silent_ms) {
+void Coordinator::WorkerLost(Node& w, const std::string& what) {
   w.lost = true;
   const std::vector<int> live = LiveWorkerRanks();
-  const std::string what =
-      fmt::format("{} silent for {} ms > failover threshold {} ms, last at step {}", Describe(w),
-                  silent_ms, options_.job.failover_threshold.count(), w.step);
-  if (static_cast<int>(live.size()) < options_.job.MinWorkers()) {
+  const int restarts_left = options_.job.max_restarts - worker_replacements_;
+  if (static_cast<int>(live.size()) < options_.job.MinWorkers() && restarts_left <= 0) {
     Abort(fmt::format("{}; only {} worker(s) left, fewer than the {} the job needs "
                       "(--min-workers); ending the job",
                       what, live.size(), options_.job.MinWorkers()));
     return;
   }
-  spdlog::warn("{}; the job goes on with {} workers (--min-workers {})", what, live.size(),
-               options_.job.MinWorkers());
+  spdlog::warn("{}; the job goes on with {} workers (--min-workers {}{})", what, live.size(),
+               options_.job.MinWorkers(),
+               restarts_left > 0 ? fmt::format(", {} replacement(s) left", restarts_left) : "");
   ReleaseBarriers();
   if (!membership_pending_) StartMembershipChange();
   MaybeFinish();
@@ -823,8 +939,8 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
   for (const auto& [rank, version] : prepared_) step = std::max(step, version + 1);
   std::string ranks;
   for (int r : membership_live_) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
-  spdlog::info("membership {}: from step {} the {} live workers ({}) train alone and re-shard "
-               "the rest of each epoch's data, the lost workers' share included",
+  spdlog::info("membership {}: from step {} the {} live workers ({}) share the rest of each "
+               "epoch's data (re-sharded: a lost worker's share included, a joiner takes part)",
                membership_epoch_, step, membership_live_.size(), ranks);
   for (const Node& p : ps_) {
     if (p.lost) continue;
@@ -837,8 +953,17 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
     EEN_RETURN_IF_ERROR(listener_->Send(p.control, Message{{wire::Encode(b)}}));
   }
   membership_pending_ = false;
+  history_.push_back({membership_epoch_, step, membership_live_});
+  for (int r : membership_live_) {
+    Node& w = workers_[r];
+    if (!w.joining) continue;
+    w.joining = false;
+    w.last_seen = Clock::now();
+    spdlog::info("worker {} takes part from step {}", r, step);
+    EEN_RETURN_IF_ERROR(SendJobStart(w, false, step));
+  }
   SaveState();
-  if (LiveWorkerRanks() != membership_live_) StartMembershipChange();  // lost more meanwhile
+  if (LiveWorkerRanks() != membership_live_) StartMembershipChange();  // changed meanwhile
   return Status::Ok();
 }
 

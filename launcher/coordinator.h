@@ -66,6 +66,7 @@ class Coordinator {
     bool registered = false;
     bool done = false;   // worker finished / PS left
     bool lost = false;   // declared lost; the job goes on without it (a PS: until replaced)
+    bool joining = false;  // worker: a replacement waiting for the membership change
     Clock::time_point last_seen;
     uint64_t step = 0;
     double loss = 0;
@@ -97,16 +98,33 @@ class Coordinator {
   // A lost PS, with replicas 2: its backups take over (no rollback).
   // Returns false when some shard has no live backup.
   bool FailOver(Node& lost, const std::string& why);
-  // A PS process registering while the job runs, in place of a lost one.
-  Status AcceptReplacementPs(const transport::PeerId& peer, wire::Register::Reader reg);
+  // A PS process that registers while the job runs, or a spare: it takes
+  // the place of ps `rank` (declared lost first, for `why`, if it is not).
+  struct PsProcess {
+    transport::PeerId control;
+    std::string host;
+    int pid = 0;
+    std::string data_address;
+  };
+  Status ReplacePs(int rank, const PsProcess& process, const std::string& why);
+  // After a PS loss: a standby takes its place at once, if there is one.
+  void UseSpare(int rank);
+  // The job ended: standbys are told, and exit.
+  void ReleaseSpares();
   void SendMapChange();
   std::vector<bool> UsablePs() const;
   size_t LivePsCount() const;
   Status HandleRolledBack(const transport::PeerId& peer, wire::Rollback::Reader done);
-  Status SendJobStart(const Node& n, bool rebuild = false);
+  // `rebuild`: a PS joining a running job; `join_step`: a worker that does.
+  Status SendJobStart(const Node& n, bool rebuild = false, uint64_t join_step = 0);
   void MaybeEndRecovery();
   Result<ShardMap> CurrentMap() const;
-  void WorkerLost(Node& worker, long silent_ms);
+  // `what`: who, and why it counts as lost.
+  void WorkerLost(Node& worker, const std::string& what);
+  // A worker process registering while the job runs, in place of a lost
+  // one: it joins at the step the PS agree on (a membership change).
+  Status AcceptReplacementWorker(const transport::PeerId& peer, wire::Register::Reader reg);
+  Status CheckSameModel(int rank, const std::vector<TensorInfo>& model);
   // Agreeing, with every PS, the step from which the live workers re-shard.
   void StartMembershipChange();
   Status HandleMembershipPrepared(const transport::PeerId& peer,
@@ -130,6 +148,8 @@ class Coordinator {
   uint64_t map_epoch_ = 1;
   std::optional<ShardMap> map_;   // owners and backups, once the job started
   bool map_moved_ = false;        // a failover moved shards since the start
+  int worker_replacements_ = 0;   // replacement workers accepted (--max-restarts)
+  std::vector<PsProcess> spares_;  // standby PS (een-launch --spare-ps), oldest first
   uint64_t rollback_epoch_ = 0;   // map epoch of the latest rollback
   bool recovering_ = false;
   Clock::time_point recovery_started_;
@@ -148,6 +168,12 @@ class Coordinator {
   uint64_t membership_epoch_ = 0;
   bool membership_pending_ = false;
   std::vector<int> membership_live_;          // of the round being agreed
+  struct MembershipRecord {
+    uint64_t epoch = 0, effective_step = 0;
+    std::vector<int> live;
+  };
+  std::vector<MembershipRecord> history_;     // every committed change, oldest first
+  void HistoryToWire(capnp::List<wire::Membership>::Builder list) const;
   std::map<int, uint64_t> prepared_;          // PS rank -> its max version
   uint64_t complete_snapshot_ = 0;  // newest step snapshotted by every PS
   Clock::time_point last_progress_ = Clock::now();

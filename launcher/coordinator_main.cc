@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
   app.add_option("--min-workers", o.job.min_workers, "workers the job needs to go on (0: all)");
   app.add_option("--snapshot-every", o.job.snapshot_every,
                  "PS snapshot period: with it a lost PS rolls the job back instead of ending it");
+  app.add_option("--max-restarts", o.job.max_restarts,
+                 "replacement workers een-launch may start: a loss below --min-workers waits "
+                 "for one instead of ending the job");
   app.add_option("--replicas", o.job.replicas, "copies of each shard: 1 or 2")
       ->check(CLI::Range(1, 2));
   app.add_option("--failover-threshold-ms", threshold)->check(CLI::PositiveNumber);

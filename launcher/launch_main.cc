@@ -65,6 +65,16 @@ int main(int argc, char** argv) {
   app.add_option("--transport", transport, "data plane: tcp or ipc (default tcp)");
   app.add_option("--host", host, "address the roles listen on (default 127.0.0.1)");
   app.add_option("--backend", backend, "where roles run: local (ssh, slurm, k8s: not yet)");
+  int max_restarts = 0;
+  auto* restarts_opt = app.add_option("--max-restarts", max_restarts,
+                                      "replacements to start for lost workers; each joins the "
+                                      "running job at the next agreed step (default 0)")
+                           ->check(CLI::NonNegativeNumber);
+  int spare_ps = 0;
+  auto* spare_opt = app.add_option("--spare-ps", spare_ps,
+                                   "standby PS processes that take over a lost PS first "
+                                   "(needs --replicas 2 or --snapshot-every)")
+                        ->check(CLI::NonNegativeNumber);
   int replicas = 0;
   auto* replicas_opt = app.add_option("--replicas", replicas, "copies of each shard: 1 (a lost PS rolls back to a snapshot) or 2 (its backups take over)")
                            ->check(CLI::PositiveNumber);
@@ -108,6 +118,8 @@ int main(int argc, char** argv) {
   }
   if (*every_opt) config.snapshot_every = snapshot_every;
   if (*replicas_opt) config.replicas = replicas;
+  if (*restarts_opt) config.max_restarts = max_restarts;
+  if (*spare_opt) config.spare_ps = spare_ps;
   if (!snapshot_dir.empty()) config.snapshot_dir = snapshot_dir;
   if (!resume_dir.empty()) {
     if (!snapshot_dir.empty() && snapshot_dir != resume_dir) {

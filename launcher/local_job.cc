@@ -69,6 +69,7 @@ Status LocalJob::StartCoordinator(bool restore) {
       "--min-workers", std::to_string(config_.MinWorkers()),
       "--snapshot-every", std::to_string(config_.snapshot_every),
       "--replicas", std::to_string(config_.replicas),
+      "--max-restarts", std::to_string(config_.max_restarts),
       "--failover-threshold-ms", std::to_string(config_.failover_threshold.count()),
       "--heartbeat-ms", std::to_string(config_.heartbeat_interval.count()),
       "--startup-timeout-ms", std::to_string(config_.startup_timeout.count()),
@@ -121,6 +122,12 @@ ChildProcess LocalJob::PsProcess(int rank) const {
                       RoleEnvironment("ps", rank));
 }
 
+ChildProcess LocalJob::SpareProcess() {
+  auto env = RoleEnvironment("ps", config_.ps + spares_started_);  // a placeholder rank
+  env["EEN_SPARE"] = "1";
+  return ChildProcess("spare " + std::to_string(spares_started_++), {bin_dir_ + "/een-ps"}, env);
+}
+
 Status LocalJob::StartRoles() {
   for (int r = 0; r < config_.ps; ++r) {
     children_.push_back(PsProcess(r));
@@ -128,6 +135,10 @@ Status LocalJob::StartRoles() {
   }
   for (int r = 0; r < config_.workers; ++r) {
     children_.emplace_back("worker " + std::to_string(r), command_, RoleEnvironment("worker", r));
+    EEN_RETURN_IF_ERROR(children_.back().Start());
+  }
+  for (int k = 0; k < config_.spare_ps; ++k) {
+    children_.push_back(SpareProcess());
     EEN_RETURN_IF_ERROR(children_.back().Start());
   }
   return Status::Ok();
@@ -206,7 +217,7 @@ int LocalJob::Run() {
 
   char tmpl[] = "/tmp/een-job-XXXXXX";
   if (mkdtemp(tmpl)) run_dir_ = tmpl;
-  children_.reserve(1 + config_.ps + config_.workers);
+  children_.reserve(1 + config_.ps + config_.workers + config_.spare_ps);
   if (Status s = StartCoordinator(false); !s.ok()) return Fail(s.message());
   Say("coordinator at " + coordinator_address_ + "; starting " + std::to_string(config_.ps) +
       " PS and " + std::to_string(config_.workers) + " workers: " + command_[0]);
@@ -247,18 +258,32 @@ int LocalJob::Run() {
         if (c.succeeded()) continue;
         const std::string what =
             c.label() + " (pid " + std::to_string(c.pid()) + ") " + c.ExitDescription();
-        const bool is_worker = i >= first_worker;
-        const bool is_ps = i >= 1 && !is_worker;
+        const bool is_worker = i >= first_worker && i < first_worker + config_.workers;
+        const bool is_ps = i >= 1 && !is_worker;  // a PS or a spare
         const bool recoverable = config_.replicas >= 2 || config_.snapshot_every > 0;
         if (is_ps && c.killed_by_signal() && recoverable && ps_restarts_ < 3 && !workers_done) {
           ++ps_restarts_;
-          Say(what + (config_.replicas >= 2
-                          ? "; its backups take over, and a replacement starts to hold new backups"
-                          : "; starting a replacement: the job rolls back to its last complete "
-                            "snapshot") +
-              " (PS restart " + std::to_string(ps_restarts_) + " of 3)");
-          const int rank = static_cast<int>(i) - 1;
-          children_[i] = PsProcess(rank);
+          const std::string how =
+              config_.spare_ps > 0 ? "; a spare takes over, and a new spare starts"
+              : config_.replicas >= 2
+                  ? "; its backups take over, and a replacement starts to hold new backups"
+                  : "; starting a replacement: the job rolls back to its last complete snapshot";
+          Say(what + how + " (PS restart " + std::to_string(ps_restarts_) + " of 3)");
+          // With spares, the coordinator gives the lost rank to a standby;
+          // a second process of that rank would push the standby out.
+          children_[i] = config_.spare_ps > 0 ? SpareProcess() : PsProcess(static_cast<int>(i) - 1);
+          if (Status s = children_[i].Start(); !s.ok()) return Fail("restarting " + what + ": " + s.message());
+          reported[i] = false;
+          continue;
+        }
+        if (is_worker && worker_restarts_ < config_.max_restarts && !workers_done &&
+            !children_[0].exited()) {
+          ++worker_restarts_;
+          const int rank = static_cast<int>(i - first_worker);
+          Say(what + "; starting a replacement that joins the running job (worker restart " +
+              std::to_string(worker_restarts_) + " of " + std::to_string(config_.max_restarts) + ")");
+          children_[i] = ChildProcess("worker " + std::to_string(rank), command_,
+                                      RoleEnvironment("worker", rank));
           if (Status s = children_[i].Start(); !s.ok()) return Fail("restarting " + what + ": " + s.message());
           reported[i] = false;
           continue;
@@ -285,7 +310,9 @@ int LocalJob::Run() {
     }
     if (!workers_done) {
       workers_done = true;
-      for (size_t i = first_worker; i < children_.size(); ++i) workers_done &= children_[i].exited();
+      for (size_t i = first_worker; i < first_worker + config_.workers; ++i) {
+        workers_done &= children_[i].exited();
+      }
       if (workers_done) workers_done_at = Clock::now();
     }
     if (workers_done) {

@@ -9,6 +9,11 @@
 //    process and step, stops every child (SIGTERM, then SIGKILL) -> 1;
 //  - a PS dies while snapshots are on -> a replacement is started (up to 3
 //    times) and the job rolls back to its last complete snapshot;
+//  - with --spare-ps K, K standby PS processes wait; the coordinator gives a
+//    lost PS's rank to one of them, and a killed PS or spare is followed by
+//    a new spare (up to 3 times);
+//  - a worker fails or dies, with --max-restarts K -> a replacement with the
+//    same rank is started (up to K in all) and joins the running job;
 //  - the coordinator killed by a signal while the job runs -> restarted (up
 //    to 3 times) on the same address, from its saved state: training goes on;
 //  - SIGINT/SIGTERM to een-launch -> stops every child -> 130.
@@ -37,6 +42,7 @@ class LocalJob {
   Status StartCoordinator(bool restore);
   Status StartRoles();
   ChildProcess PsProcess(int rank) const;  // not started yet
+  ChildProcess SpareProcess();             // a standby PS, not started yet
   std::map<std::string, std::string> RoleEnvironment(const std::string& role, int rank) const;
   void PumpOutput(int timeout_ms);
   void ReapChildren();
@@ -48,9 +54,11 @@ class LocalJob {
   std::string bin_dir_;
   std::string run_dir_;
   std::string coordinator_address_;
-  std::vector<ChildProcess> children_;  // [0] coordinator, then PS, then workers
+  std::vector<ChildProcess> children_;  // [0] coordinator, PS, workers, then spares
   int coordinator_restarts_ = 0;
   int ps_restarts_ = 0;
+  int worker_restarts_ = 0;
+  int spares_started_ = 0;
 };
 
 }  // namespace een

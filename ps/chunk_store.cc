@@ -167,6 +167,11 @@ Result<bool> ChunkStore::AddGradient(uint32_t chunk, int worker, uint64_t step,
     return FailedPrecondition("worker " + std::to_string(worker) +
                               " is no longer part of the job (it was declared lost)");
   }
+  if (step < join_step_[worker]) {
+    return FailedPrecondition("worker " + std::to_string(worker) + " joined at step " +
+                              std::to_string(join_step_[worker]) + "; step " +
+                              std::to_string(step) + " completes without it");
+  }
   s.contributions[worker] = std::move(grad);
   if (!Complete(s)) return false;
   Aggregate(chunk, s);
@@ -177,7 +182,7 @@ bool ChunkStore::Complete(const Slot& s) const {
   bool any = false;
   for (int w = 0; w < num_workers_; ++w) {
     const bool in = s.contributions[w].data() != nullptr;
-    if (live_[w] && !in) return false;
+    if (live_[w] && s.version >= join_step_[w] && !in) return false;
     any |= in;
   }
   return any;
@@ -196,6 +201,26 @@ std::vector<uint32_t> ChunkStore::RemoveWorker(int worker) {
     }
   }
   return completed;
+}
+
+Status ChunkStore::AddWorker(int worker, uint64_t step) {
+  if (worker < 0) return InvalidArgument("worker rank " + std::to_string(worker) + " out of range");
+  for (const Slot& s : slots_) {
+    if (s.primary && s.version > step) {
+      return FailedPrecondition("worker " + std::to_string(worker) + " cannot join at step " +
+                                std::to_string(step) + ": a chunk is at step " +
+                                std::to_string(s.version) + " already");
+    }
+  }
+  if (worker >= num_workers_) {  // a new rank: every step before `step` had no place for it
+    num_workers_ = worker + 1;
+    live_.resize(num_workers_, false);
+    join_step_.resize(num_workers_, 0);
+    for (Slot& s : slots_) s.contributions.resize(num_workers_);
+  }
+  live_[worker] = true;
+  join_step_[worker] = step;
+  return Status::Ok();
 }
 
 std::vector<int> ChunkStore::LiveWorkers() const {

@@ -85,6 +85,11 @@ class ChunkStore {
   // already arrived still counts). Returns the chunks this completed.
   std::vector<uint32_t> RemoveWorker(int worker);
   bool IsLive(int worker) const { return worker >= 0 && worker < num_workers_ && live_[worker]; }
+  // A worker (a replacement, or a new rank: the store grows) that trains
+  // from step `step`: steps before it complete without it, every step from
+  // it on waits for it.
+  Status AddWorker(int worker, uint64_t step);
+  uint64_t JoinStep(int worker) const { return join_step_[worker]; }
   std::vector<int> LiveWorkers() const;
   // Values (or, in sum mode or for replication, the last mean gradient) as
   // zero-copy frames.
@@ -105,7 +110,8 @@ class ChunkStore {
   };
 
   ChunkStore(const ShardMap& map, int num_workers)
-      : map_(map), num_workers_(num_workers), live_(num_workers, true) {}
+      : map_(map), num_workers_(num_workers), live_(num_workers, true),
+        join_step_(num_workers, 0) {}
   // Slots for `chunks`, in one new arena block.
   Status AddSlots(const std::vector<uint32_t>& chunks, uint32_t ps);
   // A buffer for a chunk's mean: the slot's own unless a send still holds it.
@@ -117,6 +123,7 @@ class ChunkStore {
   ShardMap map_;
   int num_workers_;
   std::vector<bool> live_;
+  std::vector<uint64_t> join_step_;  // per worker: the first step it takes part in
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<std::shared_ptr<Arena>> arenas_;  // first: the job's start; then one per Adopt
   std::vector<int32_t> slot_of_;             // chunk id -> slot, -1 if not owned

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -16,6 +17,7 @@ using std::chrono::milliseconds;
 using transport::Frame;
 using transport::Message;
 using Clock = std::chrono::steady_clock;
+constexpr int kMaxWorkers = 1 << 20;  // a sanity bound on worker ranks from the coordinator
 
 Status ParameterServer::Join(const std::atomic<bool>& stop) {
   EEN_ASSIGN_OR_RETURN(transport::Device * data_device, transport::DeviceFor(env_.DataListenAddress()));
@@ -25,7 +27,9 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
                transport::DescribeRdmaDevices());
   EEN_ASSIGN_OR_RETURN(transport::Device * control_device, transport::DeviceFor(env_.coordinator));
   EEN_ASSIGN_OR_RETURN(control_, control_device->Connect(env_.coordinator));
-  {
+  std::vector<uint64_t> intact;
+  if (!env_.spare) EEN_RETURN_IF_ERROR(OpenSnapshots(&intact));  // a spare: once it has a rank
+  auto send_register = [&]() -> Status {
     capnp::MallocMessageBuilder b;
     auto header = b.initRoot<wire::Header>();
     wire::SetSender(header, wire::Role::PS, env_.rank);
@@ -35,29 +39,42 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
     reg.setHost(HostName());
     reg.setPid(getpid());
     reg.setDataAddress(listener_->address());
-    std::vector<uint64_t> intact;
-    EEN_RETURN_IF_ERROR(OpenSnapshots(&intact));
+    reg.setSpare(env_.spare);
     auto steps = reg.initSnapshotSteps(intact.size());
     for (size_t i = 0; i < intact.size(); ++i) steps.set(i, intact[i]);
-    EEN_RETURN_IF_ERROR(control_->Send(Message{{wire::Encode(b)}}));
-  }
+    return control_->Send(Message{{wire::Encode(b)}});
+  };
+  EEN_RETURN_IF_ERROR(send_register());
+  if (env_.spare) spdlog::info("standing by as a spare PS");
   const auto deadline = Clock::now() + env_.startup_timeout;
+  auto next_register = Clock::now() + std::chrono::seconds(1);
   OptimizerConfig optimizer;
   int workers = 0;
   bool started = false;
   bool resume = false;
   bool rebuild = false;
   uint64_t start_step = 0;
+  std::vector<int> live;  // the newest membership, for a PS that starts mid-job
+  uint64_t membership_epoch = 0, membership_step = 0;
   while (!started) {
     if (stop) return Aborted("stopped before the job started");
-    if (Clock::now() > deadline) {
+    if (!env_.spare && Clock::now() > deadline) {
       return DeadlineExceeded("no job start from the coordinator at " + env_.coordinator +
                               " within " + std::to_string(env_.startup_timeout.count()) + " ms");
+    }
+    if (env_.spare && Clock::now() > next_register) {  // a restarted coordinator learns of us
+      EEN_RETURN_IF_ERROR(send_register());
+      next_register = Clock::now() + std::chrono::seconds(1);
     }
     auto reply = control_->Receive(milliseconds(100));
     if (!reply.ok()) continue;
     EEN_RETURN_IF_ERROR(wire::Visit(*reply, [&](wire::Header::Reader h) -> Status {
       if (h.isError()) return Aborted("coordinator refused this PS: " + std::string(h.getError().getMessage().cStr()));
+      if (env_.spare && h.isHeartbeatReply() &&
+          h.getHeartbeatReply().getState() != wire::JobState::RUNNING) {
+        not_needed_ = true;
+        return Status::Ok();
+      }
       if (!h.isJobStart()) return Status::Ok();
       auto js = h.getJobStart();
       EEN_ASSIGN_OR_RETURN(map_, ShardMap::FromWire(js.getMap()));
@@ -66,10 +83,21 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
       resume = js.getResume();
       start_step = js.getStartStep();
       rebuild = js.getRebuild();
+      if (js.getHistory().size() > 0) {
+        auto last = js.getHistory()[js.getHistory().size() - 1];
+        membership_epoch = last.getEpoch();
+        membership_step = last.getEffectiveStep();
+        for (int w : last.getLiveWorkers()) live.push_back(w);
+      }
       if (js.getRank() != env_.rank) env_.rank = js.getRank();
       started = true;
       return Status::Ok();
     }));
+    if (not_needed_) return Status::Ok();
+  }
+  if (env_.spare) {
+    spdlog::warn("this spare takes over as ps {}", env_.rank);
+    EEN_RETURN_IF_ERROR(OpenSnapshots(&intact));
   }
   if (env_.rank < 0 || static_cast<uint32_t>(env_.rank) >= map_.num_ps()) {
     return InvalidArgument("PS rank " + std::to_string(env_.rank) + " is not in the shard map");
@@ -94,6 +122,13 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   EEN_ASSIGN_OR_RETURN(transport::MemoryRegion region,
                        data_device->RegisterMemory(store_->arena().data(), store_->arena().size()));
   (void)region;  // ZeroMQ needs no registration; RDMA will keep it for the arena's life
+  if (membership_epoch > 0) {  // workers were lost before this PS started
+    for (int w = 0; w < store_->num_workers(); ++w) {
+      if (std::find(live.begin(), live.end(), w) == live.end()) (void)store_->RemoveWorker(w);
+    }
+    membership_epoch_ = membership_epoch;
+    membership_step_ = membership_step;
+  }
   live_workers_ = store_->LiveWorkers();
   NoteChunksReady();
   spdlog::info("holding {} chunks ({} of them as backup; {} bytes of arena) for {} workers; "
@@ -190,8 +225,8 @@ Status ParameterServer::HandleControl(const Message& message) {
       auto prepare = h.getMembershipPrepare();
       std::vector<bool> keep(store_->num_workers(), false);
       for (int w : prepare.getLiveWorkers()) {
-        if (w < 0 || w >= store_->num_workers()) return InvalidArgument("live worker out of range");
-        keep[w] = true;
+        if (w < 0 || w > kMaxWorkers) return InvalidArgument("live worker out of range");
+        if (w < store_->num_workers()) keep[w] = true;  // a new rank is added at the commit
       }
       std::vector<uint32_t> completed;
       for (int w = 0; w < store_->num_workers(); ++w) {
@@ -242,10 +277,16 @@ Status ParameterServer::HandleControl(const Message& message) {
     }
     if (h.isMembershipCommit()) {
       auto commit = h.getMembershipCommit();
+      if (commit.getEpoch() <= membership_epoch_) return Status::Ok();  // a repeat
       membership_epoch_ = commit.getEpoch();
       membership_step_ = commit.getEffectiveStep();
       live_workers_.clear();
-      for (int w : commit.getLiveWorkers()) live_workers_.push_back(w);
+      for (int w : commit.getLiveWorkers()) {
+        live_workers_.push_back(w);
+        if (store_->IsLive(w)) continue;
+        EEN_RETURN_IF_ERROR(store_->AddWorker(w, membership_step_));
+        spdlog::info("worker {} joins: every step from {} waits for it", w, membership_step_);
+      }
       frozen_ = false;
       spdlog::info("membership {}: {} workers from step {}", membership_epoch_,
                    live_workers_.size(), membership_step_);
@@ -391,7 +432,9 @@ Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Re
     return Unavailable("pull with shard map epoch " + std::to_string(pull.getEpoch()) +
                        ", current epoch is " + std::to_string(epoch_));
   }
-  if (pull.getWorker() < 0 || pull.getWorker() >= store_->num_workers()) {
+  // A new worker may pull before this PS has the membership that adds it
+  // (the answer waits for that step anyway): any sane rank may pull.
+  if (pull.getWorker() < 0 || pull.getWorker() > kMaxWorkers) {
     return InvalidArgument("pull from worker rank " + std::to_string(pull.getWorker()));
   }
   EEN_RETURN_IF_ERROR(CheckChunks(pull.getChunks()));

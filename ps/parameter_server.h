@@ -21,6 +21,9 @@
 // shards (mapChange: a PS lost, or one joined), backups become primaries
 // and new backups get a whole image. Data messages for a newer map epoch
 // than this PS knows wait until its mapChange arrives.
+// A spare (EEN_SPARE=1) registers as a standby and waits, with no deadline,
+// until the coordinator gives it a lost PS's rank (then it joins like a
+// replacement) or says the job ended (then Join returns Ok, not_needed()).
 // Thread safety: Serve() runs on one thread; the heartbeat has its own.
 #pragma once
 
@@ -43,6 +46,9 @@ class ParameterServer {
 
   Status Join(const std::atomic<bool>& stop);
   Status Serve(const std::atomic<bool>& stop);
+
+  // A spare that was never needed: Join() returned Ok without a job to serve.
+  bool not_needed() const { return not_needed_; }
 
   // For tests: the store once joined.
   const ChunkStore* store() const { return store_.get(); }
@@ -99,6 +105,7 @@ class ParameterServer {
   std::unique_ptr<SnapshotStore> snapshots_;   // until the writer takes it
   std::unique_ptr<SnapshotWriter> writer_;
   uint64_t next_snapshot_ = 0;
+  bool not_needed_ = false;
   // Worker membership: stamped on pull answers; while a change is being
   // agreed (`frozen_`), no answer goes beyond `freeze_above_`.
   uint64_t membership_epoch_ = 0;

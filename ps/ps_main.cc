@@ -14,7 +14,7 @@ int main() {
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   auto env = een::JobEnvironment::FromProcess("een-ps");
-  een::InitLogging(env.ok() ? "ps " + std::to_string(env->rank) : "ps");
+  een::InitLogging(!env.ok() ? "ps" : env->spare ? "spare" : "ps " + std::to_string(env->rank));
   if (!env.ok()) {
     spdlog::error("{}", env.status().message());
     return 2;
@@ -22,6 +22,10 @@ int main() {
   env->role = "ps";
   een::ps::ParameterServer server(*env);
   een::Status s = server.Join(g_stop);
+  if (s.ok() && server.not_needed()) {
+    spdlog::info("the job ended; this spare was not needed");
+    return 0;
+  }
   if (s.ok()) s = server.Serve(g_stop);
   if (!s.ok()) {
     spdlog::error("stopping: {}", s.ToString());

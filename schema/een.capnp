@@ -72,6 +72,7 @@ struct Register {
   tensors @5 :List(TensorSpec);    # worker: the model it trains
   optimizer @6 :OptimizerConfig;   # worker: server-side optimizer
   snapshotSteps @7 :List(UInt64);  # PS resuming: steps of its intact snapshots
+  spare @8 :Bool;                  # PS: a standby; it gets a rank when a PS is lost
 }
 
 struct JobStart {
@@ -85,6 +86,8 @@ struct JobStart {
   rollbackEpoch @7 :UInt64;        # map epoch of the latest rollback (0: none yet)
   rebuild @8 :Bool;                # PS joining a running job: its chunks arrive as
                                    # images from their primaries (no snapshot to load)
+  history @9 :List(Membership);    # every membership change so far, oldest first
+                                   # (a worker joining at `startStep` finds its data)
 }
 
 enum JobState {
@@ -266,4 +269,5 @@ struct CoordinatorState {
   map @10 :ShardMap;               # once the job started: owners and backups
   rollbackEpoch @11 :UInt64;
   mapMoved @12 :Bool;              # a failover moved shards: snapshots no longer fit
+  history @13 :List(Membership);
 }

@@ -20,7 +20,8 @@ TEST(JobConfig, ReadsEveryField) {
   JobConfig c;
   ASSERT_TRUE(c.LoadYaml(WriteYaml("ps: 3\nworkers: 5\nfailover_threshold: 750ms\n"
                                    "heartbeat_interval: 0.05s\ntransport: ipc\n"
-                                   "max_chunk_numel: 1000\nshards_per_ps: 4\n"))
+                                   "max_chunk_numel: 1000\nshards_per_ps: 4\nreplicas: 2\n"
+                                   "spare_ps: 1\nmax_restarts: 2\n"))
                   .ok());
   EXPECT_EQ(c.ps, 3);
   EXPECT_EQ(c.workers, 5);
@@ -29,6 +30,9 @@ TEST(JobConfig, ReadsEveryField) {
   EXPECT_EQ(c.transport, "ipc");
   EXPECT_EQ(c.sharding.max_chunk_numel, 1000u);
   EXPECT_EQ(c.sharding.shards_per_ps, 4u);
+  EXPECT_EQ(c.replicas, 2);
+  EXPECT_EQ(c.spare_ps, 1);
+  EXPECT_EQ(c.max_restarts, 2);
 }
 
 TEST(JobConfig, ErrorsNameTheField) {
@@ -44,6 +48,10 @@ TEST(JobConfig, ErrorsNameTheField) {
            {"heartbeat_interval: 1s\nfailover_threshold: 500ms\n", "must be shorter than"},
            {"- a\n- b\n", "top level must be a mapping"},
            {"ps: [\n", "config"},
+           {"ps: 2\nreplicas: 3\n", "replicas: 3 is not available"},
+           {"ps: 1\nreplicas: 2\n", "replicas 2 needs at least 2 PS"},
+           {"ps: 2\nspare_ps: 1\n", "spare_ps: a spare takes over"},
+           {"max_restarts: -1\n", "field 'max_restarts' must be >= 0"},
        }) {
     JobConfig c;
     Status s = c.LoadYaml(WriteYaml(k.yaml));

@@ -21,11 +21,12 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 const std::string kBin = EEN_BIN_DIR;
 
-std::vector<std::string> Job(int ps, int workers, int steps, const std::string& out) {
+std::vector<std::string> Job(int ps, int workers, int steps, const std::string& out,
+                             int spares = 0) {
   return {kBin + "/een-launch", "--ps", std::to_string(ps), "--workers",
-          std::to_string(workers), "--replicas", "2", "--progress-interval", "200ms", "--",
-          kBin + "/equivalence_train", "--optimizer", "adam", "--steps", std::to_string(steps),
-          "--out", out};
+          std::to_string(workers), "--replicas", "2", "--spare-ps", std::to_string(spares),
+          "--progress-interval", "200ms", "--", kBin + "/equivalence_train", "--optimizer",
+          "adam", "--steps", std::to_string(steps), "--out", out};
 }
 
 class Replicas : public ::testing::Test {
@@ -69,6 +70,30 @@ TEST_F(Replicas, KilledPsFailsOverToItsBackupsAndTheRunIsBitwiseTheSame) {
   ASSERT_FALSE(expected.empty());
   EXPECT_EQ(testing::ReadBytes(base_ + "/killed.bin"), expected)
       << "parameters differ after the failover";
+}
+
+TEST_F(Replicas, SpareTakesOverALostPsAndLeavesWhenTheJobEnds) {
+  auto whole = testing::Run(Job(2, 2, 3000, base_ + "/whole.bin"), seconds(120));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+
+  testing::Subprocess job(Job(2, 2, 3000, base_ + "/spare.bin", /*spares=*/1));
+  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
+  ASSERT_NE(job.output().find("spare PS registered"), std::string::npos) << job.output();
+  const pid_t ps = testing::NewestPid(job.output(), "ps 0");
+  ASSERT_GT(ps, 0) << job.output();
+  const size_t mark = job.output().size();
+  ASSERT_EQ(kill(ps, SIGKILL), 0);
+  ASSERT_TRUE(job.WaitForOutput("takes over as ps 0", seconds(20), mark)) << job.output();
+  ASSERT_TRUE(job.WaitForOutput("(its backups are built)", seconds(20), mark)) << job.output();
+  auto code = job.Wait(seconds(120));
+  ASSERT_TRUE(code.has_value()) << job.output();
+  ASSERT_EQ(*code, 0) << job.output();
+  const std::string out = job.output().substr(mark);
+  EXPECT_NE(out.find("a spare takes over, and a new spare starts"), std::string::npos) << out;
+  EXPECT_NE(out.find("this spare was not needed"), std::string::npos)
+      << "the new spare must leave at the end\n" << out;
+  EXPECT_EQ(testing::ReadBytes(base_ + "/spare.bin"), testing::ReadBytes(base_ + "/whole.bin"))
+      << "parameters differ after the spare took over";
 }
 
 // 2 PS + 4 workers, replicas 2: a seeded sequence of PS and coordinator

@@ -57,5 +57,34 @@ TEST(DistributedSampler, BadRankIsAnError) {
   EXPECT_THROW(DistributedSampler(0, 0, 1), Error);
 }
 
+TEST(PositionAfter, FollowsTheLiveCountThroughEpochs) {
+  // 100 samples, batch 5, 4 workers: 20 per step, 5 steps an epoch.
+  EXPECT_EQ(PositionAfter(0, 4, {}, 100, 5).position, 0u);
+  auto at = PositionAfter(7, 4, {}, 100, 5);
+  EXPECT_EQ(at.epoch, 1u);
+  EXPECT_EQ(at.position, 40u);
+  // Worker lost at step 2 (3 live: 15 a step), back at step 4 (4 live).
+  const std::vector<MembershipChange> changes = {{2, 3}, {4, 4}};
+  at = PositionAfter(4, 4, changes, 100, 5);
+  EXPECT_EQ(at.epoch, 0u);
+  EXPECT_EQ(at.position, 2 * 20u + 2 * 15u);
+  at = PositionAfter(6, 4, changes, 100, 5);  // 70 + 20 = 90, + 20 -> past the end: epoch 1
+  EXPECT_EQ(at.epoch, 1u);
+  EXPECT_EQ(at.position, 0u);
+  // Each step's position equals the running sum a worker keeps itself.
+  uint64_t epoch = 0, position = 0;
+  for (uint64_t step = 0; step < 40; ++step) {
+    auto p = PositionAfter(step, 4, changes, 100, 5);
+    EXPECT_EQ(p.epoch, epoch);
+    EXPECT_EQ(p.position, position);
+    position += (step >= 2 && step < 4 ? 3 : 4) * 5;
+    if (position >= 100) {
+      ++epoch;
+      position = 0;
+    }
+  }
+  EXPECT_THROW(PositionAfter(3, 4, {{1, 0}}, 100, 5), Error);
+}
+
 }  // namespace
 }  // namespace een

@@ -271,6 +271,9 @@ int DataParallel::live_count() const {
   return static_cast<int>(impl_->client_->live_workers().size());
 }
 int DataParallel::live_index() const { return impl_->client_->live_index(); }
+std::vector<MembershipChange> DataParallel::membership_changes() const {
+  return impl_->client_->membership_changes();
+}
 void DataParallel::Step(double loss, int64_t samples) { impl_->Step(loss, samples); }
 void DataParallel::Barrier() { ThrowIfError(impl_->client_->Barrier(), "barrier"); }
 void DataParallel::Finish() { ThrowIfError(impl_->client_->Finish(), "finishing"); }

@@ -43,6 +43,27 @@ std::vector<size_t> DistributedSampler::Batch(uint64_t position, int index, int 
   return out;
 }
 
+DataPosition PositionAfter(uint64_t steps, int world_size,
+                           const std::vector<MembershipChange>& changes, uint64_t dataset_size,
+                           uint64_t batch) {
+  if (dataset_size == 0 || batch == 0 || world_size < 1) {
+    throw Error("PositionAfter: dataset size, batch and world size must be positive");
+  }
+  DataPosition at;
+  int live = world_size;
+  size_t next = 0;  // the next change to take effect
+  for (uint64_t s = 0; s < steps; ++s) {
+    while (next < changes.size() && changes[next].step <= s) live = changes[next++].live_count;
+    if (live < 1) throw Error("PositionAfter: a membership change leaves no worker");
+    at.position += uint64_t(live) * batch;
+    if (at.position >= dataset_size) {
+      at.epoch++;
+      at.position = 0;
+    }
+  }
+  return at;
+}
+
 size_t DistributedSampler::num_samples() const {
   return drop_last_ ? size_ / world_ : (size_ + world_ - 1) / world_;
 }

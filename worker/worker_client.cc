@@ -48,6 +48,9 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
       env.startup_timeout, "the job to start"));
   EEN_RETURN_IF_ERROR(decoded);
   for (int r = 0; r < c->world_size_; ++r) c->live_workers_.push_back(r);
+  // A worker joining a running job takes the membership history it is told
+  // (its start step is the newest change's); others start with everyone.
+  EEN_RETURN_IF_ERROR(c->TakeHistory(c->join_history_));
   EEN_ASSIGN_OR_RETURN(auto hb_connection, control_device->Connect(env.coordinator));
   WorkerClient* self = c.get();
   c->heartbeat_ = std::make_unique<HeartbeatSender>(
@@ -75,6 +78,12 @@ Status WorkerClient::ApplyJobStart(wire::JobStart::Reader js) {
   resumed_ = js.getResume();
   start_step_ = js.getStartStep();
   rollback_epoch_ = js.getRollbackEpoch();
+  join_history_.clear();
+  for (auto m : js.getHistory()) {
+    std::vector<int> live;
+    for (int w : m.getLiveWorkers()) live.push_back(w);
+    join_history_.push_back({m.getEpoch(), m.getEffectiveStep(), std::move(live)});
+  }
   map_ = std::move(map);
   return ConnectToPs();
 }
@@ -283,6 +292,19 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
   return Status::Ok();
 }
 
+Status WorkerClient::TakeHistory(const std::vector<HistoryEntry>& history) {
+  for (const HistoryEntry& h : history) {
+    for (int w : h.live) {
+      if (w < 0) return Internal("membership history lists worker " + std::to_string(w));
+      world_size_ = std::max(world_size_, w + 1);
+    }
+    changes_.push_back({h.effective_step, static_cast<int>(h.live.size())});
+    membership_epoch_ = h.epoch;
+    live_workers_ = h.live;
+  }
+  return Status::Ok();
+}
+
 int WorkerClient::live_index() const {
   for (size_t i = 0; i < live_workers_.size(); ++i) {
     if (live_workers_[i] == rank_) return static_cast<int>(i);
@@ -294,22 +316,31 @@ Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t versio
   if (m.getEpoch() <= membership_epoch_ || version < m.getEffectiveStep()) return Status::Ok();
   std::vector<int> live;
   for (int w : m.getLiveWorkers()) {
-    if (w < 0 || w >= world_size_) return Internal("membership lists worker " + std::to_string(w));
+    if (w < 0) return Internal("membership lists worker " + std::to_string(w));
+    world_size_ = std::max(world_size_, w + 1);  // a new worker joined the job
     live.push_back(w);
   }
   if (std::find(live.begin(), live.end(), rank_) == live.end()) {
     return Aborted("this worker was declared lost and the job went on without it");
   }
-  std::string lost;
+  std::string lost, joined;
   for (int w : live_workers_) {
     if (std::find(live.begin(), live.end(), w) == live.end()) lost += (lost.empty() ? "" : ", ") + std::to_string(w);
   }
+  for (int w : live) {
+    if (std::find(live_workers_.begin(), live_workers_.end(), w) == live_workers_.end()) {
+      joined += (joined.empty() ? "" : ", ") + std::to_string(w);
+    }
+  }
   membership_epoch_ = m.getEpoch();
   live_workers_ = std::move(live);
-  spdlog::warn("worker(s) {} lost: from step {} the {} live workers share the data (this worker "
-               "takes part {} of {})",
-               lost, m.getEffectiveStep(), live_workers_.size(), live_index() + 1,
-               live_workers_.size());
+  changes_.push_back({m.getEffectiveStep(), static_cast<int>(live_workers_.size())});
+  spdlog::warn("{}{}{}: from step {} the {} live workers share the data (this worker takes part "
+               "{} of {})",
+               lost.empty() ? "" : "worker(s) " + lost + " lost",
+               !lost.empty() && !joined.empty() ? ", " : "",
+               joined.empty() ? "" : "worker(s) " + joined + " joined", m.getEffectiveStep(),
+               live_workers_.size(), live_index() + 1, live_workers_.size());
   return Status::Ok();
 }
 

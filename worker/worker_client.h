@@ -21,6 +21,7 @@
 #include "common/shard_map.h"
 #include "common/transport/device.h"
 #include "een/optimizer.h"
+#include "een/sampler.h"
 
 namespace een {
 
@@ -41,6 +42,7 @@ class WorkerClient {
   // The workers that train now (a lost one drops out at an agreed step),
   // and this worker's place among them: its share of the data.
   const std::vector<int>& live_workers() const { return live_workers_; }
+  const std::vector<MembershipChange>& membership_changes() const { return changes_; }
   int live_index() const;
 
   Status Push(wire::PushKind kind, uint64_t step, const std::vector<uint32_t>& chunks,
@@ -69,6 +71,11 @@ class WorkerClient {
  private:
   WorkerClient(JobEnvironment env) : env_(std::move(env)) {}
   Status ApplyJobStart(wire::JobStart::Reader js);
+  struct HistoryEntry {
+    uint64_t epoch = 0, effective_step = 0;
+    std::vector<int> live;
+  };
+  Status TakeHistory(const std::vector<HistoryEntry>& history);
   Status ConnectToPs();
   // Adopts a membership stamped on a pull answer of `version`, if it is
   // newer and already in effect; fails if it no longer includes this worker.
@@ -89,6 +96,8 @@ class WorkerClient {
   std::vector<std::unique_ptr<transport::Connection>> ps_;
   std::vector<std::vector<uint32_t>> ps_chunks_;  // chunk ids held by each PS
   std::vector<int> live_workers_;
+  std::vector<MembershipChange> changes_;  // adopted (or, joining, told) so far
+  std::vector<HistoryEntry> join_history_;  // from the first JobStart
   uint64_t membership_epoch_ = 0;
   bool resumed_ = false;
   bool stale_seen_ = false;  // a PS refused our map epoch

@@ -85,19 +85,20 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     // Each step the live workers together take the next live_count * batch
     // positions of the epoch's permutation; if a worker is lost, the others
-    // share the rest of the epoch. After `een-launch --resume`, dp.step() is
-    // the snapshot's step: start in its epoch, after the batches trained.
+    // share the rest of the epoch. A worker that starts mid-job (after
+    // `een-launch --resume`, a replacement under --max-restarts, a rollback)
+    // finds its epoch and position from dp.step() and the membership changes.
     const int64_t n = train.images.size(0);
-    const int64_t global = int64_t{dp.world_size()} * batch;
-    const int64_t steps_per_epoch = (n + global - 1) / global;
     // A lost PS (with snapshots on) rolls the job back: Step() throws
     // een::RolledBack and the loop starts again from dp.step().
     for (bool done = false; !done;) {
       try {
-        const int first_epoch = static_cast<int>(dp.step() / steps_per_epoch);
+        const een::DataPosition at =
+            een::PositionAfter(dp.step(), dp.world_size(), dp.membership_changes(), n, batch);
+        const int first_epoch = static_cast<int>(at.epoch);
         for (int epoch = first_epoch; epoch < epochs; ++epoch) {
           sampler.set_epoch(epoch);
-          int64_t position = epoch == first_epoch ? (dp.step() % steps_per_epoch) * global : 0;
+          int64_t position = epoch == first_epoch ? static_cast<int64_t>(at.position) : 0;
           double epoch_loss = 0;
           int64_t steps = 0;
           while (position < n) {

@@ -63,6 +63,11 @@ class DataParallel {
   // the rest of the epoch between them.
   int live_count() const;
   int live_index() const;
+  // Every change of live_count() so far, oldest first; with
+  // PositionAfter(step(), world_size(), membership_changes(), n, b) a
+  // worker that starts mid-job (a replacement under `een-launch
+  // --max-restarts`, a resume, a rollback) finds its epoch and position.
+  std::vector<MembershipChange> membership_changes() const;
 
   // Completes one step after backward(). `loss` and `samples` (this worker's
   // batch size) feed the launcher's progress line. Throws een::RolledBack

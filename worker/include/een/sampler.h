@@ -14,6 +14,28 @@
 
 namespace een {
 
+// From step `step` on, `live_count` workers train (a worker was lost, or a
+// replacement joined).
+struct MembershipChange {
+  uint64_t step = 0;
+  int live_count = 0;
+};
+
+// Where the data stands after `steps` steps: the epoch, and the position in
+// that epoch's permutation where the next global batch starts. Each step
+// the live workers take live_count * batch positions; an epoch ends once
+// its `dataset_size` positions are used up (the last step may wrap), and
+// the next starts at 0. `changes` (oldest first) say how many workers were
+// live when; before the first, all `world_size`. A worker that joins a
+// running job, or one that resumes or rolls back, starts from here.
+struct DataPosition {
+  uint64_t epoch = 0;
+  uint64_t position = 0;
+};
+DataPosition PositionAfter(uint64_t steps, int world_size,
+                           const std::vector<MembershipChange>& changes, uint64_t dataset_size,
+                           uint64_t batch);
+
 class DistributedSampler {
  public:
   DistributedSampler(size_t dataset_size, int rank, int world_size, bool shuffle = true,

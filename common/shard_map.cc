@@ -141,6 +141,100 @@ ShardMap ShardMap::WithPs(uint32_t ps, const std::string& address, const std::ve
   return next;
 }
 
+uint64_t ShardMap::ShardBytes(uint32_t shard) const {
+  uint64_t bytes = 0;
+  for (const Chunk& c : chunks_) bytes += c.shard == shard ? c.numel * uint64_t{4} : 0;
+  return bytes;
+}
+
+ShardMap ShardMap::WithNewPs(const std::string& address, uint64_t epoch) const {
+  ShardMap next = *this;
+  next.epoch_ = epoch;
+  next.ps_addresses_.push_back(address);
+  return next;
+}
+
+ShardMap::Moves ShardMap::MovesOnto(uint32_t to, const std::vector<bool>& usable) const {
+  std::vector<uint64_t> shard_bytes(shard_owner_.size(), 0), load(num_ps(), 0);
+  for (const Chunk& c : chunks_) shard_bytes[c.shard] += c.numel * uint64_t{4};
+  uint64_t total = 0;
+  size_t live = 0;
+  for (uint32_t s = 0; s < shard_owner_.size(); ++s) {
+    load[shard_owner_[s]] += shard_bytes[s];
+    total += shard_bytes[s];
+  }
+  for (uint32_t p = 0; p < num_ps(); ++p) live += (usable[p] || p == to) ? 1 : 0;
+  const uint64_t share = live ? total / live : 0;
+  Moves moves;
+  std::vector<uint32_t> order(shard_owner_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return shard_bytes[a] > shard_bytes[b]; });
+  for (uint32_t s : order) {  // largest first, from whoever is heaviest, while it helps
+    const uint32_t from = shard_owner_[s];
+    if (from == to || shard_bytes[s] == 0 || load[to] >= share) continue;
+    if (load[to] + shard_bytes[s] > load[from]) continue;  // would not even things out
+    moves[s] = to;
+    load[to] += shard_bytes[s];
+    load[from] -= shard_bytes[s];
+  }
+  return moves;
+}
+
+ShardMap::Moves ShardMap::MovesOff(uint32_t from, const std::vector<bool>& usable) const {
+  std::vector<uint64_t> shard_bytes(shard_owner_.size(), 0), load(num_ps(), 0);
+  for (const Chunk& c : chunks_) shard_bytes[c.shard] += c.numel * uint64_t{4};
+  for (uint32_t s = 0; s < shard_owner_.size(); ++s) load[shard_owner_[s]] += shard_bytes[s];
+  std::vector<uint32_t> order(shard_owner_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return shard_bytes[a] > shard_bytes[b]; });
+  Moves moves;
+  for (uint32_t s : order) {
+    if (shard_owner_[s] != from) continue;
+    uint32_t best = kNoPs;
+    for (uint32_t p = 0; p < num_ps(); ++p) {
+      if (p == from || !usable[p]) continue;
+      if (best == kNoPs || load[p] < load[best]) best = p;
+    }
+    if (best == kNoPs) return {};  // nowhere to go
+    moves[s] = best;
+    load[best] += shard_bytes[s];
+  }
+  return moves;
+}
+
+ShardMap ShardMap::Staged(const Moves& moves, uint64_t epoch) const {
+  ShardMap next = *this;
+  next.epoch_ = epoch;
+  if (next.shard_backup_.empty()) next.shard_backup_.assign(shard_owner_.size(), kNoPs);
+  for (const auto& [shard, to] : moves) next.shard_backup_[shard] = to;
+  return next;
+}
+
+ShardMap ShardMap::Moved(const Moves& moves, int replicas, int leaving,
+                         const std::vector<bool>& usable, uint64_t epoch) const {
+  ShardMap next = *this;
+  next.epoch_ = epoch;
+  for (const auto& [shard, to] : moves) {
+    const uint32_t from = shard_owner_[shard];
+    next.shard_owner_[shard] = to;
+    next.shard_backup_[shard] =
+        replicas >= 2 && static_cast<int>(from) != leaving ? from : kNoPs;
+  }
+  if (replicas < 2) {
+    next.shard_backup_.clear();
+    return next;
+  }
+  for (uint32_t s = 0; s < next.shard_backup_.size(); ++s) {
+    if (static_cast<int>(next.shard_backup_[s]) == leaving) next.shard_backup_[s] = kNoPs;
+  }
+  std::vector<bool> staying = usable;
+  if (leaving >= 0) staying[leaving] = false;
+  next.AssignMissingBackups(staying);
+  return next;
+}
+
 Result<ShardMap> ShardMap::WithAddresses(std::vector<std::string> addresses,
                                          uint64_t epoch) const {
   if (addresses.size() != ps_addresses_.size()) {

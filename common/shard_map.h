@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,22 @@ class ShardMap {
   // without a backup gets one, the least loaded usable PS first.
   ShardMap WithPs(uint32_t ps, const std::string& address, const std::vector<bool>& usable,
                   uint64_t epoch) const;
+  // Moving shards while training goes on, in two map epochs: Staged()
+  // makes each moved shard's new owner its backup (it receives an image
+  // and is kept in step), then Moved() hands it ownership; the old owner
+  // stays as backup with replicas 2 unless it is leaving (then the shard
+  // gets a backup on a usable PS). `moves`: virtual shard -> new owner.
+  using Moves = std::map<uint32_t, uint32_t>;
+  ShardMap WithNewPs(const std::string& address, uint64_t epoch) const;
+  // Shards to move onto PS `to` (heaviest owner first) until it holds
+  // about its share of the bytes.
+  Moves MovesOnto(uint32_t to, const std::vector<bool>& usable) const;
+  // Every shard PS `from` owns, each to the usable PS that owns least.
+  Moves MovesOff(uint32_t from, const std::vector<bool>& usable) const;
+  ShardMap Staged(const Moves& moves, uint64_t epoch) const;
+  ShardMap Moved(const Moves& moves, int replicas, int leaving, const std::vector<bool>& usable,
+                 uint64_t epoch) const;
+  uint64_t ShardBytes(uint32_t shard) const;
   // A copy with these PS addresses (replacement processes) and epoch.
   Result<ShardMap> WithAddresses(std::vector<std::string> addresses, uint64_t epoch) const;
   // Chunks this PS owns or backs up.

@@ -118,10 +118,7 @@ Status Coordinator::RestoreState() {
     EEN_ASSIGN_OR_RETURN(optimizer_, OptimizerFromWire(st.getOptimizer()));
     for (auto r : st.getNodes()) {
       std::vector<Node>& nodes = NodesOf(r.getRole());
-      if (r.getRank() < 0 || (r.getRole() == wire::Role::PS &&
-                              r.getRank() >= static_cast<int>(nodes.size()))) {
-        return DataLoss("the saved state does not match this job's size");
-      }
+      if (r.getRank() < 0) return DataLoss("the saved state lists a negative rank");
       if (r.getRank() >= static_cast<int>(nodes.size())) nodes.resize(r.getRank() + 1);  // joined live
       Node& n = nodes[r.getRank()];
       n.role = r.getRole();
@@ -263,6 +260,7 @@ void Coordinator::Handle(const transport::Envelope& envelope) {
         return SendJobStart(*n);
       }
       case wire::Header::REGISTER: return HandleRegister(envelope.from, h.getRegister());
+      case wire::Header::DRAIN: return HandleDrain(envelope.from, h.getDrain());
       case wire::Header::HEARTBEAT: return HandleHeartbeat(envelope.from, h.getHeartbeat());
       case wire::Header::BARRIER: return HandleBarrier(envelope.from, h.getBarrier().getSequence());
       case wire::Header::DONE: return HandleDone(envelope.from);
@@ -297,6 +295,10 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
     spdlog::info("spare PS registered (host {}, pid {}): it takes over the next lost PS",
                  spare.host, spare.pid);
     return Status::Ok();
+  }
+  if (state_ == wire::JobState::RUNNING && role == wire::Role::PS &&
+      reg.getRank() == static_cast<int>(ps_.size())) {
+    return AddPs({peer, reg.getHost(), reg.getPid(), reg.getDataAddress()});  // capacity grows
   }
   if (state_ == wire::JobState::RUNNING && role == wire::Role::PS && reg.getRank() >= 0 &&
       reg.getRank() < static_cast<int>(ps_.size()) &&
@@ -549,6 +551,109 @@ Status Coordinator::ReplacePs(int rank, const PsProcess& process, const std::str
   return Status::Ok();
 }
 
+std::string Coordinator::PsList(const std::set<uint32_t>& ranks) const {
+  std::string text;
+  for (uint32_t r : ranks) text += fmt::format("{}ps {}", text.empty() ? "" : ", ", r);
+  return text.empty() ? "no PS" : text;
+}
+
+Status Coordinator::AddPs(const PsProcess& process) {
+  if (moves_ || recovering_ || !map_) {
+    return Unavailable("shards are moving or rolling back already; start the PS again later");
+  }
+  Node n;
+  n.role = wire::Role::PS;
+  n.rank = static_cast<int>(ps_.size());
+  n.host = process.host;
+  n.pid = process.pid;
+  n.data_address = process.data_address;
+  n.control = process.control;
+  n.registered = true;
+  n.last_seen = Clock::now();
+  if (n.data_address.empty()) return InvalidArgument("a PS must give its data address");
+  ps_.push_back(n);
+  map_ = map_->WithNewPs(n.data_address, map_epoch_);
+  spdlog::info("{} joins the running job: the job grows to {} PS", Describe(ps_.back()), ps_.size());
+  StartMoves(map_->MovesOnto(n.rank, UsablePs()), -1,
+             fmt::format("balancing onto the new ps {}", n.rank));
+  EEN_RETURN_IF_ERROR(SendJobStart(ps_.back(), /*rebuild=*/true));
+  return Status::Ok();
+}
+
+Status Coordinator::HandleDrain(const transport::PeerId& peer, int rank) {
+  auto refuse = [&](const std::string& why) {
+    (void)listener_->Send(peer, wire::MakeError(wire::ErrorCode::FAILED_PRECONDITION,
+                                                "cannot drain ps " + std::to_string(rank) + ": " + why));
+    return Status::Ok();
+  };
+  if (state_ != wire::JobState::RUNNING || !map_) return refuse("the job is not running");
+  if (rank < 0 || rank >= static_cast<int>(ps_.size())) return refuse("no such PS");
+  if (ps_[rank].lost || ps_[rank].done) return refuse("it is lost or gone already");
+  if (moves_ || recovering_) return refuse("shards are moving or rolling back already; try later");
+  std::vector<bool> usable = UsablePs();
+  usable[rank] = false;
+  if (std::find(usable.begin(), usable.end(), true) == usable.end()) {
+    return refuse("it is the only PS left");
+  }
+  ShardMap::Moves moves = map_->MovesOff(rank, usable);
+  std::set<uint32_t> to;
+  for (const auto& [shard, target] : moves) to.insert(target);
+  capnp::MallocMessageBuilder b;
+  b.initRoot<wire::Header>().setDrainReply(
+      fmt::format("draining ps {}: {} shard(s) move to {}; it leaves once they are served there",
+                  rank, moves.size(), PsList(to)));
+  EEN_RETURN_IF_ERROR(listener_->Send(peer, Message{{wire::Encode(b)}}));
+  StartMoves(std::move(moves), rank, fmt::format("draining ps {}", rank));
+  return Status::Ok();
+}
+
+void Coordinator::StartMoves(ShardMap::Moves moves, int leaving, const std::string& what) {
+  uint64_t bytes = 0;
+  std::set<uint32_t> to;
+  for (const auto& [shard, target] : moves) {
+    bytes += map_->ShardBytes(shard);
+    to.insert(target);
+  }
+  map_epoch_++;
+  map_ = map_->Staged(moves, map_epoch_);
+  map_moved_ = true;
+  moves_ = ShardMoves{std::move(moves), leaving, map_epoch_, bytes};
+  spdlog::info("{}: {} shard(s), {} bytes of parameters, move to {}; first they are backed up "
+               "there (shard map epoch {})",
+               what, moves_->moves.size(), bytes, PsList(to), map_epoch_);
+  SendMapChange();
+  SaveState();
+  MaybeFinishMoves();  // nothing to copy: done at once
+}
+
+void Coordinator::MaybeFinishMoves() {
+  if (!moves_) return;
+  if (map_epoch_ != moves_->staged_epoch) {  // a failover or rollback came first
+    spdlog::warn("shard moves abandoned: the shard map changed meanwhile (epoch {})", map_epoch_);
+    moves_.reset();
+    return;
+  }
+  std::set<uint32_t> to;
+  for (const auto& [shard, target] : moves_->moves) {
+    if (ps_[target].chunks_ready != moves_->staged_epoch) return;  // still receiving
+    to.insert(target);
+  }
+  map_epoch_++;
+  map_ = map_->Moved(moves_->moves, options_.job.replicas, moves_->leaving, UsablePs(), map_epoch_);
+  spdlog::info("shard moves done: {} shard(s) ({} bytes of parameters) now served by {} (shard "
+               "map epoch {})",
+               moves_->moves.size(), moves_->bytes, PsList(to), map_epoch_);
+  if (moves_->leaving >= 0) {
+    Node& gone = ps_[moves_->leaving];
+    gone.drained = true;
+    gone.done = true;
+    spdlog::info("{} is drained and leaves", Describe(gone));
+  }
+  moves_.reset();
+  SendMapChange();
+  SaveState();
+}
+
 void Coordinator::UseSpare(int rank) {
   if (spares_.empty() || state_ != wire::JobState::RUNNING || !ps_[rank].lost) return;
   const PsProcess spare = spares_.front();
@@ -586,7 +691,7 @@ Status Coordinator::SendJobStart(const Node& n, bool rebuild, uint64_t join_step
   auto js = b.initRoot<wire::Header>().initJobStart();
   js.setRank(n.rank);
   js.setWorldSize(static_cast<int>(workers_.size()));  // grows as workers join
-  js.setNumPs(options_.job.ps);
+  js.setNumPs(static_cast<int>(ps_.size()));
   map.ToWire(js.initMap());
   OptimizerToWire(optimizer_, js.initOptimizer());
   const bool rolled_back = rollback_epoch_ > 0;
@@ -769,6 +874,11 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
         spdlog::info("ps {} holds every chunk of shard map epoch {} (its backups are built)",
                      n.rank, map_epoch_);
       }
+      MaybeFinishMoves();
+    }
+    if (n.drained) {
+      state = wire::JobState::SHUTDOWN;
+      reason = "drained: its shards moved to other PS";
     }
     if (role == wire::Role::PS && hb.getSnapshotStep() > n.snapshot_step) {
       n.snapshot_step = hb.getSnapshotStep();

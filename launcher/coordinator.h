@@ -67,6 +67,7 @@ class Coordinator {
     bool done = false;   // worker finished / PS left
     bool lost = false;   // declared lost; the job goes on without it (a PS: until replaced)
     bool joining = false;  // worker: a replacement waiting for the membership change
+    bool drained = false;  // PS: its shards moved away; told to leave
     Clock::time_point last_seen;
     uint64_t step = 0;
     double loss = 0;
@@ -107,6 +108,14 @@ class Coordinator {
     std::string data_address;
   };
   Status ReplacePs(int rank, const PsProcess& process, const std::string& why);
+  // Shards moving while training goes on: a PS that joins with the next
+  // rank gets its share, a drained PS hands all of its own over and
+  // leaves. Two map epochs: the receivers back the moved shards up first
+  // (images), and take them over once each reports every chunk ready.
+  Status AddPs(const PsProcess& process);
+  Status HandleDrain(const transport::PeerId& peer, int rank);
+  void StartMoves(ShardMap::Moves moves, int leaving, const std::string& what);
+  void MaybeFinishMoves();
   // After a PS loss: a standby takes its place at once, if there is one.
   void UseSpare(int rank);
   // The job ended: standbys are told, and exit.
@@ -139,6 +148,7 @@ class Coordinator {
   Node* NodeByControl(const transport::PeerId& peer);
   std::string Describe(const Node& n) const;
   std::vector<Node>& NodesOf(wire::Role role) { return role == wire::Role::PS ? ps_ : workers_; }
+  std::string PsList(const std::set<uint32_t>& ranks) const;
 
   CoordinatorOptions options_;
   std::unique_ptr<transport::Listener> listener_;
@@ -150,6 +160,13 @@ class Coordinator {
   bool map_moved_ = false;        // a failover moved shards since the start
   int worker_replacements_ = 0;   // replacement workers accepted (--max-restarts)
   std::vector<PsProcess> spares_;  // standby PS (een-launch --spare-ps), oldest first
+  struct ShardMoves {
+    ShardMap::Moves moves;  // virtual shard -> new owner
+    int leaving = -1;       // the PS being drained, if any
+    uint64_t staged_epoch = 0;
+    uint64_t bytes = 0;     // parameter bytes that move (images add optimizer state)
+  };
+  std::optional<ShardMoves> moves_;
   uint64_t rollback_epoch_ = 0;   // map epoch of the latest rollback
   bool recovering_ = false;
   Clock::time_point recovery_started_;

@@ -67,8 +67,9 @@ Result<ChunkStore::Adoption> ChunkStore::Adopt(const ShardMap& next, uint32_t ps
     }
     Slot s = std::move(slots_[slot_of_[c]]);
     if (primary && !s.primary) adoption.promoted.push_back(c);
-    if (!primary && s.primary) {
-      return FailedPrecondition("chunk " + std::to_string(c) + " would go from primary to backup");
+    if (!primary && s.primary) {  // moved to another PS, which this one now backs up
+      for (auto& f : s.contributions) f = transport::Frame();
+      s.acked = -1;
     }
     s.primary = primary;
     slot_of[c] = static_cast<int32_t>(kept.size());

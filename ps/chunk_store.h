@@ -59,8 +59,10 @@ class ChunkStore {
     std::vector<uint32_t> promoted;    // were backups here, now primaries
     std::vector<uint32_t> new_backups; // newly held as backup: wait for an image
   };
-  // Follows `next` for PS `ps`: keeps what stays, promotes, makes room for
-  // new backups (a fresh arena block), forgets chunks it no longer holds.
+  // Follows `next` for PS `ps`: keeps what stays, promotes, demotes (a chunk
+  // moved away that this PS now backs up: gradients held for it are
+  // dropped, the new owner has them resent), makes room for new backups (a
+  // fresh arena block), forgets chunks it no longer holds.
   Result<Adoption> Adopt(const ShardMap& next, uint32_t ps);
   // Backup: the primary's mean gradient of step `step`. Returns false for a
   // step already applied (a repeat), FailedPrecondition for a gap.

@@ -310,7 +310,9 @@ void ParameterServer::StepsCompleted(const std::vector<uint32_t>& completed) {
 
 void ParameterServer::SendError(const transport::PeerId& peer, wire::ErrorCode code,
                                 const std::string& text, uint64_t request_id) {
-  spdlog::warn("refused a message from {}: {}", peer.size() <= 16 ? "a worker" : peer, text);
+  // Routed with an old map: expected for a moment after every map change.
+  const auto level = code == wire::ErrorCode::STALE_EPOCH ? spdlog::level::info : spdlog::level::warn;
+  spdlog::log(level, "refused a message from {}: {}", peer.size() <= 16 ? "a worker" : peer, text);
   (void)listener_->Send(peer, wire::MakeError(code, text, request_id));
 }
 

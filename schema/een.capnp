@@ -221,6 +221,9 @@ struct Header {
     replicate @21 :Replicate;      # primary PS -> backup PS
     replicated @22 :Replicate;     # backup PS -> primary PS: applied (no payload)
     mapChange @23 :ShardMap;       # coordinator -> PS: shards moved (failover, new PS)
+    drain @24 :Int32;              # eenctl -> coordinator: move every shard off this PS,
+                                   # then let it leave
+    drainReply @25 :Text;          # coordinator -> eenctl: what moves where
   }
 }
 

@@ -189,6 +189,53 @@ TEST(ShardMapReplicas, WireRoundTripKeepsBackupsAndRejectsSelfBackup) {
   EXPECT_FALSE(ShardMap::Build({{"w", 10}}, 1, TwoReplicas(), Addresses(1)).ok());
 }
 
+// Adding a fourth PS to ResNet-50 on three: about a quarter of the bytes
+// move (recorded), all onto the new PS, and the four end within 10 %.
+TEST(ShardMapMoves, AddingAPsMovesAboutItsShareAndBalances) {
+  auto map = ShardMap::Build(LoadModel("resnet50"), 3, ShardingOptions{}, Addresses(3));
+  ASSERT_TRUE(map.ok());
+  ShardMap grown = map->WithNewPs("tcp://127.0.0.1:7003", 2);
+  const auto moves = grown.MovesOnto(3, {true, true, true, true});
+  uint64_t moved = 0, total = 0;
+  for (const auto& [shard, to] : moves) {
+    EXPECT_EQ(to, 3u);
+    moved += grown.ShardBytes(shard);
+  }
+  for (uint64_t b : map->BytesPerPs()) total += b;
+  RecordProperty("resnet50_3to4_moved_bytes", std::to_string(moved));
+  RecordProperty("resnet50_3to4_moved_fraction", std::to_string(double(moved) / total));
+  EXPECT_GT(moved, total / 4 * 0.9);
+  EXPECT_LT(moved, total / 4 * 1.1);
+  ShardMap done = grown.Staged(moves, 3).Moved(moves, 1, -1, {true, true, true, true}, 4);
+  EXPECT_FALSE(done.replicated());
+  auto bytes = done.BytesPerPs();
+  const auto [lo, hi] = std::minmax_element(bytes.begin(), bytes.end());
+  EXPECT_LT(double(*hi - *lo) / *hi, 0.10) << *lo << " vs " << *hi;
+}
+
+TEST(ShardMapMoves, DrainingAPsMovesEverythingItOwnsAndKeepsTwoCopies) {
+  ShardingOptions o;
+  o.replicas = 2;
+  auto map = ShardMap::Build(LoadModel("vgg16"), 3, o, Addresses(3));
+  ASSERT_TRUE(map.ok());
+  const std::vector<bool> others = {false, true, true};
+  const auto moves = map->MovesOff(0, others);
+  EXPECT_EQ(moves.size(), map->ChunksOwnedBy(0).empty() ? 0u : moves.size());
+  ShardMap staged = map->Staged(moves, 2);
+  for (const auto& [shard, to] : moves) {
+    EXPECT_EQ(staged.OwnerOfShard(shard), 0u);
+    EXPECT_EQ(staged.BackupOfShard(shard), to);  // receives an image first
+  }
+  ShardMap done = staged.Moved(moves, 2, /*leaving=*/0, others, 3);
+  for (uint32_t s = 0; s < done.num_shards(); ++s) {
+    EXPECT_NE(done.OwnerOfShard(s), 0u);
+    EXPECT_NE(done.BackupOfShard(s), 0u);
+    EXPECT_NE(done.BackupOfShard(s), ShardMap::kNoPs);
+    EXPECT_NE(done.BackupOfShard(s), done.OwnerOfShard(s));
+  }
+  EXPECT_TRUE(done.ChunksHeldBy(0).empty());
+}
+
 TEST(ShardMap, RejectsBadRequests) {
   EXPECT_FALSE(ShardMap::Build({{"w", 10}}, 0, ShardingOptions{}, {}).ok());
   EXPECT_FALSE(ShardMap::Build({{"w", 0}}, 1, ShardingOptions{}, Addresses(1)).ok());

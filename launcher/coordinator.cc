@@ -146,7 +146,7 @@ Status Coordinator::RestoreState() {
     rollback_epoch_ = st.getRollbackEpoch();
     map_moved_ = st.getMapMoved();
     for (auto m : st.getHistory()) {
-      MembershipRecord r{m.getEpoch(), m.getEffectiveStep(), {}};
+      MembershipEntry r{m.getEpoch(), m.getEffectiveStep(), {}};
       for (int w : m.getLiveWorkers()) r.live.push_back(w);
       history_.push_back(std::move(r));
     }
@@ -676,6 +676,13 @@ void Coordinator::ReleaseSpares() {
   spares_.clear();
 }
 
+void Coordinator::SaveHistory() {
+  if (options_.snapshot_dir.empty()) return;
+  if (Status s = WriteMembershipLog(options_.snapshot_dir, history_); !s.ok()) {
+    spdlog::warn("{}; a --resume of this job may misplace the data position", s.message());
+  }
+}
+
 void Coordinator::HistoryToWire(capnp::List<wire::Membership>::Builder list) const {
   for (size_t k = 0; k < history_.size(); ++k) {
     list[k].setEpoch(history_[k].epoch);
@@ -833,7 +840,20 @@ Status Coordinator::StartJob() {
                model_.size(), map.TotalNumel(), map.chunks().size(), balance,
                OptimizerName(optimizer_.kind), map.replicated() ? 2 : 1,
                map.replicated() ? "ies" : "y");
-  history_.push_back({0, 0, LiveWorkerRanks()});  // the start: every worker
+  if (options_.resume && !options_.snapshot_dir.empty()) {
+    // Where the data stood: the changes before the snapshot's step, then everyone again.
+    auto saved = ReadMembershipLog(options_.snapshot_dir);
+    if (saved.ok()) {
+      for (MembershipEntry& e : *saved) {
+        if (e.effective_step <= start_step_) history_.push_back(std::move(e));
+      }
+      membership_epoch_ = history_.empty() ? 0 : history_.back().epoch + 1;
+    } else {
+      spdlog::warn("{}: workers start as if every one had trained every step", saved.status().message());
+    }
+  }
+  history_.push_back({membership_epoch_, start_step_, LiveWorkerRanks()});  // the start: everyone
+  SaveHistory();
   for (auto* nodes : {&ps_, &workers_}) {
     for (Node& n : *nodes) {
       EEN_RETURN_IF_ERROR(SendJobStart(n));
@@ -1064,6 +1084,7 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
   }
   membership_pending_ = false;
   history_.push_back({membership_epoch_, step, membership_live_});
+  SaveHistory();
   for (int r : membership_live_) {
     Node& w = workers_[r];
     if (!w.joining) continue;

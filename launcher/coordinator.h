@@ -30,6 +30,7 @@
 #include "common/job_config.h"
 #include "common/shard_map.h"
 #include "common/transport/device.h"
+#include "launcher/membership_log.h"
 #include "launcher/state_store.h"
 #include "een/optimizer.h"
 #include "schema/een.capnp.h"
@@ -42,6 +43,7 @@ struct CoordinatorOptions {
   bool resume = false;  // start from the newest snapshot intact on every PS
   std::string state_path;  // RocksDB for the coordinator's own state ("": keep none)
   bool restore = false;    // restart: take the job up from state_path
+  std::string snapshot_dir;  // with snapshots: where the membership history goes too
 };
 
 class Coordinator {
@@ -185,11 +187,9 @@ class Coordinator {
   uint64_t membership_epoch_ = 0;
   bool membership_pending_ = false;
   std::vector<int> membership_live_;          // of the round being agreed
-  struct MembershipRecord {
-    uint64_t epoch = 0, effective_step = 0;
-    std::vector<int> live;
-  };
-  std::vector<MembershipRecord> history_;     // every committed change, oldest first
+  std::vector<MembershipEntry> history_;       // every committed change, oldest first
+  // Keeps history_ next to the snapshots too, for --resume.
+  void SaveHistory();
   void HistoryToWire(capnp::List<wire::Membership>::Builder list) const;
   std::map<int, uint64_t> prepared_;          // PS rank -> its max version
   uint64_t complete_snapshot_ = 0;  // newest step snapshotted by every PS

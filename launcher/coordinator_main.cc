@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   app.add_option("--shards-per-ps", o.job.sharding.shards_per_ps)->check(CLI::PositiveNumber);
   app.add_option("--ready-fd", ready_fd, "file descriptor to write the address to");
   app.add_flag("--resume", o.resume, "start from the newest snapshot every PS holds intact");
+  app.add_option("--snapshot-dir", o.snapshot_dir,
+                 "the job's snapshot folder: the membership history is kept there too");
   app.add_option("--state-dir", o.state_path, "RocksDB for this coordinator's own state");
   app.add_flag("--restore", o.restore, "take a running job up again from --state-dir");
   CLI11_PARSE(app, argc, argv);

@@ -80,6 +80,10 @@ Status LocalJob::StartCoordinator(bool restore) {
       "--state-dir", run_dir_ + "/coordinator-state",
       "--ready-fd", std::to_string(ready[1])};
   if (config_.resume) argv.push_back("--resume");
+  if (config_.snapshot_every > 0 || config_.resume) {
+    argv.push_back("--snapshot-dir");
+    argv.push_back(config_.snapshot_dir);
+  }
   if (restore) argv.push_back("--restore");
   ChildProcess coordinator("coordinator", argv, std::map<std::string, std::string>{},
                            std::vector<int>{ready[1]});

@@ -173,6 +173,9 @@ Result<bool> ChunkStore::AddGradient(uint32_t chunk, int worker, uint64_t step,
                               std::to_string(join_step_[worker]) + "; step " +
                               std::to_string(step) + " completes without it");
   }
+  bool first = true;
+  for (const auto& f : s.contributions) first &= f.data() == nullptr;
+  if (first) s.first_contribution = std::chrono::steady_clock::now();
   s.contributions[worker] = std::move(grad);
   if (!Complete(s)) return false;
   Aggregate(chunk, s);
@@ -222,6 +225,25 @@ Status ChunkStore::AddWorker(int worker, uint64_t step) {
   live_[worker] = true;
   join_step_[worker] = step;
   return Status::Ok();
+}
+
+std::optional<ChunkStore::Stall> ChunkStore::OldestStall() const {
+  std::optional<Stall> oldest;
+  for (uint32_t c = 0; c < slot_of_.size(); ++c) {
+    if (slot_of_[c] < 0) continue;
+    const Slot& s = SlotOf(c);
+    bool any = false;
+    for (const auto& f : s.contributions) any |= f.data() != nullptr;
+    if (!s.primary || !any || (oldest && oldest->since <= s.first_contribution)) continue;
+    Stall stall{c, s.version, s.first_contribution, {}};
+    for (int w = 0; w < num_workers_; ++w) {
+      if (live_[w] && s.version >= join_step_[w] && s.contributions[w].data() == nullptr) {
+        stall.missing.push_back(w);
+      }
+    }
+    oldest = std::move(stall);
+  }
+  return oldest;
 }
 
 std::vector<int> ChunkStore::LiveWorkers() const {

@@ -17,8 +17,10 @@
 // Thread safety: single-threaded (the PS event loop).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/shard_map.h"
@@ -93,6 +95,15 @@ class ChunkStore {
   Status AddWorker(int worker, uint64_t step);
   uint64_t JoinStep(int worker) const { return join_step_[worker]; }
   std::vector<int> LiveWorkers() const;
+  // The step that has waited longest for gradients (some arrived, not all):
+  // which chunk, since when, and the workers it still waits for.
+  struct Stall {
+    uint32_t chunk = 0;
+    uint64_t step = 0;
+    std::chrono::steady_clock::time_point since;
+    std::vector<int> missing;
+  };
+  std::optional<Stall> OldestStall() const;
   // Values (or, in sum mode or for replication, the last mean gradient) as
   // zero-copy frames.
   transport::Frame Values(uint32_t chunk) const;
@@ -108,6 +119,7 @@ class ChunkStore {
     uint64_t version = 0;
     bool initialized = false;
     std::vector<transport::Frame> contributions;  // per worker, for step `version`
+    std::chrono::steady_clock::time_point first_contribution;  // of step `version`
     std::shared_ptr<std::vector<float>> mean;     // last step's mean (sum mode, replicas)
   };
 

@@ -216,7 +216,26 @@ Status ParameterServer::Serve(const std::atomic<bool>& stop) {
     }
     auto envelope = listener_->Receive(milliseconds(20));
     if (envelope.ok()) Handle(*envelope);
+    ReportStall();
   }
+}
+
+void ParameterServer::ReportStall() {
+  const auto now = Clock::now();
+  if (now < next_stall_check_) return;
+  next_stall_check_ = now + milliseconds(100);
+  const auto stall = store_->OldestStall();
+  if (!stall || stall->step == stall_reported_step_ || stall->missing.empty()) return;
+  const auto waited = std::chrono::duration_cast<milliseconds>(now - stall->since);
+  if (waited < env_.failover_threshold) return;
+  stall_reported_step_ = stall->step;
+  std::string who;
+  for (int w : stall->missing) who += (who.empty() ? "" : ", ") + std::to_string(w);
+  const Chunk& chunk = map_.chunks()[stall->chunk];
+  spdlog::warn("step {} has waited {} ms for the gradients of worker(s) {} (chunk {}: tensor '{}' "
+               "elements {}-{}, virtual shard {})",
+               stall->step, waited.count(), who, stall->chunk, map_.tensors()[chunk.tensor].name,
+               chunk.offset, chunk.offset + chunk.numel - 1, chunk.shard);
 }
 
 Status ParameterServer::HandleControl(const Message& message) {

@@ -116,6 +116,11 @@ class ParameterServer {
   uint64_t epoch_ = 0;        // shard map epoch data messages must carry
   std::atomic<uint64_t> chunks_ready_{0};  // epoch whose every chunk is initialized here
   void NoteChunksReady();
+  // Names the workers a step has waited for longer than the failover
+  // threshold (once per step), so a slow worker never stalls unexplained.
+  void ReportStall();
+  std::chrono::steady_clock::time_point next_stall_check_;
+  uint64_t stall_reported_step_ = UINT64_MAX;
   uint64_t freeze_above_ = 0;
   // Last: its thread reads step_ and writer_, so it must stop first.
   std::unique_ptr<HeartbeatSender> heartbeat_;

@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fstream>
+#include <thread>
 
 namespace {
 
@@ -44,6 +45,10 @@ int main(int argc, char** argv) {
   app.add_option("--workers", workers, "workers the reference stands for");
   app.add_option("--batch", batch, "per-worker batch");
   app.add_option("--steps", steps);
+  int stall_rank = -1, stall_step = -1, stall_ms = 0;  // a slow worker, for the stall report
+  app.add_option("--stall-rank", stall_rank);
+  app.add_option("--stall-step", stall_step);
+  app.add_option("--stall-ms", stall_ms);
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);
 
@@ -99,6 +104,9 @@ int main(int argc, char** argv) {
             if (mine.empty() || s % per_epoch == 0) {
               sampler.set_epoch(s / per_epoch);
               mine = sampler.indices();
+            }
+            if (dp.rank() == stall_rank && s == stall_step) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
             }
             const int64_t at = (s % per_epoch) * batch;
             std::vector<int64_t> idx(mine.begin() + at, mine.begin() + at + batch);

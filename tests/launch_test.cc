@@ -159,6 +159,23 @@ TEST(Launch, FailingWorkerFailsTheJobAndSaysWhich) {
       << r.output;
 }
 
+// A worker that is alive (heartbeats go on) but slow: the job waits for it,
+// and the PS name it and the chunk that waits, past the failover threshold.
+TEST(Launch, StepWaitingForASlowWorkerNamesItAndTheChunk) {
+  auto r = testing::Run(Launch({"--ps", "2", "--workers", "2"},
+                               {kBin + "/equivalence_train", "--steps", "300", "--out",
+                                "/tmp/een-stall-" + std::to_string(getpid()), "--stall-rank", "1",
+                                "--stall-step", "100", "--stall-ms", "1500"}),
+                        seconds(60));
+  std::remove(("/tmp/een-stall-" + std::to_string(getpid())).c_str());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("step 100 has waited [0-9]+ ms for the "
+                                                     "gradients of worker\\(s\\) 1 \\(chunk [0-9]+: "
+                                                     "tensor '[a-z0-9.]+' elements")))
+      << r.output;
+  EXPECT_EQ(r.output.find("silent for"), std::string::npos) << "a slow worker is not a lost one";
+}
+
 TEST(Launch, WorkerOutsideTheLauncherSaysHowToStartIt) {
   auto r = testing::Run({kBin + "/fashion_mnist"}, seconds(30), {{"EEN_COORDINATOR", ""}});
   EXPECT_NE(r.exit_code, 0);

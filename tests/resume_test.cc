@@ -9,7 +9,9 @@
 #include <fstream>
 #include <regex>
 
+#include "support/coverage_records.h"
 #include "support/files.h"
+#include "support/job_output.h"
 #include "support/subprocess.h"
 
 namespace een {
@@ -81,6 +83,73 @@ TEST_F(Resume, KilledJobResumesToBitwiseTheSameParameters) {
   EXPECT_NE(again.output.find("is not intact on every PS; using step 1900"), std::string::npos)
       << again.output;
   EXPECT_EQ(testing::ReadBytes(base_ + "/resumed.bin"), expected) << "parameters after the fallback differ";
+}
+
+// A worker was lost before the snapshot: the resumed job (every worker live
+// again) must start each worker where the data really stood, which depends
+// on when the loss took effect; the coordinator keeps that history next to
+// the snapshots. Checked on the samples each process trained on.
+TEST_F(Resume, AfterAWorkerLossTheDataPositionIsKept) {
+  constexpr int kSamples = 20000, kBatch = 4;
+  const std::string dir = base_ + "/snapshots", run1 = base_ + "/run1", run2 = base_ + "/run2";
+  std::filesystem::create_directories(run1);
+  std::filesystem::create_directories(run2);
+  auto job = [&](const std::string& record, const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = {kBin + "/een-launch", "--ps", "2", "--workers", "3",
+                                     "--min-workers", "2", "--snapshot-every", "200",
+                                     "--progress-interval", "200ms"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    for (const std::string& a : {std::string("--"), kBin + "/coverage_train", std::string("--record"),
+                                 record, std::string("--samples"), std::to_string(kSamples),
+                                 std::string("--batch"), std::to_string(kBatch)}) {
+      argv.push_back(a);
+    }
+    return argv;
+  };
+  uint64_t loss_step = 0;
+  {
+    testing::Subprocess first(job(run1, {"--snapshot-dir", dir}));
+    ASSERT_TRUE(first.WaitForOutput("progress: step", seconds(60))) << first.output();
+    const pid_t victim = testing::NewestPid(first.output(), "worker 1");
+    ASSERT_GT(victim, 0);
+    ASSERT_EQ(kill(victim, SIGKILL), 0);
+    ASSERT_TRUE(first.WaitForOutput("membership 1: from step", seconds(20))) << first.output();
+    std::smatch m;
+    std::string out = first.output();
+    ASSERT_TRUE(std::regex_search(out, m, std::regex("membership 1: from step ([0-9]+)")));
+    loss_step = std::stoull(m[1]);
+    // A snapshot complete after the loss took effect, then the whole job dies.
+    const size_t mark = first.output().size();
+    ASSERT_TRUE(first.WaitForOutput("complete on all 2 PS", seconds(30), mark)) << first.output();
+    first.Signal(SIGKILL);
+    ASSERT_TRUE(first.Wait(seconds(10)).has_value());
+  }
+  auto resumed = testing::Run(job(run2, {"--resume", dir}), seconds(120));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(resumed.output, m,
+                                std::regex("resuming from the snapshot of step ([0-9]+)")));
+  const uint64_t resume_step = std::stoull(m[1]);
+  ASSERT_GT(resume_step, loss_step) << resumed.output;
+  // What counts: the first run's steps before the snapshot, the second's after.
+  int files = 0;
+  testing::Record before = testing::ReadRecords(run1, &files), after = testing::ReadRecords(run2, &files);
+  testing::Record all;
+  for (auto& [epoch, steps] : before) {
+    for (auto& [step, idx] : steps) {
+      if (step < resume_step) all[epoch][step] = idx;
+    }
+  }
+  for (auto& [epoch, steps] : after) {
+    for (auto& [step, idx] : steps) {
+      if (step >= resume_step) all[epoch][step].insert(all[epoch][step].end(), idx.begin(), idx.end());
+    }
+  }
+  ASSERT_EQ(all.size(), 2u);
+  for (const auto& [epoch, by_step] : all) {
+    const int distinct = testing::DistinctSamples(by_step, epoch);
+    EXPECT_GE(distinct, kSamples - 2 * kBatch) << "epoch " << epoch << " left samples untrained";
+  }
 }
 
 TEST_F(Resume, NothingToResumeFromIsAClearError) {

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "support/coverage_records.h"
 #include "support/job_output.h"
 #include "support/subprocess.h"
 
@@ -25,40 +26,6 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 const std::string kBin = EEN_BIN_DIR;
 constexpr int kSamples = 20000, kBatch = 4;
-
-// epoch -> step -> indices, over every process's record in `dir`.
-using Record = std::map<int, std::map<uint64_t, std::vector<int>>>;
-Record ReadRecords(const std::string& dir, int* files) {
-  Record steps;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    ++*files;
-    std::ifstream in(entry.path());
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream f(line);
-      int epoch;
-      uint64_t step;
-      f >> epoch >> step;
-      for (int i; f >> i;) steps[epoch][step].push_back(i);
-    }
-  }
-  return steps;
-}
-
-// Distinct samples of an epoch; fails the test if one is trained twice
-// (outside the epoch's last step, which may wrap around to its start).
-int DistinctSamples(const std::map<uint64_t, std::vector<int>>& by_step, int epoch) {
-  std::map<int, int> seen;
-  const uint64_t last = by_step.rbegin()->first;
-  for (const auto& [step, indices] : by_step) {
-    for (int i : indices) {
-      if (++seen[i] > 1 && step != last) {
-        ADD_FAILURE() << "sample " << i << " twice in epoch " << epoch << " (step " << step << ")";
-      }
-    }
-  }
-  return static_cast<int>(seen.size());
-}
 
 TEST(WorkerRestart, ReplacementJoinsAndEverySampleIsTrainedAtMostOnce) {
   const std::string dir = "/tmp/een-restart-test-" + std::to_string(getpid());
@@ -82,11 +49,11 @@ TEST(WorkerRestart, ReplacementJoinsAndEverySampleIsTrainedAtMostOnce) {
   EXPECT_NE(out.find("job finished: 3 of 3 workers succeeded"), std::string::npos) << out;
 
   int files = 0;
-  const Record steps = ReadRecords(dir, &files);
+  const testing::Record steps = testing::ReadRecords(dir, &files);
   EXPECT_EQ(files, 4) << "3 workers and 1 replacement";
   ASSERT_EQ(steps.size(), 2u);
   for (const auto& [epoch, by_step] : steps) {
-    const int distinct = DistinctSamples(by_step, epoch);
+    const int distinct = testing::DistinctSamples(by_step, epoch);
     EXPECT_GE(distinct, kSamples - 2 * kBatch) << "epoch " << epoch << " left samples untrained";
     RecordProperty("epoch" + std::to_string(epoch) + "_untrained",
                    std::to_string(kSamples - distinct));
@@ -127,10 +94,10 @@ TEST(WorkerRestart, NewWorkerJoinsARunningJob) {
       << job.output();
   EXPECT_NE(job.output().find("worker 2 takes part from step"), std::string::npos) << job.output();
   int files = 0;
-  const Record steps = ReadRecords(dir, &files);
+  const testing::Record steps = testing::ReadRecords(dir, &files);
   EXPECT_EQ(files, 3);
   for (const auto& [epoch, by_step] : steps) {
-    EXPECT_EQ(DistinctSamples(by_step, epoch), kSamples) << "epoch " << epoch;
+    EXPECT_EQ(testing::DistinctSamples(by_step, epoch), kSamples) << "epoch " << epoch;
   }
   std::filesystem::remove_all(dir);
 }

@@ -1,0 +1,59 @@
+#include "launcher/membership_log.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace een {
+
+namespace {
+std::string PathIn(const std::string& dir) { return dir + "/membership-history"; }
+}  // namespace
+
+Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipEntry>& history) {
+  const std::string path = PathIn(dir), temporary = path + ".tmp";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // the PS create it too; whoever is first
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    for (const MembershipEntry& e : history) {
+      out << e.epoch << ' ' << e.effective_step << ' ';
+      for (size_t i = 0; i < e.live.size(); ++i) out << (i ? "," : "") << e.live[i];
+      out << '\n';
+    }
+    out.flush();
+    if (!out) return Unavailable("cannot write " + temporary + " (disk full?)");
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    return Unavailable("cannot rename " + temporary + " to " + path);
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<MembershipEntry>> ReadMembershipLog(const std::string& dir) {
+  std::ifstream in(PathIn(dir));
+  if (!in) return NotFound("no membership history in " + dir);
+  std::vector<MembershipEntry> history;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::istringstream fields(line);
+    MembershipEntry e;
+    std::string ranks;
+    if (!(fields >> e.epoch >> e.effective_step >> ranks)) {
+      return DataLoss(PathIn(dir) + " line " + std::to_string(n) + " is not 'EPOCH STEP RANKS'");
+    }
+    std::istringstream list(ranks);
+    for (std::string r; std::getline(list, r, ',');) {
+      try {
+        e.live.push_back(std::stoi(r));
+      } catch (const std::exception&) {
+        return DataLoss(PathIn(dir) + " line " + std::to_string(n) + ": bad rank '" + r + "'");
+      }
+    }
+    history.push_back(std::move(e));
+  }
+  return history;
+}
+
+}  // namespace een

@@ -1,0 +1,29 @@
+// MembershipLog: the job's worker-membership history, kept next to the
+// snapshots (DIR/membership-history) so that `een-launch --resume` can tell
+// every worker where the data stood at the snapshot's step, even when
+// workers had been lost or had joined before it (een::PositionAfter).
+// One line per change, oldest first: "EPOCH EFFECTIVE_STEP RANK,RANK,...".
+// Written whole to a temporary file and renamed over the old one, so a
+// crash leaves the previous or the new history, never a torn one.
+// Thread safety: a plain value; functions touch only the file they name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace een {
+
+struct MembershipEntry {
+  uint64_t epoch = 0;
+  uint64_t effective_step = 0;
+  std::vector<int> live;
+};
+
+Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipEntry>& history);
+// NotFound when there is none (a job that never wrote one).
+Result<std::vector<MembershipEntry>> ReadMembershipLog(const std::string& dir);
+
+}  // namespace een

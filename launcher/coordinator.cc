@@ -80,6 +80,8 @@ void Coordinator::SaveState() {
       r.setDone(n.done);
       r.setLost(n.lost);
       r.setStep(n.step);
+      r.setJoining(n.joining);
+      r.setJoinStep(n.join_step);
     }
   }
   st.setMembershipEpoch(membership_epoch_);
@@ -93,6 +95,7 @@ void Coordinator::SaveState() {
   if (map_) map_->ToWire(st.initMap());
   st.setRollbackEpoch(rollback_epoch_);
   st.setMapMoved(map_moved_);
+  st.setWorkerReplacements(worker_replacements_);
   HistoryToWire(st.initHistory(history_.size()));
   auto words = capnp::messageToFlatArray(b);
   auto bytes = words.asBytes();
@@ -103,15 +106,23 @@ void Coordinator::SaveState() {
 
 Status Coordinator::RestoreState() {
   EEN_ASSIGN_OR_RETURN(std::optional<std::string> saved, state_store_->Get());
-  if (!saved) return FailedPrecondition("no saved state in " + options_.state_path + " to restore");
+  if (!saved) {  // killed before the job started: nothing was lost
+    spdlog::warn("no saved state in {}: the job had not started; starting over (every process "
+                 "registers again)", options_.state_path);
+    return Status::Ok();
+  }
   // Copied into words: Cap'n Proto reads aligned memory.
   std::vector<capnp::word> words(saved->size() / sizeof(capnp::word));
   std::memcpy(words.data(), saved->data(), words.size() * sizeof(capnp::word));
   try {
     capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
     auto st = reader.getRoot<wire::CoordinatorState>();
+    if (st.getState() == wire::JobState::STARTING) {
+      spdlog::warn("the saved job had not started; starting over (every process registers again)");
+      return Status::Ok();
+    }
     if (st.getState() != wire::JobState::RUNNING && st.getState() != wire::JobState::SHUTDOWN) {
-      return FailedPrecondition("the saved job had not started (or had ended); nothing to take up");
+      return FailedPrecondition("the saved job had ended; nothing to take up");
     }
     state_ = st.getState();
     for (auto t : st.getTensors()) model_.push_back({t.getName(), t.getNumel()});
@@ -129,6 +140,8 @@ Status Coordinator::RestoreState() {
       n.done = r.getDone();
       n.lost = r.getLost();
       n.step = r.getStep();
+      n.joining = r.getJoining();
+      n.join_step = r.getJoinStep();
       n.registered = true;
       n.last_seen = Clock::now();  // silence counts from now
     }
@@ -145,6 +158,7 @@ Status Coordinator::RestoreState() {
     }
     rollback_epoch_ = st.getRollbackEpoch();
     map_moved_ = st.getMapMoved();
+    worker_replacements_ = st.getWorkerReplacements();
     for (auto m : st.getHistory()) {
       MembershipEntry r{m.getEpoch(), m.getEffectiveStep(), {}};
       for (int w : m.getLiveWorkers()) r.live.push_back(w);
@@ -301,6 +315,12 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
     return AddPs({peer, reg.getHost(), reg.getPid(), reg.getDataAddress()});  // capacity grows
   }
   if (state_ == wire::JobState::RUNNING && role == wire::Role::PS && reg.getRank() >= 0 &&
+      reg.getRank() < static_cast<int>(ps_.size()) && ps_[reg.getRank()].pid == reg.getPid() &&
+      !ps_[reg.getRank()].lost) {
+    ps_[reg.getRank()].control = peer;  // asking again: its JobStart crossed our restart
+    return SendJobStart(ps_[reg.getRank()]);
+  }
+  if (state_ == wire::JobState::RUNNING && role == wire::Role::PS && reg.getRank() >= 0 &&
       reg.getRank() < static_cast<int>(ps_.size()) &&
       (options_.job.replicas >= 2 || options_.job.snapshot_every > 0)) {
     // A replacement for a PS: the old one is gone (or about to be declared so).
@@ -322,6 +342,11 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
   if (rank < 0 || rank >= static_cast<int>(nodes.size())) {
     return InvalidArgument(fmt::format("{} rank {} is out of range (job has {})", RoleName(role),
                                        reg.getRank(), nodes.size()));
+  }
+  if (nodes[rank].registered && nodes[rank].pid == reg.getPid() &&
+      nodes[rank].host == reg.getHost().cStr()) {
+    nodes[rank].control = peer;  // the same process asking again: nothing changes
+    return Status::Ok();
   }
   if (nodes[rank].registered) {
     return FailedPrecondition(fmt::format("{} rank {} is already registered by {}", RoleName(role),
@@ -398,6 +423,11 @@ Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
   }
   Node& w = workers_[rank];
   if (w.done) return FailedPrecondition(fmt::format("worker {} has finished already", rank));
+  if (w.pid == reg.getPid() && !w.lost && !w.joining) {
+    // A worker asking again: its JobStart crossed our restart.
+    w.control = peer;
+    return SendJobStart(w, false, w.join_step);
+  }
   if (w.pid == reg.getPid() && !w.lost) {  // a joiner asking again: we restarted meanwhile
     w.control = peer;
     w.joining = true;
@@ -1089,6 +1119,7 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
     Node& w = workers_[r];
     if (!w.joining) continue;
     w.joining = false;
+    w.join_step = step;
     w.last_seen = Clock::now();
     spdlog::info("worker {} takes part from step {}", r, step);
     EEN_RETURN_IF_ERROR(SendJobStart(w, false, step));

@@ -69,6 +69,7 @@ class Coordinator {
     bool done = false;   // worker finished / PS left
     bool lost = false;   // declared lost; the job goes on without it (a PS: until replaced)
     bool joining = false;  // worker: a replacement waiting for the membership change
+    uint64_t join_step = 0;  // worker: the step it joined the running job at (0: the start)
     bool drained = false;  // PS: its shards moved away; told to leave
     Clock::time_point last_seen;
     uint64_t step = 0;

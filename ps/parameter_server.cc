@@ -46,6 +46,10 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   };
   EEN_RETURN_IF_ERROR(send_register());
   if (env_.spare) spdlog::info("standing by as a spare PS");
+  // Registration is repeated every second until the job starts: a
+  // coordinator restarted meanwhile (it forgets who registered before the
+  // start) learns of this PS again; the same process registering twice is
+  // no error.
   const auto deadline = Clock::now() + env_.startup_timeout;
   auto next_register = Clock::now() + std::chrono::seconds(1);
   OptimizerConfig optimizer;
@@ -62,7 +66,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
       return DeadlineExceeded("no job start from the coordinator at " + env_.coordinator +
                               " within " + std::to_string(env_.startup_timeout.count()) + " ms");
     }
-    if (env_.spare && Clock::now() > next_register) {  // a restarted coordinator learns of us
+    if (Clock::now() > next_register) {  // a coordinator restarted meanwhile learns of us
       EEN_RETURN_IF_ERROR(send_register());
       next_register = Clock::now() + std::chrono::seconds(1);
     }

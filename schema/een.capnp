@@ -256,6 +256,8 @@ struct NodeRecord {
   done @5 :Bool;
   lost @6 :Bool;
   step @7 :UInt64;
+  joining @8 :Bool;                # worker: waiting for the step it joins at
+  joinStep @9 :UInt64;             # worker: the step it joined a running job at (0: the start)
 }
 
 struct CoordinatorState {
@@ -273,4 +275,5 @@ struct CoordinatorState {
   rollbackEpoch @11 :UInt64;
   mapMoved @12 :Bool;              # a failover moved shards: snapshots no longer fit
   history @13 :List(Membership);
+  workerReplacements @14 :Int32;   # replacement workers accepted so far (--max-restarts)
 }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -98,6 +99,59 @@ TEST(WorkerRestart, NewWorkerJoinsARunningJob) {
   EXPECT_EQ(files, 3);
   for (const auto& [epoch, by_step] : steps) {
     EXPECT_EQ(testing::DistinctSamples(by_step, epoch), kSamples) << "epoch " << epoch;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Chaos of every role: 2 PS (replicas 2) + 3 workers (--max-restarts 5);
+// a seeded sequence of PS, coordinator and worker kills, each after the
+// previous recovery. The job must finish, leave no process behind, and
+// train no sample twice in an epoch (a lost worker's last batches may go
+// untrained: at most two per worker kill).
+TEST(WorkerRestart, ChaosOfEveryRoleFinishesWithNoSampleTrainedTwice) {
+  const std::string dir = "/tmp/een-chaos-all-test-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  constexpr int kMany = 60000;
+  testing::Subprocess job({kBin + "/een-launch", "--ps", "2", "--workers", "3", "--replicas", "2",
+                           "--max-restarts", "5", "--progress-interval", "200ms", "--",
+                           kBin + "/coverage_train", "--record", dir, "--samples",
+                           std::to_string(kMany), "--batch", std::to_string(kBatch)});
+  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
+  std::vector<pid_t> seen = testing::ChildrenOf(job.pid());
+  std::mt19937 rng(7);
+  const std::vector<std::string> victims = {"ps 0", "ps 1", "coordinator", "worker 0",
+                                            "worker 1", "worker 2"};
+  int kills = 0, worker_kills = 0;
+  for (int round = 0; round < 5; ++round) {
+    std::this_thread::sleep_for(milliseconds(200 + rng() % 500));
+    const std::string victim = victims[rng() % victims.size()];
+    const pid_t pid = testing::NewestPid(job.output(), victim);
+    ASSERT_GT(pid, 0) << victim << "\n" << job.output();
+    const size_t mark = job.output().size();
+    if (kill(pid, SIGKILL) != 0) break;  // the job already ended
+    ++kills;
+    for (pid_t c : testing::ChildrenOf(job.pid())) seen.push_back(c);
+    const char* recovered = victim == "coordinator"        ? "took the job up again"
+                            : victim.rfind("ps", 0) == 0   ? "(its backups are built)"
+                                                           : "takes part from step";
+    if (victim.rfind("worker", 0) == 0) ++worker_kills;
+    if (!job.WaitForOutput(recovered, seconds(30), mark)) break;
+    for (pid_t c : testing::ChildrenOf(job.pid())) seen.push_back(c);
+  }
+  RecordProperty("kills", std::to_string(kills));
+  RecordProperty("worker_kills", std::to_string(worker_kills));
+  auto code = job.Wait(seconds(240));
+  ASSERT_TRUE(code.has_value()) << job.output();
+  ASSERT_EQ(*code, 0) << job.output();
+  EXPECT_GE(kills, 3) << "the job ended before the chaos did";
+  for (pid_t p : seen) EXPECT_FALSE(testing::ProcessExists(p)) << "pid " << p << " survived";
+  int files = 0;
+  const testing::Record steps = testing::ReadRecords(dir, &files);
+  ASSERT_EQ(steps.size(), 2u);
+  for (const auto& [epoch, by_step] : steps) {
+    EXPECT_GE(testing::DistinctSamples(by_step, epoch), kMany - 2 * kBatch * (worker_kills + 1))
+        << "epoch " << epoch;
   }
   std::filesystem::remove_all(dir);
 }

@@ -45,7 +45,7 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
         decoded = c->ApplyJobStart(h.getJobStart());
         return true;
       },
-      env.startup_timeout, "the job to start"));
+      env.startup_timeout, "the job to start", std::chrono::seconds(1)));
   EEN_RETURN_IF_ERROR(decoded);
   for (int r = 0; r < c->world_size_; ++r) c->live_workers_.push_back(r);
   // A worker joining a running job takes the membership history it is told
@@ -149,8 +149,10 @@ Status WorkerClient::JobStatus() const {
 
 Status WorkerClient::Request(const Message& request,
                              const std::function<bool(wire::Header::Reader)>& accept,
-                             milliseconds timeout, const std::string& what) {
+                             milliseconds timeout, const std::string& what,
+                             milliseconds resend_every) {
   EEN_RETURN_IF_ERROR(control_->Send(request));
+  auto next_resend = Clock::now() + resend_every;
   uint64_t incarnation = heartbeat_ ? heartbeat_->incarnation() : 0;
   const auto deadline = Clock::now() + timeout;
   while (true) {
@@ -166,6 +168,10 @@ Status WorkerClient::Request(const Message& request,
         EEN_RETURN_IF_ERROR(control_->Send(request));
       }
       incarnation = heartbeat_->incarnation();
+    }
+    if (resend_every.count() > 0 && Clock::now() > next_resend) {
+      EEN_RETURN_IF_ERROR(control_->Send(request));
+      next_resend = Clock::now() + resend_every;
     }
     auto reply = control_->Receive(milliseconds(50));
     if (!reply.ok()) continue;

@@ -83,9 +83,12 @@ class WorkerClient {
   // Sends `request` on the control connection and waits for an answer the
   // predicate accepts (other messages are dropped); sends it again if the
   // coordinator restarts meanwhile.
+  // With `resend_every`, also sends it again at that period (registration:
+  // a coordinator restarted before the job started knows nobody).
   Status Request(const transport::Message& request,
                  const std::function<bool(wire::Header::Reader)>& accept,
-                 std::chrono::milliseconds timeout, const std::string& what);
+                 std::chrono::milliseconds timeout, const std::string& what,
+                 std::chrono::milliseconds resend_every = std::chrono::milliseconds(0));
 
   JobEnvironment env_;
   int rank_ = -1;

@@ -15,6 +15,10 @@
 // it, membership, snapshots) to RocksDB at every change; restarted with
 // `restore`, it takes the running job up again: heartbeats carry a new
 // incarnation, and the others greet it on their control connections.
+// Sources: coordinator.cc (registration, heartbeats, barriers, the loop),
+// coordinator_state.cc (its saved state), coordinator_membership.cc
+// (workers lost and joining), coordinator_ps_loss.cc (failover, rollback,
+// spares), coordinator_moves.cc (shards moving to a new PS, draining).
 // Thread safety: single-threaded; call everything from one thread.
 #pragma once
 

@@ -1,0 +1,150 @@
+// Coordinator: what it keeps across its own restarts (RocksDB state) and
+// the membership history it keeps next to the snapshots. See coordinator.h.
+#include "launcher/coordinator.h"
+
+#include <capnp/serialize.h>
+#include <cstring>
+
+#include "common/logging.h"
+#include "common/optimizer_wire.h"
+#include "launcher/coordinator_internal.h"
+
+namespace een {
+
+using transport::Message;
+
+void Coordinator::SaveState() {
+  if (!state_store_) return;
+  capnp::MallocMessageBuilder b;
+  auto st = b.initRoot<wire::CoordinatorState>();
+  st.setState(state_);
+  auto tensors = st.initTensors(model_.size());
+  for (size_t i = 0; i < model_.size(); ++i) {
+    tensors[i].setName(model_[i].name);
+    tensors[i].setNumel(model_[i].numel);
+  }
+  OptimizerToWire(optimizer_, st.initOptimizer());
+  auto nodes = st.initNodes(ps_.size() + workers_.size());
+  size_t i = 0;
+  for (auto* all : {&ps_, &workers_}) {
+    for (const Node& n : *all) {
+      auto r = nodes[i++];
+      r.setRole(all == &ps_ ? wire::Role::PS : wire::Role::WORKER);
+      r.setRank(n.rank);
+      r.setHost(n.host);
+      r.setPid(n.pid);
+      r.setDataAddress(n.data_address);
+      r.setDone(n.done);
+      r.setLost(n.lost);
+      r.setStep(n.step);
+      r.setJoining(n.joining);
+      r.setJoinStep(n.join_step);
+    }
+  }
+  st.setMembershipEpoch(membership_epoch_);
+  const std::vector<int> live = membership_pending_ ? std::vector<int>() : LiveWorkerRanks();
+  auto l = st.initLiveWorkers(live.size());
+  for (size_t k = 0; k < live.size(); ++k) l.set(k, live[k]);
+  st.setCompleteSnapshot(complete_snapshot_);
+  st.setStartStep(start_step_);
+  st.setResume(options_.resume);
+  st.setMapEpoch(map_epoch_);
+  if (map_) map_->ToWire(st.initMap());
+  st.setRollbackEpoch(rollback_epoch_);
+  st.setMapMoved(map_moved_);
+  st.setWorkerReplacements(worker_replacements_);
+  HistoryToWire(st.initHistory(history_.size()));
+  auto words = capnp::messageToFlatArray(b);
+  auto bytes = words.asBytes();
+  if (Status s = state_store_->Put(std::string(bytes.begin(), bytes.end())); !s.ok()) {
+    spdlog::error("{}; a restart of the coordinator now would lose the latest changes", s.message());
+  }
+}
+
+Status Coordinator::RestoreState() {
+  EEN_ASSIGN_OR_RETURN(std::optional<std::string> saved, state_store_->Get());
+  if (!saved) {  // killed before the job started: nothing was lost
+    spdlog::warn("no saved state in {}: the job had not started; starting over (every process "
+                 "registers again)", options_.state_path);
+    return Status::Ok();
+  }
+  // Copied into words: Cap'n Proto reads aligned memory.
+  std::vector<capnp::word> words(saved->size() / sizeof(capnp::word));
+  std::memcpy(words.data(), saved->data(), words.size() * sizeof(capnp::word));
+  try {
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
+    auto st = reader.getRoot<wire::CoordinatorState>();
+    if (st.getState() == wire::JobState::STARTING) {
+      spdlog::warn("the saved job had not started; starting over (every process registers again)");
+      return Status::Ok();
+    }
+    if (st.getState() != wire::JobState::RUNNING && st.getState() != wire::JobState::SHUTDOWN) {
+      return FailedPrecondition("the saved job had ended; nothing to take up");
+    }
+    state_ = st.getState();
+    for (auto t : st.getTensors()) model_.push_back({t.getName(), t.getNumel()});
+    EEN_ASSIGN_OR_RETURN(optimizer_, OptimizerFromWire(st.getOptimizer()));
+    for (auto r : st.getNodes()) {
+      std::vector<Node>& nodes = NodesOf(r.getRole());
+      if (r.getRank() < 0) return DataLoss("the saved state lists a negative rank");
+      if (r.getRank() >= static_cast<int>(nodes.size())) nodes.resize(r.getRank() + 1);  // joined live
+      Node& n = nodes[r.getRank()];
+      n.role = r.getRole();
+      n.rank = r.getRank();
+      n.host = r.getHost();
+      n.pid = r.getPid();
+      n.data_address = r.getDataAddress();
+      n.done = r.getDone();
+      n.lost = r.getLost();
+      n.step = r.getStep();
+      n.joining = r.getJoining();
+      n.join_step = r.getJoinStep();
+      n.registered = true;
+      n.last_seen = Clock::now();  // silence counts from now
+    }
+    membership_epoch_ = st.getMembershipEpoch();
+    std::vector<int> live;
+    for (int w : st.getLiveWorkers()) live.push_back(w);
+    membership_restart_needed_ = live != LiveWorkerRanks();
+    complete_snapshot_ = st.getCompleteSnapshot();
+    start_step_ = st.getStartStep();
+    map_epoch_ = std::max<uint64_t>(1, st.getMapEpoch());
+    if (st.hasMap()) {
+      EEN_ASSIGN_OR_RETURN(ShardMap map, ShardMap::FromWire(st.getMap()));
+      map_ = std::move(map);
+    }
+    rollback_epoch_ = st.getRollbackEpoch();
+    map_moved_ = st.getMapMoved();
+    worker_replacements_ = st.getWorkerReplacements();
+    for (auto m : st.getHistory()) {
+      MembershipEntry r{m.getEpoch(), m.getEffectiveStep(), {}};
+      for (int w : m.getLiveWorkers()) r.live.push_back(w);
+      history_.push_back(std::move(r));
+    }
+  } catch (const kj::Exception& e) {
+    return DataLoss("the saved coordinator state is corrupt: " + std::string(e.getDescription().cStr()));
+  }
+  if (state_ == wire::JobState::SHUTDOWN) shutdown_at_ = Clock::now();
+  spdlog::info("took the job up again from {} (incarnation {:x}): {} workers live, newest "
+               "complete snapshot at step {}", options_.state_path, incarnation_,
+               LiveWorkerRanks().size(), complete_snapshot_);
+  return Status::Ok();
+}
+
+void Coordinator::SaveHistory() {
+  if (options_.snapshot_dir.empty()) return;
+  if (Status s = WriteMembershipLog(options_.snapshot_dir, history_); !s.ok()) {
+    spdlog::warn("{}; a --resume of this job may misplace the data position", s.message());
+  }
+}
+
+void Coordinator::HistoryToWire(capnp::List<wire::Membership>::Builder list) const {
+  for (size_t k = 0; k < history_.size(); ++k) {
+    list[k].setEpoch(history_[k].epoch);
+    list[k].setEffectiveStep(history_[k].effective_step);
+    auto live = list[k].initLiveWorkers(history_[k].live.size());
+    for (size_t j = 0; j < history_[k].live.size(); ++j) live.set(j, history_[k].live[j]);
+  }
+}
+
+}  // namespace een

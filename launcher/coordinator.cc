@@ -139,6 +139,7 @@ void Coordinator::Handle(const transport::Envelope& envelope) {
       }
       case wire::Header::REGISTER: return HandleRegister(envelope.from, h.getRegister());
       case wire::Header::DRAIN: return HandleDrain(envelope.from, h.getDrain());
+      case wire::Header::SNAPSHOT_REQUEST: return HandleSnapshotRequest(envelope.from);
       case wire::Header::HEARTBEAT: return HandleHeartbeat(envelope.from, h.getHeartbeat());
       case wire::Header::BARRIER: return HandleBarrier(envelope.from, h.getBarrier().getSequence());
       case wire::Header::DONE: return HandleDone(envelope.from);

@@ -141,8 +141,12 @@ class Coordinator {
   // one: it joins at the step the PS agree on (a membership change).
   Status AcceptReplacementWorker(const transport::PeerId& peer, wire::Register::Reader reg);
   Status CheckSameModel(int rank, const std::vector<TensorInfo>& model);
-  // Agreeing, with every PS, the step from which the live workers re-shard.
+  // Agreeing, with every PS, the step from which the live workers re-shard
+  // (a membership round: PS hold answers beyond their newest version until
+  // the commit). A round also serves pending on-demand snapshot requests:
+  // every PS snapshots the agreed step.
   void StartMembershipChange();
+  Status HandleSnapshotRequest(const transport::PeerId& peer);
   Status HandleMembershipPrepared(const transport::PeerId& peer,
                                   wire::MembershipPrepared::Reader prepared);
   void ReleaseBarriers();
@@ -197,6 +201,8 @@ class Coordinator {
   void SaveHistory();
   void HistoryToWire(capnp::List<wire::Membership>::Builder list) const;
   std::map<int, uint64_t> prepared_;          // PS rank -> its max version
+  std::vector<transport::PeerId> snapshot_waiting_;   // eenctl requests for the next round
+  std::vector<transport::PeerId> snapshot_in_round_;  // ... served by the current round
   uint64_t complete_snapshot_ = 0;  // newest step snapshotted by every PS
   Clock::time_point last_progress_ = Clock::now();
   uint64_t last_progress_samples_ = 0;

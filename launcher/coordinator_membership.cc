@@ -92,6 +92,8 @@ void Coordinator::StartMembershipChange() {
   membership_pending_ = true;
   membership_live_ = LiveWorkerRanks();
   prepared_.clear();
+  snapshot_in_round_ = std::move(snapshot_waiting_);
+  snapshot_waiting_.clear();
   for (const Node& p : ps_) {
     if (p.lost) continue;
     capnp::MallocMessageBuilder b;
@@ -116,9 +118,14 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
   for (const auto& [rank, version] : prepared_) step = std::max(step, version + 1);
   std::string ranks;
   for (int r : membership_live_) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
-  spdlog::info("membership {}: from step {} the {} live workers ({}) share the rest of each "
-               "epoch's data (re-sharded: a lost worker's share included, a joiner takes part)",
-               membership_epoch_, step, membership_live_.size(), ranks);
+  const bool changed = history_.empty() || history_.back().live != membership_live_;
+  if (changed) {
+    spdlog::info("membership {}: from step {} the {} live workers ({}) share the rest of each "
+                 "epoch's data (re-sharded: a lost worker's share included, a joiner takes part)",
+                 membership_epoch_, step, membership_live_.size(), ranks);
+  }
+  const uint64_t snapshot_step = snapshot_in_round_.empty() ? 0 : step;
+  if (snapshot_step > 0) spdlog::info("snapshot on demand: every PS snapshots step {}", step);
   for (const Node& p : ps_) {
     if (p.lost) continue;
     capnp::MallocMessageBuilder b;
@@ -127,11 +134,22 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
     commit.setEffectiveStep(step);
     auto live = commit.initLiveWorkers(membership_live_.size());
     for (size_t i = 0; i < membership_live_.size(); ++i) live.set(i, membership_live_[i]);
+    commit.setSnapshotStep(snapshot_step);
     EEN_RETURN_IF_ERROR(listener_->Send(p.control, Message{{wire::Encode(b)}}));
   }
   membership_pending_ = false;
-  history_.push_back({membership_epoch_, step, membership_live_});
-  SaveHistory();
+  for (const transport::PeerId& requester : snapshot_in_round_) {
+    capnp::MallocMessageBuilder b;
+    b.initRoot<wire::Header>().setSnapshotReply(fmt::format(
+        "every PS snapshots step {}; the job's log says 'snapshot of step {} complete' once it "
+        "is written everywhere", step, step));
+    (void)listener_->Send(requester, Message{{wire::Encode(b)}});
+  }
+  snapshot_in_round_.clear();
+  if (changed) {
+    history_.push_back({membership_epoch_, step, membership_live_});
+    SaveHistory();
+  }
   for (int r : membership_live_) {
     Node& w = workers_[r];
     if (!w.joining) continue;
@@ -142,7 +160,24 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
     EEN_RETURN_IF_ERROR(SendJobStart(w, false, step));
   }
   SaveState();
-  if (LiveWorkerRanks() != membership_live_) StartMembershipChange();  // changed meanwhile
+  if (LiveWorkerRanks() != membership_live_ || !snapshot_waiting_.empty()) {
+    StartMembershipChange();  // changed, or asked for, meanwhile
+  }
+  return Status::Ok();
+}
+
+Status Coordinator::HandleSnapshotRequest(const transport::PeerId& peer) {
+  auto refuse = [&](const std::string& why) {
+    return listener_->Send(peer, wire::MakeError(wire::ErrorCode::FAILED_PRECONDITION,
+                                                 "no snapshot: " + why));
+  };
+  if (state_ != wire::JobState::RUNNING) return refuse("the job is not running");
+  if (options_.job.snapshot_every == 0) {
+    return refuse("this job keeps no snapshots (start it with --snapshot-every N)");
+  }
+  if (recovering_) return refuse("a rollback is under way; ask again when it is done");
+  snapshot_waiting_.push_back(peer);
+  if (!membership_pending_) StartMembershipChange();
   return Status::Ok();
 }
 

@@ -3,28 +3,28 @@
 //   eenctl drain --coordinator ADDRESS --ps K
 //     moves every shard PS K owns to the other PS while training goes on
 //     (they back the shards up first, then take them over), after which
-//     PS K leaves. Prints what moves where; exit 0 when the coordinator
-//     took the request, 1 when it refused it (with its reason), 2 on a
-//     usage error or when the coordinator did not answer.
-// (A PS is added by starting een-ps with the job's EEN_* environment and
-// the next rank; see README.)
+//     PS K leaves.
+//   eenctl snapshot --coordinator ADDRESS
+//     every PS snapshots one step, agreed with all of them (the job must
+//     keep snapshots: --snapshot-every N), besides the periodic ones.
+// Each prints the coordinator's answer. Exit 0 when the coordinator took
+// the request, 1 when it refused it (with its reason), 2 on a usage error
+// or when the coordinator did not answer.
+// (A PS or worker is added by starting it with the job's EEN_* environment
+// and the next rank; see README.)
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <functional>
 
 #include "common/transport/device.h"
 #include "common/wire.h"
 
-int main(int argc, char** argv) {
-  CLI::App app{"eenctl: operate a running EEN job"};
-  app.require_subcommand(1);
-  std::string coordinator;
-  int ps = -1;
-  auto* drain = app.add_subcommand("drain", "move every shard off a PS, then let it leave");
-  drain->add_option("--coordinator", coordinator, "the job's coordinator address (een-launch prints it)")
-      ->required();
-  drain->add_option("--ps", ps, "the PS to drain")->required()->check(CLI::NonNegativeNumber);
-  CLI11_PARSE(app, argc, argv);
+namespace {
 
+// Sends one request to the coordinator and prints its answer.
+int Ask(const std::string& coordinator,
+        const std::function<void(een::wire::Header::Builder)>& build,
+        const std::function<const char*(een::wire::Header::Reader)>& answer_text) {
   auto device = een::transport::DeviceFor(coordinator);
   if (!device.ok()) {
     std::fprintf(stderr, "eenctl: %s\n", device.status().message().c_str());
@@ -36,28 +36,55 @@ int main(int argc, char** argv) {
     return 2;
   }
   capnp::MallocMessageBuilder b;
-  b.initRoot<een::wire::Header>().setDrain(ps);
+  build(b.initRoot<een::wire::Header>());
   if (een::Status s = (*connection)->Send(een::transport::Message{{een::wire::Encode(b)}}); !s.ok()) {
     std::fprintf(stderr, "eenctl: %s\n", s.message().c_str());
     return 2;
   }
-  auto reply = (*connection)->Receive(std::chrono::seconds(5));
+  auto reply = (*connection)->Receive(std::chrono::seconds(10));
   if (!reply.ok()) {
-    std::fprintf(stderr, "eenctl: no answer from the coordinator at %s within 5 s\n",
+    std::fprintf(stderr, "eenctl: no answer from the coordinator at %s within 10 s\n",
                  coordinator.c_str());
     return 2;
   }
   int code = 2;
   een::Status s = een::wire::Visit(*reply, [&](een::wire::Header::Reader h) -> een::Status {
-    if (h.isDrainReply()) {
-      std::printf("%s\n", h.getDrainReply().cStr());
-      code = 0;
-    } else if (h.isError()) {
+    if (h.isError()) {
       std::fprintf(stderr, "eenctl: %s\n", h.getError().getMessage().cStr());
       code = 1;
+    } else if (const char* text = answer_text(h)) {
+      std::printf("%s\n", text);
+      code = 0;
     }
     return een::Status::Ok();
   });
   if (!s.ok()) std::fprintf(stderr, "eenctl: bad answer: %s\n", s.message().c_str());
   return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"eenctl: operate a running EEN job"};
+  app.require_subcommand(1);
+  std::string coordinator;
+  int ps = -1;
+  auto* drain = app.add_subcommand("drain", "move every shard off a PS, then let it leave");
+  drain->add_option("--coordinator", coordinator, "the job's coordinator address (een-launch prints it)")
+      ->required();
+  drain->add_option("--ps", ps, "the PS to drain")->required()->check(CLI::NonNegativeNumber);
+  auto* snapshot = app.add_subcommand("snapshot", "every PS snapshots one agreed step now");
+  snapshot->add_option("--coordinator", coordinator, "the job's coordinator address")->required();
+  CLI11_PARSE(app, argc, argv);
+
+  if (*drain) {
+    return Ask(coordinator, [&](een::wire::Header::Builder h) { h.setDrain(ps); },
+               [](een::wire::Header::Reader h) -> const char* {
+                 return h.isDrainReply() ? h.getDrainReply().cStr() : nullptr;
+               });
+  }
+  return Ask(coordinator, [](een::wire::Header::Builder h) { h.setSnapshotRequest(); },
+             [](een::wire::Header::Reader h) -> const char* {
+               return h.isSnapshotReply() ? h.getSnapshotReply().cStr() : nullptr;
+             });
 }

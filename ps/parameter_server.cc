@@ -174,8 +174,11 @@ Status ParameterServer::OpenSnapshots(std::vector<uint64_t>* intact) {
 }
 
 void ParameterServer::MaybeSnapshot() {
-  if (!writer_ || store_->MinVersion() < next_snapshot_) return;
+  if (!writer_) return;
   const uint64_t step = store_->MinVersion();
+  const bool on_demand = on_demand_snapshot_ > 0 && step >= on_demand_snapshot_;
+  if (step < next_snapshot_ && !on_demand) return;
+  if (on_demand) on_demand_snapshot_ = 0;
   next_snapshot_ = (step / env_.snapshot_every + 1) * env_.snapshot_every;
   const auto start = std::chrono::steady_clock::now();
   std::vector<ChunkImage> images = store_->Capture();  // the only pause training sees
@@ -309,6 +312,10 @@ Status ParameterServer::HandleControl(const Message& message) {
         if (store_->IsLive(w)) continue;
         EEN_RETURN_IF_ERROR(store_->AddWorker(w, membership_step_));
         spdlog::info("worker {} joins: every step from {} waits for it", w, membership_step_);
+      }
+      if (commit.getSnapshotStep() > 0 && writer_) {
+        on_demand_snapshot_ = commit.getSnapshotStep();
+        MaybeSnapshot();  // this PS may be there already (nothing moved past it: frozen)
       }
       frozen_ = false;
       spdlog::info("membership {}: {} workers from step {}", membership_epoch_,

@@ -105,6 +105,7 @@ class ParameterServer {
   std::unique_ptr<SnapshotStore> snapshots_;   // until the writer takes it
   std::unique_ptr<SnapshotWriter> writer_;
   uint64_t next_snapshot_ = 0;
+  uint64_t on_demand_snapshot_ = 0;  // a step the coordinator asked for (0: none)
   bool not_needed_ = false;
   // Worker membership: stamped on pull answers; while a change is being
   // agreed (`frozen_`), no answer goes beyond `freeze_above_`.

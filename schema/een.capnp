@@ -160,6 +160,7 @@ struct Membership {
   epoch @0 :UInt64;
   effectiveStep @1 :UInt64;
   liveWorkers @2 :List(Int32);
+  snapshotStep @3 :UInt64;         # in a commit: every PS snapshots this step (on demand)
 }
 
 # Coordinator -> every PS, when a worker is lost: stop waiting for it now,
@@ -224,6 +225,9 @@ struct Header {
     drain @24 :Int32;              # eenctl -> coordinator: move every shard off this PS,
                                    # then let it leave
     drainReply @25 :Text;          # coordinator -> eenctl: what moves where
+    snapshotRequest @26 :Void;     # eenctl -> coordinator: a snapshot now (at a step
+                                   # agreed with every PS, as for a membership change)
+    snapshotReply @27 :Text;       # coordinator -> eenctl: which step
   }
 }
 

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -22,8 +23,10 @@ const std::string kBin = EEN_BIN_DIR;
 constexpr const char* kSteps = "2000";
 
 std::vector<std::string> Job(const std::string& out, std::vector<std::string> flags) {
-  std::vector<std::string> argv = {kBin + "/een-launch", "--ps", "2", "--workers", "2",
-                                   "--snapshot-every", "100"};
+  std::vector<std::string> argv = {kBin + "/een-launch", "--ps", "2", "--workers", "2"};
+  if (std::find(flags.begin(), flags.end(), "--snapshot-every") == flags.end()) {
+    flags.insert(flags.end(), {"--snapshot-every", "100"});
+  }
   argv.insert(argv.end(), flags.begin(), flags.end());
   for (const char* a : {"--", "PROGRAM", "--optimizer", "adam", "--steps", kSteps, "--out"}) {
     argv.push_back(a);
@@ -150,6 +153,57 @@ TEST_F(Resume, AfterAWorkerLossTheDataPositionIsKept) {
     const int distinct = testing::DistinctSamples(by_step, epoch);
     EXPECT_GE(distinct, kSamples - 2 * kBatch) << "epoch " << epoch << " left samples untrained";
   }
+}
+
+// `eenctl snapshot`: one snapshot at a step agreed with every PS, besides
+// the periodic ones (here: practically never); the job resumes from it
+// bitwise. Asking a job without snapshots is refused with the reason.
+TEST_F(Resume, OnDemandSnapshotIsCompleteAndResumable) {
+  auto whole = testing::Run(Job(base_ + "/whole.bin", {"--snapshot-dir", base_ + "/whole",
+                                                       "--snapshot-every", "1000000"}),
+                            seconds(120));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  const std::string dir = base_ + "/snapshots";
+  {
+    std::vector<std::string> argv = Job(base_ + "/resumed.bin", {"--snapshot-dir", dir,
+                                                                 "--snapshot-every", "1000000",
+                                                                 "--progress-interval", "200ms"});
+    testing::Subprocess job(argv);
+    ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
+    std::smatch m;
+    std::string out = job.output();
+    ASSERT_TRUE(std::regex_search(out, m, std::regex("coordinator at (tcp://[0-9.:]+)")));
+    auto asked = testing::Run({kBin + "/eenctl", "snapshot", "--coordinator", m[1].str()},
+                              seconds(30));
+    ASSERT_EQ(asked.exit_code, 0) << asked.output;
+    ASSERT_TRUE(std::regex_search(asked.output, m, std::regex("every PS snapshots step ([0-9]+)")))
+        << asked.output;
+    const std::string step = m[1];
+    ASSERT_TRUE(job.WaitForOutput("snapshot of step " + step + " complete on all 2 PS", seconds(30)))
+        << job.output();
+    job.Signal(SIGKILL);
+    ASSERT_TRUE(job.Wait(seconds(10)).has_value());
+  }
+  auto resumed = testing::Run(Job(base_ + "/resumed.bin", {"--resume", dir, "--snapshot-every",
+                                                           "1000000"}),
+                              seconds(120));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(testing::ReadBytes(base_ + "/resumed.bin"), testing::ReadBytes(base_ + "/whole.bin"));
+
+  // A job without snapshots says why it cannot.
+  testing::Subprocess plain({kBin + "/een-launch", "--ps", "1", "--workers", "1",
+                             "--progress-interval", "200ms", "--", kBin + "/equivalence_train",
+                             "--steps", "100000", "--out", base_ + "/plain.bin"});
+  ASSERT_TRUE(plain.WaitForOutput("progress: step", seconds(60))) << plain.output();
+  std::smatch m;
+  std::string out = plain.output();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("coordinator at (tcp://[0-9.:]+)")));
+  auto refused = testing::Run({kBin + "/eenctl", "snapshot", "--coordinator", m[1].str()},
+                              seconds(30));
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("keeps no snapshots"), std::string::npos) << refused.output;
+  plain.Signal(SIGINT);
+  EXPECT_TRUE(plain.Wait(seconds(20)).has_value());
 }
 
 TEST_F(Resume, NothingToResumeFromIsAClearError) {

@@ -103,7 +103,7 @@ TEST(WorkerRestart, NewWorkerJoinsARunningJob) {
   std::filesystem::remove_all(dir);
 }
 
-// Chaos of every role: 2 PS (replicas 2) + 3 workers (--max-restarts 5);
+// Chaos of every role: 2 PS (replicas 2) + 4 workers (--max-restarts 5);
 // a seeded sequence of PS, coordinator and worker kills, each after the
 // previous recovery. The job must finish, leave no process behind, and
 // train no sample twice in an epoch (a lost worker's last batches may go
@@ -113,7 +113,7 @@ TEST(WorkerRestart, ChaosOfEveryRoleFinishesWithNoSampleTrainedTwice) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   constexpr int kMany = 60000;
-  testing::Subprocess job({kBin + "/een-launch", "--ps", "2", "--workers", "3", "--replicas", "2",
+  testing::Subprocess job({kBin + "/een-launch", "--ps", "2", "--workers", "4", "--replicas", "2",
                            "--max-restarts", "5", "--progress-interval", "200ms", "--",
                            kBin + "/coverage_train", "--record", dir, "--samples",
                            std::to_string(kMany), "--batch", std::to_string(kBatch)});
@@ -121,7 +121,7 @@ TEST(WorkerRestart, ChaosOfEveryRoleFinishesWithNoSampleTrainedTwice) {
   std::vector<pid_t> seen = testing::ChildrenOf(job.pid());
   std::mt19937 rng(7);
   const std::vector<std::string> victims = {"ps 0", "ps 1", "coordinator", "worker 0",
-                                            "worker 1", "worker 2"};
+                                            "worker 1", "worker 2", "worker 3"};
   int kills = 0, worker_kills = 0;
   for (int round = 0; round < 5; ++round) {
     std::this_thread::sleep_for(milliseconds(200 + rng() % 500));

@@ -339,6 +339,7 @@ Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t versio
     }
   }
   membership_epoch_ = m.getEpoch();
+  if (live == live_workers_) return Status::Ok();  // a round for an on-demand snapshot
   live_workers_ = std::move(live);
   changes_.push_back({m.getEffectiveStep(), static_cast<int>(live_workers_.size())});
   spdlog::warn("{}{}{}: from step {} the {} live workers share the data (this worker takes part "

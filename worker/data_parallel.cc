@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <algorithm>
 #include <mutex>
 
 #include "common/logging.h"
@@ -59,6 +61,11 @@ class DataParallel::Impl {
   std::vector<float*> bucket_data_;
   std::vector<bool> arrived_;
   bool recovery_pending_ = false;  // a push or pull found the map moved on
+  // EEN_TRACE_RECORD=FILE: worker 0 writes the first step's gradient order
+  // there (samples/traces/README.md has the format).
+  std::string trace_path_;
+  std::vector<size_t> arrival_;
+  void WriteTrace();
   std::mutex mu_;  // hooks may run on autograd's threads
 };
 
@@ -70,6 +77,7 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   }
   if (const char* b = std::getenv("EEN_BUCKET_BYTES")) options.bucket_bytes = std::strtoull(b, nullptr, 10);
   if (options.bucket_bytes == 0) throw Error("een: bucket_bytes must be positive");
+  if (const char* t = std::getenv("EEN_TRACE_RECORD"); t && env->rank == 0) trace_path_ = t;
   std::vector<TensorInfo> tensors;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     const torch::Tensor& p = item.value();
@@ -157,6 +165,7 @@ void DataParallel::Impl::OnGradient(size_t t, const torch::Tensor& grad) {
     throw Error("een: the gradient of '" + names_[t] + "' arrived twice in step " +
                 std::to_string(step_) + "; call Step() after each backward()");
   }
+  if (!trace_path_.empty()) arrival_.push_back(t);
   torch::Tensor g = grad;
   if (g.is_sparse()) throw Error("een: sparse gradient for '" + names_[t] + "' is not supported");
   if (!g.is_cpu() || g.scalar_type() != torch::kFloat) g = g.to(torch::kCPU, torch::kFloat);
@@ -221,7 +230,24 @@ void DataParallel::Impl::RollBack(uint64_t step) {
   throw RolledBack(step_);
 }
 
+void DataParallel::Impl::WriteTrace() {
+  std::ofstream out(trace_path_);
+  out << "# een trace v1: recorded by worker 0 (EEN_TRACE_RECORD)\n"
+      << "# one backward pass, in the order gradients became ready; name<TAB>numel\n";
+  for (size_t t : arrival_) out << names_[t] << '\t' << params_[t].numel() << '\n';
+  for (size_t t = 0; t < params_.size(); ++t) {  // parameters with no gradient: last
+    if (std::find(arrival_.begin(), arrival_.end(), t) == arrival_.end()) {
+      out << names_[t] << '\t' << params_[t].numel() << '\n';
+    }
+  }
+  out.flush();
+  if (!out) spdlog::warn("could not write the trace to {}", trace_path_);
+  else spdlog::info("wrote the gradient order of one step to {}", trace_path_);
+  trace_path_.clear();
+}
+
 void DataParallel::Impl::Step(double loss, int64_t samples) {
+  if (!trace_path_.empty()) WriteTrace();
   const auto start = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);

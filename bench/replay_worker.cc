@@ -1,0 +1,123 @@
+// een-bench-worker: one worker of `een-bench replay`, started by een-launch
+// like any training program. It registers the trace's tensors, then every
+// step pushes a whole step of gradients, bucket by bucket in backward order
+// (EEN_BUCKET_BYTES, 25 MB by default, as DataParallel does), and pulls the
+// new parameters into its own buffers: the runtime's work with no model.
+// It writes to --report DIR/worker-RANK.txt one line per measured step
+// ("step MICROS") and one line of resources over the measured steps
+// ("resources CPU_SECONDS PAGE_FAULTS PEAK_RSS_KB").
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "bench/trace.h"
+#include "common/logging.h"
+#include "worker/bucket_layout.h"
+#include "worker/worker_client.h"
+
+namespace {
+
+struct Usage {
+  double cpu_seconds;
+  long faults;
+  long peak_rss_kb;
+};
+
+Usage Now() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return {u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6,
+          u.ru_minflt + u.ru_majflt, u.ru_maxrss};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"een-bench-worker: replays a trace as one worker (started by een-bench)"};
+  std::string trace_path, report;
+  int steps = 20, warmup = 3;
+  app.add_option("trace", trace_path)->required();
+  app.add_option("--steps", steps)->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
+  app.add_option("--report", report)->required();
+  CLI11_PARSE(app, argc, argv);
+
+  auto env = een::JobEnvironment::FromProcess("een-bench-worker");
+  if (!env.ok()) {
+    std::fprintf(stderr, "%s\n", env.status().message().c_str());
+    return 2;
+  }
+  een::InitLogging("worker " + std::to_string(env->rank));
+  auto trace = een::bench::ReadTrace(trace_path);
+  if (!trace.ok()) {
+    spdlog::error("{}", trace.status().message());
+    return 2;
+  }
+  auto client = een::WorkerClient::Join(*env, trace->Parameters(), een::OptimizerConfig::SGD(0.01));
+  if (!client.ok()) {
+    spdlog::error("cannot join: {}", client.status().message());
+    return 3;
+  }
+  const een::ShardMap& map = (*client)->map();
+  size_t bucket_bytes = 25u << 20;
+  if (const char* b = std::getenv("EEN_BUCKET_BYTES")) bucket_bytes = std::strtoull(b, nullptr, 10);
+  const een::BucketLayout layout(map, bucket_bytes);
+  // Gradients: one buffer per bucket (as DataParallel keeps them); parameters: one buffer.
+  std::vector<std::shared_ptr<std::vector<float>>> grads;
+  for (const auto& b : layout.buckets()) {
+    grads.push_back(std::make_shared<std::vector<float>>(b.numel, 1e-3f));
+  }
+  std::vector<float> params(map.TotalNumel(), 0.5f);
+  std::vector<size_t> chunk_at(map.chunks().size());
+  for (size_t c = 0, at = 0; c < map.chunks().size(); at += map.chunks()[c].numel, ++c) chunk_at[c] = at;
+  auto sink = [&](uint32_t c, const float* values) {
+    std::memcpy(params.data() + chunk_at[c], values, map.chunks()[c].numel * sizeof(float));
+  };
+  auto fail = [&](const een::Status& s, const char* what) {
+    spdlog::error("{}: {}", what, s.message());
+    return 3;
+  };
+  if ((*client)->rank() == 0) {
+    std::vector<uint32_t> all;
+    std::vector<const float*> data;
+    for (uint32_t c = 0; c < map.chunks().size(); ++c) {
+      all.push_back(c);
+      data.push_back(params.data() + chunk_at[c]);
+    }
+    auto owner = std::shared_ptr<const void>(params.data(), [](const void*) {});
+    if (auto s = (*client)->Push(een::wire::PushKind::INITIAL, 0, all, data, owner); !s.ok()) {
+      return fail(s, "initial values");
+    }
+  }
+  if (auto s = (*client)->Pull(0, false, sink); !s.ok()) return fail(s, "first pull");
+
+  std::ofstream out(report + "/worker-" + std::to_string((*client)->rank()) + ".txt");
+  Usage start{};
+  for (int step = 0; step < warmup + steps; ++step) {
+    if (step == warmup) start = Now();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t b = 0; b < layout.buckets().size(); ++b) {
+      const auto& bucket = layout.buckets()[b];
+      std::vector<const float*> data;
+      for (size_t off : bucket.chunk_offsets) data.push_back(grads[b]->data() + off);
+      if (auto s = (*client)->Push(een::wire::PushKind::GRADIENT, step, bucket.chunks, data, grads[b]);
+          !s.ok()) {
+        return fail(s, "push");
+      }
+    }
+    if (auto s = (*client)->Pull(step + 1, false, sink); !s.ok()) return fail(s, "pull");
+    const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::steady_clock::now() - t0).count();
+    (*client)->ReportProgress(step + 1, 0.0, 0, micros);
+    if (step >= warmup) out << "step " << micros << '\n';
+  }
+  const Usage end = Now();
+  out << "resources " << end.cpu_seconds - start.cpu_seconds << ' ' << end.faults - start.faults
+      << ' ' << end.peak_rss_kb << '\n';
+  out.close();
+  return (*client)->Finish().ok() ? 0 : 3;
+}

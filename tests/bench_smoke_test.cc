@@ -1,0 +1,62 @@
+// een-bench, briefly: a few steps of the ResNet-50 trace through the real
+// runtime and the references. Checks that it completes and that its figures
+// are sane (positive, and bytes per step what the trace says); never a time.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <unistd.h>
+
+#include "support/subprocess.h"
+
+namespace een {
+namespace {
+
+using std::chrono::seconds;
+const std::string kBin = EEN_BIN_DIR;
+
+TEST(BenchSmoke, ReplayCompletesWithSaneFigures) {
+  auto r = testing::Run({kBin + "/een-bench", "replay",
+                         std::string(EEN_SOURCE_DIR) + "/samples/traces/resnet50.trace", "--ps",
+                         "1", "--workers", "1", "--steps", "2", "--warmup", "1"},
+                        seconds(240));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  for (const char* row : {"een push\\+pull", "raw ZeroMQ", "memcpy"}) {
+    ASSERT_TRUE(std::regex_search(r.output, m, std::regex(std::string(row) +
+                                                          " +([0-9.]+) +([0-9.]+) +([0-9.]+)")))
+        << row << "\n" << r.output;
+    EXPECT_GT(std::stod(m[1]), 0.0) << row;
+  }
+  // 25,557,032 float32 parameters, pushed and pulled.
+  EXPECT_NE(r.output.find("bytes per step per worker: 204.5 MB"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ratios (median): een / raw ZeroMQ = "), std::string::npos) << r.output;
+  auto bad = testing::Run({kBin + "/een-bench", "replay",
+                           std::string(EEN_SOURCE_DIR) + "/samples/traces/resnet50.trace",
+                           "--dtype", "bf16"},
+                          seconds(30));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("not available yet"), std::string::npos) << bad.output;
+}
+
+// Recording a trace from a LibTorch program (EEN_TRACE_RECORD), then
+// replaying it: the recorded order is backward's, last layer first.
+TEST(BenchSmoke, RecordedTraceReplays) {
+  const std::string trace = "/tmp/een-recorded-" + std::to_string(getpid()) + ".trace";
+  auto job = testing::Run({kBin + "/een-launch", "--ps", "1", "--workers", "2", "--",
+                           kBin + "/equivalence_train", "--steps", "3", "--out", trace + ".bin"},
+                          seconds(120), {{"EEN_TRACE_RECORD", trace}});
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  std::ifstream in(trace);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_TRUE(std::regex_search(text, std::regex("^fc3\\.bias\t4\n", std::regex::multiline)))
+      << text;
+  auto r = testing::Run({kBin + "/een-bench", "replay", trace, "--steps", "2", "--warmup", "0"},
+                        seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::remove(trace.c_str());
+  std::remove((trace + ".bin").c_str());
+}
+
+}  // namespace
+}  // namespace een

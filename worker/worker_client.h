@@ -1,6 +1,8 @@
 // WorkerClient: a worker's side of the protocol, on raw float buffers
 // (no LibTorch here; een::DataParallel builds on it).
 //
+// Join() also keeps large freed buffers in the heap (mallopt; pulls then
+// reuse their pages each step; EEN_KEEP_FREED_MEMORY=0 turns this off).
 // Join() registers with the coordinator (model tensors and optimizer), waits
 // for the job to start, connects to every PS and starts heartbeats. Push()
 // sends chunks zero-copy: the memory behind `owner` must stay unchanged until

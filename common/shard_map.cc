@@ -29,6 +29,15 @@ std::vector<uint32_t> GreedyBalance(const std::vector<uint64_t>& weights, uint32
   return bin_of;
 }
 
+// Shard indices, heaviest first (ties by index: deterministic).
+std::vector<uint32_t> HeaviestFirst(const std::vector<uint64_t>& shard_bytes) {
+  std::vector<uint32_t> order(shard_bytes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return shard_bytes[a] > shard_bytes[b]; });
+  return order;
+}
+
 }  // namespace
 
 Result<ShardMap> ShardMap::Build(std::vector<TensorInfo> tensors, uint32_t num_ps,
@@ -83,8 +92,7 @@ Result<ShardMap> ShardMap::Build(std::vector<TensorInfo> tensors, uint32_t num_p
 
 void ShardMap::AssignMissingBackups(const std::vector<bool>& usable) {
   if (shard_backup_.empty()) return;
-  std::vector<uint64_t> shard_bytes(shard_owner_.size(), 0);
-  for (const Chunk& c : chunks_) shard_bytes[c.shard] += c.numel * uint64_t{4};
+  const std::vector<uint64_t> shard_bytes = BytesPerShard();
   std::vector<uint64_t> held(num_ps(), 0);
   auto good_backup = [&](uint32_t s) {
     const uint32_t b = shard_backup_[s];
@@ -94,11 +102,7 @@ void ShardMap::AssignMissingBackups(const std::vector<bool>& usable) {
     held[shard_owner_[s]] += shard_bytes[s];
     if (good_backup(s)) held[shard_backup_[s]] += shard_bytes[s];
   }
-  std::vector<uint32_t> order(shard_owner_.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t a, uint32_t b) { return shard_bytes[a] > shard_bytes[b]; });
-  for (uint32_t s : order) {
+  for (uint32_t s : HeaviestFirst(shard_bytes)) {
     if (good_backup(s)) continue;
     uint32_t best = kNoPs;
     for (uint32_t p = 0; p < num_ps(); ++p) {
@@ -141,11 +145,13 @@ ShardMap ShardMap::WithPs(uint32_t ps, const std::string& address, const std::ve
   return next;
 }
 
-uint64_t ShardMap::ShardBytes(uint32_t shard) const {
-  uint64_t bytes = 0;
-  for (const Chunk& c : chunks_) bytes += c.shard == shard ? c.numel * uint64_t{4} : 0;
+std::vector<uint64_t> ShardMap::BytesPerShard() const {
+  std::vector<uint64_t> bytes(shard_owner_.size(), 0);
+  for (const Chunk& c : chunks_) bytes[c.shard] += c.numel * uint64_t{4};
   return bytes;
 }
+
+uint64_t ShardMap::ShardBytes(uint32_t shard) const { return BytesPerShard()[shard]; }
 
 ShardMap ShardMap::WithNewPs(const std::string& address, uint64_t epoch) const {
   ShardMap next = *this;
@@ -155,8 +161,8 @@ ShardMap ShardMap::WithNewPs(const std::string& address, uint64_t epoch) const {
 }
 
 ShardMap::Moves ShardMap::MovesOnto(uint32_t to, const std::vector<bool>& usable) const {
-  std::vector<uint64_t> shard_bytes(shard_owner_.size(), 0), load(num_ps(), 0);
-  for (const Chunk& c : chunks_) shard_bytes[c.shard] += c.numel * uint64_t{4};
+  const std::vector<uint64_t> shard_bytes = BytesPerShard();
+  std::vector<uint64_t> load(num_ps(), 0);
   uint64_t total = 0;
   size_t live = 0;
   for (uint32_t s = 0; s < shard_owner_.size(); ++s) {
@@ -166,11 +172,7 @@ ShardMap::Moves ShardMap::MovesOnto(uint32_t to, const std::vector<bool>& usable
   for (uint32_t p = 0; p < num_ps(); ++p) live += (usable[p] || p == to) ? 1 : 0;
   const uint64_t share = live ? total / live : 0;
   Moves moves;
-  std::vector<uint32_t> order(shard_owner_.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t a, uint32_t b) { return shard_bytes[a] > shard_bytes[b]; });
-  for (uint32_t s : order) {  // largest first, from whoever is heaviest, while it helps
+  for (uint32_t s : HeaviestFirst(shard_bytes)) {  // largest first, while it helps
     const uint32_t from = shard_owner_[s];
     if (from == to || shard_bytes[s] == 0 || load[to] >= share) continue;
     if (load[to] + shard_bytes[s] > load[from]) continue;  // would not even things out
@@ -182,15 +184,11 @@ ShardMap::Moves ShardMap::MovesOnto(uint32_t to, const std::vector<bool>& usable
 }
 
 ShardMap::Moves ShardMap::MovesOff(uint32_t from, const std::vector<bool>& usable) const {
-  std::vector<uint64_t> shard_bytes(shard_owner_.size(), 0), load(num_ps(), 0);
-  for (const Chunk& c : chunks_) shard_bytes[c.shard] += c.numel * uint64_t{4};
+  const std::vector<uint64_t> shard_bytes = BytesPerShard();
+  std::vector<uint64_t> load(num_ps(), 0);
   for (uint32_t s = 0; s < shard_owner_.size(); ++s) load[shard_owner_[s]] += shard_bytes[s];
-  std::vector<uint32_t> order(shard_owner_.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t a, uint32_t b) { return shard_bytes[a] > shard_bytes[b]; });
   Moves moves;
-  for (uint32_t s : order) {
+  for (uint32_t s : HeaviestFirst(shard_bytes)) {
     if (shard_owner_[s] != from) continue;
     uint32_t best = kNoPs;
     for (uint32_t p = 0; p < num_ps(); ++p) {

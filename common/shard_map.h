@@ -87,7 +87,8 @@ class ShardMap {
   // gets a backup on a usable PS). `moves`: virtual shard -> new owner.
   using Moves = std::map<uint32_t, uint32_t>;
   ShardMap WithNewPs(const std::string& address, uint64_t epoch) const;
-  // Shards to move onto PS `to` (heaviest owner first) until it holds
+  // Shards to move onto PS `to` (largest first, each only from an owner it
+  // leaves at least as heavy as `to`) until `to` holds
   // about its share of the bytes.
   Moves MovesOnto(uint32_t to, const std::vector<bool>& usable) const;
   // Every shard PS `from` owns, each to the usable PS that owns least.
@@ -96,6 +97,7 @@ class ShardMap {
   ShardMap Moved(const Moves& moves, int replicas, int leaving, const std::vector<bool>& usable,
                  uint64_t epoch) const;
   uint64_t ShardBytes(uint32_t shard) const;
+  std::vector<uint64_t> BytesPerShard() const;  // fp32 bytes of each virtual shard
   // A copy with these PS addresses (replacement processes) and epoch.
   Result<ShardMap> WithAddresses(std::vector<std::string> addresses, uint64_t epoch) const;
   // Chunks this PS owns or backs up.

@@ -72,8 +72,9 @@ Status Coordinator::HandleDrain(const transport::PeerId& peer, int rank) {
 void Coordinator::StartMoves(ShardMap::Moves moves, int leaving, const std::string& what) {
   uint64_t bytes = 0;
   std::set<uint32_t> to;
+  const std::vector<uint64_t> shard_bytes = map_->BytesPerShard();
   for (const auto& [shard, target] : moves) {
-    bytes += map_->ShardBytes(shard);
+    bytes += shard_bytes[shard];
     to.insert(target);
   }
   map_epoch_++;

@@ -56,8 +56,7 @@ bool Coordinator::FailOver(Node& lost, const std::string& why) {
   std::set<uint32_t> heirs;
   size_t shards = 0, rebuilt = 0;  // shards that hold chunks
   uint64_t bytes = 0;
-  std::vector<uint64_t> shard_bytes(map_->num_shards(), 0);
-  for (const Chunk& c : map_->chunks()) shard_bytes[c.shard] += c.numel * uint64_t{4};
+  const std::vector<uint64_t> shard_bytes = map_->BytesPerShard();
   for (uint32_t s = 0; s < map_->num_shards(); ++s) {
     if (map_->OwnerOfShard(s) == static_cast<uint32_t>(lost.rank) && shard_bytes[s] > 0) {
       ++shards;

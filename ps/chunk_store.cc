@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "ps/step_kernel.h"
+
 namespace een::ps {
 
 Result<std::unique_ptr<ChunkStore>> ChunkStore::Create(const ShardMap& map, uint32_t ps,
@@ -141,6 +143,13 @@ Status ChunkStore::SetInitial(uint32_t chunk, const transport::Frame& values) {
 
 Result<bool> ChunkStore::AddGradient(uint32_t chunk, int worker, uint64_t step,
                                      transport::Frame grad) {
+  EEN_ASSIGN_OR_RETURN(bool complete, Contribute(chunk, worker, step, std::move(grad)));
+  if (complete) ApplySteps({chunk});
+  return complete;
+}
+
+Result<bool> ChunkStore::Contribute(uint32_t chunk, int worker, uint64_t step,
+                                     transport::Frame grad) {
   if (!Owns(chunk)) return InvalidArgument("chunk " + std::to_string(chunk) + " is not here");
   if (worker < 0 || worker >= num_workers_) {
     return InvalidArgument("worker rank " + std::to_string(worker) + " out of range");
@@ -177,9 +186,7 @@ Result<bool> ChunkStore::AddGradient(uint32_t chunk, int worker, uint64_t step,
   for (const auto& f : s.contributions) first &= f.data() == nullptr;
   if (first) s.first_contribution = std::chrono::steady_clock::now();
   s.contributions[worker] = std::move(grad);
-  if (!Complete(s)) return false;
-  Aggregate(chunk, s);
-  return true;
+  return Complete(s);
 }
 
 bool ChunkStore::Complete(const Slot& s) const {
@@ -199,11 +206,9 @@ std::vector<uint32_t> ChunkStore::RemoveWorker(int worker) {
   for (uint32_t c = 0; c < slot_of_.size(); ++c) {
     if (slot_of_[c] < 0) continue;
     Slot& s = slots_[slot_of_[c]];
-    if (s.initialized && Complete(s)) {
-      Aggregate(c, s);
-      completed.push_back(c);
-    }
+    if (s.initialized && Complete(s)) completed.push_back(c);
   }
+  ApplySteps(completed);
   return completed;
 }
 
@@ -254,31 +259,42 @@ std::vector<int> ChunkStore::LiveWorkers() const {
   return out;
 }
 
-void ChunkStore::Aggregate(uint32_t chunk, Slot& s) {
-  const uint32_t n = Numel(chunk);
-  float* mean;
-  if (optimizer_ && !map_.replicated()) {
-    scratch_.resize(n);
-    mean = scratch_.data();
-  } else {
-    mean = MeanBuffer(s, n);  // kept: pulled (sum mode) or sent to the backup
-  }
-  // Sum in rank order, so the result does not depend on arrival order.
-  int contributors = 0;
-  for (int w = 0; w < num_workers_; ++w) {
-    if (s.contributions[w].data() == nullptr) continue;
-    const float* g = reinterpret_cast<const float*>(s.contributions[w].data());
-    if (contributors++ == 0) {
-      std::memcpy(mean, g, n * sizeof(float));
-    } else {
-      for (uint32_t i = 0; i < n; ++i) mean[i] += g[i];
+void ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks) {
+  // Work items of at most kPiece elements, so one large chunk spreads over
+  // every apply thread too.
+  constexpr size_t kPiece = 1 << 16;
+  struct Piece {
+    size_t input, begin, end;
+  };
+  std::vector<StepInputs> inputs(chunks.size());
+  std::vector<Piece> pieces;
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    Slot& s = slots_[slot_of_[chunks[k]]];
+    const uint32_t n = Numel(chunks[k]);
+    StepInputs& in = inputs[k];
+    for (const auto& f : s.contributions) {  // rank order: the result does not depend on arrival
+      if (f.data() != nullptr) in.grads.push_back(reinterpret_cast<const float*>(f.data()));
     }
+    in.divisor = static_cast<float>(in.grads.size());
+    // The mean is kept when it is pulled (sum mode) or sent to the backup.
+    if (!optimizer_ || map_.replicated()) in.mean_out = MeanBuffer(s, n);
+    in.optimizer = optimizer_.get();
+    in.values = s.values;
+    in.state = s.state;
+    in.step = s.version + 1;
+    for (size_t b = 0; b < n; b += kPiece) pieces.push_back({k, b, std::min<size_t>(n, b + kPiece)});
   }
-  const float divisor = static_cast<float>(contributors);
-  for (uint32_t i = 0; i < n; ++i) mean[i] /= divisor;
-  for (auto& f : s.contributions) f = transport::Frame();
-  if (optimizer_) optimizer_->Apply(s.values, mean, s.state.data(), n, s.version + 1);
-  s.version++;
+  auto run = [&](size_t i) { StepRange(inputs[pieces[i].input], pieces[i].begin, pieces[i].end); };
+  if (pool_) {
+    pool_->ParallelFor(pieces.size(), run);
+  } else {
+    for (size_t i = 0; i < pieces.size(); ++i) run(i);
+  }
+  for (uint32_t c : chunks) {
+    Slot& s = slots_[slot_of_[c]];
+    for (auto& f : s.contributions) f = transport::Frame();
+    s.version++;
+  }
 }
 
 uint64_t ChunkStore::MinVersion() const {

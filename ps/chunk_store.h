@@ -27,6 +27,7 @@
 #include "common/status.h"
 #include "common/transport/frame.h"
 #include "een/optimizer.h"
+#include "ps/apply_pool.h"
 #include "ps/arena.h"
 #include "ps/optimizer.h"
 #include "ps/snapshot_store.h"
@@ -78,6 +79,14 @@ class ChunkStore {
   // One worker's gradient for step `step` (== Version). Returns true when this
   // completed the step (the update is applied and Version moved on).
   Result<bool> AddGradient(uint32_t chunk, int worker, uint64_t step, transport::Frame grad);
+  // The same in two halves, so a whole message's completed chunks are
+  // applied together on the apply threads: Contribute() only records the
+  // gradient and says whether the step is complete; ApplySteps() then
+  // aggregates and applies those chunks (each must be complete).
+  Result<bool> Contribute(uint32_t chunk, int worker, uint64_t step, transport::Frame grad);
+  void ApplySteps(const std::vector<uint32_t>& chunks);
+  // Threads for ApplySteps (null: the caller's thread only). Must outlive the store.
+  void SetApplyPool(ApplyPool* pool) { pool_ = pool; }
   // The lowest version over every chunk held here (the step all have reached).
   uint64_t MinVersion() const;
   uint64_t MaxVersion() const;
@@ -131,7 +140,6 @@ class ChunkStore {
   // A buffer for a chunk's mean: the slot's own unless a send still holds it.
   float* MeanBuffer(Slot& slot, uint32_t numel);
   const Slot& SlotOf(uint32_t chunk) const { return slots_[slot_of_[chunk]]; }
-  void Aggregate(uint32_t chunk, Slot& slot);
   bool Complete(const Slot& slot) const;  // every live worker's gradient is in
 
   ShardMap map_;
@@ -142,7 +150,7 @@ class ChunkStore {
   std::vector<std::shared_ptr<Arena>> arenas_;  // first: the job's start; then one per Adopt
   std::vector<int32_t> slot_of_;             // chunk id -> slot, -1 if not owned
   std::vector<Slot> slots_;
-  std::vector<float> scratch_;               // the mean gradient being applied
+  ApplyPool* pool_ = nullptr;
 };
 
 }  // namespace een::ps

@@ -17,15 +17,42 @@ class Sgd : public Optimizer {
   int state_slots() const override { return momentum_ != 0 ? 1 : 0; }
   void Apply(float* p, const float* g, float* const* state, size_t n,
              uint64_t step) const override {
-    const float neg_lr = -lr_, wd = wd_, mom = momentum_, keep = 1 - dampening_;
-    float* buf = momentum_ != 0 ? state[0] : nullptr;
+    // One loop per case, each free of branches, so the compiler vectorises it.
+    const bool decay = wd_ != 0, first = step == 1;
+    if (momentum_ == 0) {
+      decay ? Plain<true>(p, g, n) : Plain<false>(p, g, n);
+    } else if (decay) {
+      first ? (nesterov_ ? Momentum<true, true, true>(p, g, state[0], n)
+                         : Momentum<true, true, false>(p, g, state[0], n))
+            : (nesterov_ ? Momentum<true, false, true>(p, g, state[0], n)
+                         : Momentum<true, false, false>(p, g, state[0], n));
+    } else {
+      first ? (nesterov_ ? Momentum<false, true, true>(p, g, state[0], n)
+                         : Momentum<false, true, false>(p, g, state[0], n))
+            : (nesterov_ ? Momentum<false, false, true>(p, g, state[0], n)
+                         : Momentum<false, false, false>(p, g, state[0], n));
+    }
+  }
+
+ private:
+  template <bool kDecay>
+  void Plain(float* __restrict p, const float* __restrict g, size_t n) const {
+    const float neg_lr = -lr_, wd = wd_;
     for (size_t i = 0; i < n; ++i) {
       float d = g[i];
-      if (wd != 0) d = d + wd * p[i];
-      if (buf) {
-        buf[i] = step == 1 ? d : buf[i] * mom + keep * d;
-        d = nesterov_ ? d + mom * buf[i] : buf[i];
-      }
+      if (kDecay) d = d + wd * p[i];
+      p[i] = p[i] + neg_lr * d;
+    }
+  }
+  template <bool kDecay, bool kFirst, bool kNesterov>
+  void Momentum(float* __restrict p, const float* __restrict g, float* __restrict buf,
+                size_t n) const {
+    const float neg_lr = -lr_, wd = wd_, mom = momentum_, keep = 1 - dampening_;
+    for (size_t i = 0; i < n; ++i) {
+      float d = g[i];
+      if (kDecay) d = d + wd * p[i];
+      buf[i] = kFirst ? d : buf[i] * mom + keep * d;
+      d = kNesterov ? d + mom * buf[i] : buf[i];
       p[i] = p[i] + neg_lr * d;
     }
   }

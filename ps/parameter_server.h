@@ -99,6 +99,7 @@ class ParameterServer {
   std::deque<transport::Envelope> future_;  // data messages of a newer map epoch
   std::unique_ptr<transport::Connection> control_;
   ShardMap map_;
+  std::unique_ptr<ApplyPool> apply_pool_;  // before store_: the store uses it
   std::unique_ptr<ChunkStore> store_;
   std::deque<PendingPull> pending_;
   std::atomic<uint64_t> step_{0};
@@ -122,6 +123,9 @@ class ParameterServer {
   void ReportStall();
   std::chrono::steady_clock::time_point next_stall_check_;
   uint64_t stall_reported_step_ = UINT64_MAX;
+  // EEN_RESOURCES_AT_STEP=K: log this process's resource use once every
+  // chunk reached step K (0: done or not asked).
+  uint64_t resources_at_step_ = 0;
   uint64_t freeze_above_ = 0;
   // Last: its thread reads step_ and writer_, so it must stop first.
   std::unique_ptr<HeartbeatSender> heartbeat_;

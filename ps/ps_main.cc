@@ -1,11 +1,11 @@
 // een-ps: a parameter-server process. Started by een-launch (or any
 // scheduler that sets the EEN_* environment); see parameter_server.h.
 #include <malloc.h>
-#include <sys/resource.h>
 
 #include <csignal>
 
 #include "common/logging.h"
+#include "common/resource_usage.h"
 #include "ps/parameter_server.h"
 
 namespace {
@@ -35,11 +35,8 @@ int main() {
     return 0;
   }
   if (s.ok()) s = server.Serve(g_stop);
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);  // for een-bench and the curious: what this PS cost
-  spdlog::info("resources: cpu {:.3f} s, {} page faults, peak RSS {:.1f} MB",
-               u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6,
-               u.ru_minflt + u.ru_majflt, u.ru_maxrss / 1024.0);
+  // For een-bench and the curious: what this PS cost.
+  spdlog::info("{}", een::ResourceUsage::Now().ToString());
   if (!s.ok()) {
     spdlog::error("stopping: {}", s.ToString());
     return 3;

@@ -1,0 +1,206 @@
+// een-bench replay: see een_bench.cc for what it runs and prints.
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "bench/commands.h"
+#include "bench/raw_exchange.h"
+#include "bench/report.h"
+#include "bench/trace.h"
+
+namespace een::bench {
+namespace {
+
+struct RoleUsage {
+  std::vector<double> step_micros;
+  double cpu_per_step = 0, faults_per_step = 0, peak_rss_kb = 0;  // mean over workers; max RSS
+};
+
+// The job's workers' reports: "step MICROS" lines and one "resources" line.
+RoleUsage ReadWorkerReports(const std::string& dir, int workers, int steps) {
+  RoleUsage u;
+  for (int w = 0; w < workers; ++w) {
+    std::ifstream in(dir + "/worker-" + std::to_string(w) + ".txt");
+    std::string kind;
+    while (in >> kind) {
+      if (kind == "step") {
+        double t;
+        in >> t;
+        u.step_micros.push_back(t);
+      } else if (kind == "resources") {
+        double c, f, r;
+        in >> c >> f >> r;
+        u.cpu_per_step += c / workers / steps;
+        u.faults_per_step += f / workers / steps;
+        u.peak_rss_kb = std::max(u.peak_rss_kb, r);
+      }
+    }
+  }
+  return u;
+}
+
+std::vector<double> MemcpyTimes(size_t bytes, int warmup, int steps) {
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  std::vector<double> times;
+  for (int i = 0; i < warmup + steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(dst.data(), src.data(), src.size());  // push
+    std::memcpy(src.data(), dst.data(), dst.size());  // pull
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    if (i >= warmup) times.push_back(us);
+  }
+  return times;
+}
+
+// gloo all_reduce of the trace's tensors with `processes` processes, or an
+// empty Summary (and a line saying why) when torch is missing or it failed.
+Summary RunGloo(const ReplayOptions& o, int processes, const std::string& work) {
+  if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0) {
+    std::printf("gloo all_reduce: skipped (needs /usr/bin/python3 with torch: apt-get install "
+                "python3-torch)\n");
+    return {};
+  }
+  std::ostringstream g;
+  g << "/usr/bin/python3 " << EEN_BENCH_SOURCE_DIR << "/gloo_allreduce.py " << o.trace_path << ' '
+    << processes << ' ' << o.steps << ' ' << o.warmup << " > " << work << "/gloo.txt 2>&1";
+  if (std::system(g.str().c_str()) != 0) {
+    std::printf("gloo all_reduce: failed (see %s/gloo.txt)\n", work.c_str());
+    return {};
+  }
+  std::vector<double> times;
+  std::ifstream in(work + "/gloo.txt");
+  std::string kind;
+  for (double t; in >> kind >> t;) times.push_back(t);
+  return Summarize(times);
+}
+
+// Each PS's resource use over the measured steps: the difference between
+// its exit line and the line it logs on reaching the first measured step
+// (EEN_RESOURCES_AT_STEP), so start-up is not counted.
+void PrintPsUsage(const std::string& log_path, int steps) {
+  std::ifstream log(log_path);
+  const std::regex line_re("\\[(ps [0-9]+)\\](.*)resources: cpu ([0-9.]+) s, ([0-9]+) page faults, "
+                           "peak RSS ([0-9.]+) MB");
+  std::map<std::string, std::array<double, 3>> mark;
+  for (std::string line; std::getline(log, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, line_re)) continue;
+    const std::array<double, 3> now{std::stod(m[3]), std::stod(m[4]), std::stod(m[5])};
+    if (m[2].str().find("at step") != std::string::npos) {
+      mark[m[1]] = now;
+      continue;
+    }
+    const auto base = mark.count(m[1]) ? mark[m[1]] : std::array<double, 3>{0, 0, 0};
+    std::printf("%s: %.3f CPU s/step, %.0f page faults/step%s, peak RSS %.1f MB\n",
+                m[1].str().c_str(), (now[0] - base[0]) / steps, (now[1] - base[1]) / steps,
+                mark.count(m[1]) ? "" : " (start-up included)", now[2]);
+  }
+}
+
+}  // namespace
+
+int RunReplay(const ReplayOptions& o) {
+  if (o.dtype != "fp32") {
+    std::fprintf(stderr, "een-bench: --dtype %s is not available yet (the wire carries fp32 only)\n",
+                 o.dtype.c_str());
+    return 2;
+  }
+  auto trace = ReadTrace(o.trace_path);
+  if (!trace.ok()) {
+    std::fprintf(stderr, "een-bench: %s\n", trace.status().message().c_str());
+    return 2;
+  }
+  char tmpl[] = "/tmp/een-bench-XXXXXX";
+  if (!mkdtemp(tmpl)) return 2;
+  const std::string work = tmpl;
+  const std::string bin = BinDir();
+  const double model_bytes = trace->TotalNumel() * 4.0;
+  const double step_bytes = 2 * model_bytes;  // per worker: push + pull
+  std::printf("een-bench replay %s: %zu tensors, %.1f MB fp32; %d PS, %d worker(s), %s, %s, "
+              "buckets of %zu bytes, %d steps (+%d warm-up)\n",
+              trace->name.c_str(), trace->backward.size(), model_bytes / 1e6, o.ps, o.workers,
+              o.transport.c_str(), o.dtype.c_str(), o.bucket_bytes, o.steps, o.warmup);
+
+  // 1. The runtime, launched as a job.
+  std::filesystem::create_directories(work + "/een");
+  std::ostringstream cmd;
+  cmd << "EEN_BUCKET_BYTES=" << o.bucket_bytes << " EEN_RESOURCES_AT_STEP=" << o.warmup << ' ' << bin << "/een-launch --ps " << o.ps
+      << " --workers " << o.workers << " --transport " << o.transport
+      << " --progress-interval 3600s -- " << bin << "/een-bench-worker " << o.trace_path
+      << " --steps " << o.steps << " --warmup " << o.warmup << " --report " << work << "/een > "
+      << work << "/job.log 2>&1";
+  if (std::system(cmd.str().c_str()) != 0) {
+    std::fprintf(stderr, "een-bench: the replay job failed; its output:\n");
+    std::ifstream log(work + "/job.log");
+    std::fprintf(stderr, "%s", std::string(std::istreambuf_iterator<char>(log), {}).c_str());
+    return 1;
+  }
+  const RoleUsage worker = ReadWorkerReports(work + "/een", o.workers, o.steps);
+  const Summary een = Summarize(worker.step_micros);
+  Summary zmq, copy, gloo;
+  const int gloo_processes = o.ps + o.workers;  // as many processes as the PS job has
+  if (o.references) {
+    // 2. Raw ZeroMQ with the same sharding.
+    std::vector<std::string> addresses(o.ps, "tcp://0:0");
+    auto map = ShardMap::Build(trace->Parameters(), o.ps, ShardingOptions{}, addresses);
+    if (!map.ok()) return 2;
+    RawExchangeOptions raw;
+    raw.chunk_bytes.resize(o.ps);
+    for (uint32_t c = 0; c < map->chunks().size(); ++c) {
+      raw.chunk_bytes[map->OwnerOfChunk(c)].push_back(map->chunks()[c].numel * 4ull);
+    }
+    raw.workers = o.workers;
+    raw.steps = o.steps;
+    raw.warmup = o.warmup;
+    raw.transport = o.transport;
+    raw.work_dir = work;
+    auto raw_times = RunRawExchange(raw);
+    if (!raw_times.ok()) {
+      std::fprintf(stderr, "een-bench: %s\n", raw_times.status().message().c_str());
+      return 1;
+    }
+    zmq = Summarize(*raw_times);
+    // 3. memcpy of the bytes one worker moves per step.
+    copy = Summarize(MemcpyTimes(size_t(model_bytes), o.warmup, o.steps));
+  }
+  std::printf("\n%-24s %9s %9s %9s %9s\n", "sync time per step", "median", "p10", "p90", "GB/s");
+  std::printf("%-24s %9s %9s %9s %9s\n", "", "ms", "ms", "ms", "");
+  Row("een push+pull", een, step_bytes);
+  if (o.references) {
+    Row("raw ZeroMQ", zmq, step_bytes);
+    Row("memcpy", copy, step_bytes);
+    // 4. gloo, when torch is there.
+    gloo = RunGloo(o, gloo_processes, work);
+    char label[64];
+    std::snprintf(label, sizeof label, "gloo all_reduce x%d", gloo_processes);
+    if (gloo.median > 0) Row(label, gloo, step_bytes);
+    std::printf("\nratios (median): een / raw ZeroMQ = %.2fx, een / memcpy = %.1fx",
+                zmq.median > 0 ? een.median / zmq.median : 0.0,
+                copy.median > 0 ? een.median / copy.median : 0.0);
+    if (gloo.median > 0) {
+      std::printf(", een / gloo x%d = %.2fx", gloo_processes, een.median / gloo.median);
+    }
+    std::printf("\n");
+  }
+  std::printf("bytes per step per worker: %.1f MB (push %.1f MB + pull %.1f MB)\n",
+              step_bytes / 1e6, model_bytes / 1e6, model_bytes / 1e6);
+  std::printf("worker: %.3f CPU s/step, %.0f page faults/step (%.2f%% of the %.0f pages moved), "
+              "peak RSS %.1f MB\n",
+              worker.cpu_per_step, worker.faults_per_step,
+              100.0 * worker.faults_per_step / (step_bytes / 4096), step_bytes / 4096,
+              worker.peak_rss_kb / 1024);
+  PrintPsUsage(work + "/job.log", o.steps);
+  std::filesystem::remove_all(work);
+  return 0;
+}
+
+}  // namespace een::bench

@@ -1,0 +1,33 @@
+// StepKernel: one chunk's BSP update, fused and cache-blocked.
+//
+// For elements [begin, end) of a chunk: sums the workers' gradients in the
+// order given (rank order), divides by `divisor` (DDP's mean), writes the
+// mean to `mean_out` when asked (sum mode, replication), and applies
+// `optimizer` to the values and state, one block of a few KiB at a time, so
+// each gradient, value and state byte crosses the memory bus once. Each
+// element sees exactly the operations of the unfused passes (copy, add in
+// order, divide, update), so results are bitwise equal to them. Distinct
+// ranges may run concurrently (ApplyPool).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ps/optimizer.h"
+
+namespace een::ps {
+
+struct StepInputs {
+  std::vector<const float*> grads;  // each the whole chunk, in rank order; at least one
+  float divisor = 1;                // number of contributions
+  float* mean_out = nullptr;        // whole chunk, or null
+  const Optimizer* optimizer = nullptr;  // null: sum mode (mean only)
+  float* values = nullptr;
+  std::vector<float*> state;  // the optimizer's state arrays (whole chunk)
+  uint64_t step = 0;          // the optimizer step number (from 1)
+};
+
+void StepRange(const StepInputs& in, size_t begin, size_t end);
+
+}  // namespace een::ps

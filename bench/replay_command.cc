@@ -15,6 +15,7 @@
 #include "bench/raw_exchange.h"
 #include "bench/report.h"
 #include "bench/trace.h"
+#include "common/wire_dtype.h"
 
 namespace een::bench {
 namespace {
@@ -109,9 +110,9 @@ void PrintPsUsage(const std::string& log_path, int steps) {
 }  // namespace
 
 int RunReplay(const ReplayOptions& o) {
-  if (o.dtype != "fp32") {
-    std::fprintf(stderr, "een-bench: --dtype %s is not available yet (the wire carries fp32 only)\n",
-                 o.dtype.c_str());
+  auto wire = ParseWireType(o.dtype);
+  if (!wire.ok()) {
+    std::fprintf(stderr, "een-bench: %s\n", wire.status().message().c_str());
     return 2;
   }
   auto trace = ReadTrace(o.trace_path);
@@ -123,18 +124,19 @@ int RunReplay(const ReplayOptions& o) {
   if (!mkdtemp(tmpl)) return 2;
   const std::string work = tmpl;
   const std::string bin = BinDir();
-  const double model_bytes = trace->TotalNumel() * 4.0;
+  // The bytes on the wire: the references move the same (gloo: fp32 always).
+  const double model_bytes = trace->TotalNumel() * double(WireBytes(*wire));
   const double step_bytes = 2 * model_bytes;  // per worker: push + pull
-  std::printf("een-bench replay %s: %zu tensors, %.1f MB fp32; %d PS, %d worker(s), %s, %s, "
+  std::printf("een-bench replay %s: %zu tensors, %.1f MB as %s; %d PS, %d worker(s), %s, "
               "buckets of %zu bytes, %d steps (+%d warm-up)\n",
-              trace->name.c_str(), trace->backward.size(), model_bytes / 1e6, o.ps, o.workers,
-              o.transport.c_str(), o.dtype.c_str(), o.bucket_bytes, o.steps, o.warmup);
+              trace->name.c_str(), trace->backward.size(), model_bytes / 1e6, o.dtype.c_str(),
+              o.ps, o.workers, o.transport.c_str(), o.bucket_bytes, o.steps, o.warmup);
 
   // 1. The runtime, launched as a job.
   std::filesystem::create_directories(work + "/een");
   std::ostringstream cmd;
   cmd << "EEN_BUCKET_BYTES=" << o.bucket_bytes << " EEN_RESOURCES_AT_STEP=" << o.warmup << ' ' << bin << "/een-launch --ps " << o.ps
-      << " --workers " << o.workers << " --transport " << o.transport
+      << " --workers " << o.workers << " --transport " << o.transport << " --wire-dtype " << o.dtype
       << " --progress-interval 3600s -- " << bin << "/een-bench-worker " << o.trace_path
       << " --steps " << o.steps << " --warmup " << o.warmup << " --report " << work << "/een > "
       << work << "/job.log 2>&1";
@@ -156,7 +158,7 @@ int RunReplay(const ReplayOptions& o) {
     RawExchangeOptions raw;
     raw.chunk_bytes.resize(o.ps);
     for (uint32_t c = 0; c < map->chunks().size(); ++c) {
-      raw.chunk_bytes[map->OwnerOfChunk(c)].push_back(map->chunks()[c].numel * 4ull);
+      raw.chunk_bytes[map->OwnerOfChunk(c)].push_back(map->chunks()[c].numel * WireBytes(*wire));
     }
     raw.workers = o.workers;
     raw.steps = o.steps;
@@ -181,8 +183,9 @@ int RunReplay(const ReplayOptions& o) {
     // 4. gloo, when torch is there.
     gloo = RunGloo(o, gloo_processes, work);
     char label[64];
-    std::snprintf(label, sizeof label, "gloo all_reduce x%d", gloo_processes);
-    if (gloo.median > 0) Row(label, gloo, step_bytes);
+    std::snprintf(label, sizeof label, "gloo all_reduce x%d%s", gloo_processes,
+                  *wire == WireType::kF32 ? "" : " fp32");
+    if (gloo.median > 0) Row(label, gloo, 2.0 * trace->TotalNumel() * 4);
     std::printf("\nratios (median): een / raw ZeroMQ = %.2fx, een / memcpy = %.1fx",
                 zmq.median > 0 ? een.median / zmq.median : 0.0,
                 copy.median > 0 ? een.median / copy.median : 0.0);
@@ -191,7 +194,7 @@ int RunReplay(const ReplayOptions& o) {
     }
     std::printf("\n");
   }
-  std::printf("bytes per step per worker: %.1f MB (push %.1f MB + pull %.1f MB)\n",
+  std::printf("bytes on the wire per step per worker: %.1f MB (push %.1f MB + pull %.1f MB)\n",
               step_bytes / 1e6, model_bytes / 1e6, model_bytes / 1e6);
   std::printf("worker: %.3f CPU s/step, %.0f page faults/step (%.2f%% of the %.0f pages moved), "
               "peak RSS %.1f MB\n",

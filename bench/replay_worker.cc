@@ -74,9 +74,7 @@ int main(int argc, char** argv) {
   std::vector<float> params(map.TotalNumel(), 0.5f);
   std::vector<size_t> chunk_at(map.chunks().size());
   for (size_t c = 0, at = 0; c < map.chunks().size(); at += map.chunks()[c].numel, ++c) chunk_at[c] = at;
-  auto sink = [&](uint32_t c, const float* values) {
-    std::memcpy(params.data() + chunk_at[c], values, map.chunks()[c].numel * sizeof(float));
-  };
+  auto sink = [&](uint32_t c) { return params.data() + chunk_at[c]; };
   auto fail = [&](const een::Status& s, const char* what) {
     spdlog::error("{}: {}", what, s.message());
     return 3;

@@ -4,6 +4,8 @@
 
 #include <set>
 
+#include "common/wire_dtype.h"
+
 namespace een {
 
 Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
@@ -38,7 +40,8 @@ Status JobConfig::LoadYaml(const std::string& path) {
   static const std::set<std::string> kFields = {
       "ps", "workers", "min_workers", "failover_threshold", "heartbeat_interval", "startup_timeout",
       "progress_interval", "transport", "host", "max_chunk_numel", "shards_per_ps",
-      "snapshot_every", "snapshot_dir", "replicas", "max_restarts", "spare_ps"};
+      "snapshot_every", "snapshot_dir", "replicas", "max_restarts", "spare_ps",
+      "wire_dtype"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     const std::string where = "config " + path + ": field '" + key + "'";
@@ -70,6 +73,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
       if (key == "progress_interval") EEN_RETURN_IF_ERROR(duration(&progress_interval));
       if (key == "transport") transport = v.as<std::string>();
       if (key == "host") host = v.as<std::string>();
+      if (key == "wire_dtype") wire_dtype = v.as<std::string>();
       if (key == "max_chunk_numel") {
         int n = 0;
         EEN_RETURN_IF_ERROR(positive_int(&n));
@@ -105,6 +109,9 @@ Status JobConfig::LoadYaml(const std::string& path) {
 Status JobConfig::Validate() const {
   if (ps < 1) return InvalidArgument("ps must be >= 1 (--ps N)");
   if (workers < 1) return InvalidArgument("workers must be >= 1 (--workers M)");
+  if (Result<WireType> t = ParseWireType(wire_dtype); !t.ok()) {
+    return InvalidArgument("wire_dtype: " + t.status().message());
+  }
   if (replicas != 1 && replicas != 2) {
     return InvalidArgument("replicas: " + std::to_string(replicas) + " is not available; use 1 "
                            "(a lost PS rolls the job back to its last snapshot, with "

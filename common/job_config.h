@@ -22,6 +22,7 @@ struct JobConfig {
   std::chrono::milliseconds startup_timeout{120000};
   std::chrono::milliseconds progress_interval{2000};
   std::string transport = "tcp";  // data plane: tcp | ipc
+  std::string wire_dtype = "fp32";  // gradients and parameters on the wire: fp32 | bf16 | fp16
   std::string host = "127.0.0.1";
   ShardingOptions sharding;
   int replicas = 1;              // copies of each shard: 1 (loss -> rollback) or 2 (failover)

@@ -48,6 +48,11 @@ Result<JobEnvironment> JobEnvironment::FromProcess(const std::string& program) {
   if (const char* t = Get("EEN_DATA_TRANSPORT")) env.data_transport = t;
   if (const char* d = Get("EEN_RUN_DIR")) env.run_dir = d;
   if (const char* d = Get("EEN_SNAPSHOT_DIR")) env.snapshot_dir = d;
+  if (const char* t = Get("EEN_WIRE_DTYPE")) {
+    Result<WireType> type = ParseWireType(t);
+    if (!type.ok()) return InvalidArgument("EEN_WIRE_DTYPE: " + type.status().message());
+    env.wire_type = *type;
+  }
   long rank = -1, world = 0, ps = 0, threshold = 500, heartbeat = 100, startup = 120000;
   long snapshot_every = 0, resume = 0, spare = 0;
   EEN_RETURN_IF_ERROR(ReadInt("EEN_SPARE", 0, &spare));

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "common/wire_dtype.h"
 
 namespace een {
 
@@ -27,6 +28,7 @@ struct JobEnvironment {
   uint64_t snapshot_every = 0;   // EEN_SNAPSHOT_EVERY: steps between snapshots (0: none)
   bool resume = false;           // EEN_RESUME=1: start from the newest complete snapshot
   bool spare = false;            // EEN_SPARE=1: a standby PS (takes a lost PS's rank)
+  WireType wire_type = WireType::kF32;  // EEN_WIRE_DTYPE: fp32 | bf16 | fp16 (workers' pushes and pulls)
 
   // Reads the environment; `program` names the caller in the error message.
   static Result<JobEnvironment> FromProcess(const std::string& program);

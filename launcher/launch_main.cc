@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
   app.add_option("--startup-timeout", startup, "time for every role to register (default 120s)");
   app.add_option("--progress-interval", progress, "progress line period (default 2s)");
   app.add_option("--transport", transport, "data plane: tcp or ipc (default tcp)");
+  std::string wire_dtype;
+  app.add_option("--wire-dtype", wire_dtype,
+                 "gradients and parameters on the wire: fp32, bf16 or fp16 (default fp32; the "
+                 "PS keep fp32 master values)");
   app.add_option("--host", host, "address the roles listen on (default 127.0.0.1)");
   app.add_option("--backend", backend, "where roles run: local (ssh, slurm, k8s: not yet)");
   int max_restarts = 0;
@@ -117,6 +121,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (*every_opt) config.snapshot_every = snapshot_every;
+  if (!wire_dtype.empty()) config.wire_dtype = wire_dtype;
   if (*replicas_opt) config.replicas = replicas;
   if (*restarts_opt) config.max_restarts = max_restarts;
   if (*spare_opt) config.spare_ps = spare_ps;

@@ -41,6 +41,7 @@ std::map<std::string, std::string> LocalJob::RoleEnvironment(const std::string& 
       {"EEN_NUM_PS", std::to_string(config_.ps)},
       {"EEN_HOST", config_.host},
       {"EEN_DATA_TRANSPORT", config_.transport},
+      {"EEN_WIRE_DTYPE", config_.wire_dtype},
       {"EEN_RUN_DIR", run_dir_},
       {"EEN_FAILOVER_THRESHOLD_MS", std::to_string(config_.failover_threshold.count())},
       {"EEN_HEARTBEAT_MS", std::to_string(config_.heartbeat_interval.count())},

@@ -33,6 +33,7 @@ Status ChunkStore::AddSlots(const std::vector<uint32_t>& chunks, uint32_t ps) {
     for (int k = 1; k < slots_per_chunk; ++k) s.state.push_back(arena->Allocate(n));
     if (optimizer_) optimizer_->InitState(s.state.data(), n);
     s.contributions.resize(num_workers_);
+    s.contribution_types.resize(num_workers_, WireType::kF32);
     slot_of_[c] = static_cast<int32_t>(slots_.size());
     slots_.push_back(std::move(s));
   }
@@ -110,6 +111,7 @@ Result<bool> ChunkStore::ApplyReplica(uint32_t chunk, uint64_t step, const trans
     std::memcpy(MeanBuffer(s, n), m, size_t{n} * sizeof(float));
   }
   s.version++;
+  s.wire_fresh = false;
   return true;
 }
 
@@ -138,6 +140,7 @@ Status ChunkStore::SetInitial(uint32_t chunk, const transport::Frame& values) {
   }
   std::memcpy(s.values, values.data(), values.size());
   s.initialized = true;
+  s.wire_fresh = false;
   return Status::Ok();
 }
 
@@ -149,7 +152,7 @@ Result<bool> ChunkStore::AddGradient(uint32_t chunk, int worker, uint64_t step,
 }
 
 Result<bool> ChunkStore::Contribute(uint32_t chunk, int worker, uint64_t step,
-                                     transport::Frame grad) {
+                                     transport::Frame grad, WireType type) {
   if (!Owns(chunk)) return InvalidArgument("chunk " + std::to_string(chunk) + " is not here");
   if (worker < 0 || worker >= num_workers_) {
     return InvalidArgument("worker rank " + std::to_string(worker) + " out of range");
@@ -163,10 +166,11 @@ Result<bool> ChunkStore::Contribute(uint32_t chunk, int worker, uint64_t step,
                               std::to_string(step) + ", but the chunk is at step " +
                               std::to_string(s.version));
   }
-  if (grad.size() != Numel(chunk) * sizeof(float)) {
+  if (grad.size() != Numel(chunk) * WireBytes(type)) {
     return InvalidArgument("gradient of chunk " + std::to_string(chunk) + ": " +
                            std::to_string(grad.size()) + " bytes, expected " +
-                           std::to_string(Numel(chunk) * sizeof(float)));
+                           std::to_string(Numel(chunk) * WireBytes(type)) + " of " +
+                           WireTypeName(type));
   }
   if (s.contributions[worker].data() != nullptr) {
     return FailedPrecondition("duplicate gradient from worker " + std::to_string(worker) +
@@ -186,6 +190,7 @@ Result<bool> ChunkStore::Contribute(uint32_t chunk, int worker, uint64_t step,
   for (const auto& f : s.contributions) first &= f.data() == nullptr;
   if (first) s.first_contribution = std::chrono::steady_clock::now();
   s.contributions[worker] = std::move(grad);
+  s.contribution_types[worker] = type;
   return Complete(s);
 }
 
@@ -225,7 +230,10 @@ Status ChunkStore::AddWorker(int worker, uint64_t step) {
     num_workers_ = worker + 1;
     live_.resize(num_workers_, false);
     join_step_.resize(num_workers_, 0);
-    for (Slot& s : slots_) s.contributions.resize(num_workers_);
+    for (Slot& s : slots_) {
+      s.contributions.resize(num_workers_);
+      s.contribution_types.resize(num_workers_, WireType::kF32);
+    }
   }
   live_[worker] = true;
   join_step_[worker] = step;
@@ -272,8 +280,10 @@ void ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks) {
     Slot& s = slots_[slot_of_[chunks[k]]];
     const uint32_t n = Numel(chunks[k]);
     StepInputs& in = inputs[k];
-    for (const auto& f : s.contributions) {  // rank order: the result does not depend on arrival
-      if (f.data() != nullptr) in.grads.push_back(reinterpret_cast<const float*>(f.data()));
+    for (size_t w = 0; w < s.contributions.size(); ++w) {  // rank order: the result does not depend on arrival
+      if (s.contributions[w].data() == nullptr) continue;
+      in.grads.push_back(s.contributions[w].data());
+      in.types.push_back(s.contribution_types[w]);
     }
     in.divisor = static_cast<float>(in.grads.size());
     // The mean is kept when it is pulled (sum mode) or sent to the backup.
@@ -282,6 +292,11 @@ void ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks) {
     in.values = s.values;
     in.state = s.state;
     in.step = s.version + 1;
+    // Values a bf16/fp16 wire pulled before are converted while in cache.
+    if (optimizer_ && s.wire_type != WireType::kF32) {
+      in.wire_type = s.wire_type;
+      in.wire_out = WireBuffer(s, n);
+    }
     for (size_t b = 0; b < n; b += kPiece) pieces.push_back({k, b, std::min<size_t>(n, b + kPiece)});
   }
   auto run = [&](size_t i) { StepRange(inputs[pieces[i].input], pieces[i].begin, pieces[i].end); };
@@ -290,10 +305,11 @@ void ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks) {
   } else {
     for (size_t i = 0; i < pieces.size(); ++i) run(i);
   }
-  for (uint32_t c : chunks) {
-    Slot& s = slots_[slot_of_[c]];
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    Slot& s = slots_[slot_of_[chunks[k]]];
     for (auto& f : s.contributions) f = transport::Frame();
     s.version++;
+    if (inputs[k].optimizer) s.wire_fresh = inputs[k].wire_out != nullptr;  // the values changed
   }
 }
 
@@ -347,6 +363,7 @@ Status ChunkStore::LoadImage(const ChunkImage& image) {
   }
   s.version = image.version;
   s.initialized = true;
+  s.wire_fresh = false;
   for (auto& f : s.contributions) f = transport::Frame();
   return Status::Ok();
 }
@@ -376,6 +393,35 @@ transport::Frame ChunkStore::Values(uint32_t chunk) const {
   const Slot& s = SlotOf(chunk);
   return transport::Frame::Borrow(s.values, Numel(chunk) * sizeof(float),
                                   std::shared_ptr<const void>(s.arena, s.values));
+}
+
+uint16_t* ChunkStore::WireBuffer(Slot& s, uint32_t n) {
+  if (!s.wire || s.wire.use_count() > 1 || s.wire->size() != n) {
+    s.wire = std::make_shared<std::vector<uint16_t>>(n);
+    s.wire_fresh = false;
+  }
+  return s.wire->data();
+}
+
+transport::Frame ChunkStore::WireValues(uint32_t chunk, WireType type) {
+  if (type == WireType::kF32) return Values(chunk);
+  Slot& s = slots_[slot_of_[chunk]];
+  const uint32_t n = Numel(chunk);
+  if (!s.wire_fresh || s.wire_type != type) {
+    EncodeWire(type, s.values, WireBuffer(s, n), n);
+    s.wire_type = type;
+    s.wire_fresh = true;
+  }
+  return transport::Frame::Borrow(s.wire->data(), size_t{n} * 2, s.wire);
+}
+
+transport::Frame ChunkStore::WireMeanGradient(uint32_t chunk, WireType type) const {
+  transport::Frame mean = MeanGradient(chunk);
+  if (type == WireType::kF32 || mean.data() == nullptr) return mean;
+  const size_t n = mean.size() / sizeof(float);
+  auto out = std::make_shared<std::vector<uint16_t>>(n);
+  EncodeWire(type, reinterpret_cast<const float*>(mean.data()), out->data(), n);
+  return transport::Frame::Borrow(out->data(), n * 2, out);
 }
 
 transport::Frame ChunkStore::MeanGradient(uint32_t chunk) const {

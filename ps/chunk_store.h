@@ -26,6 +26,7 @@
 #include "common/shard_map.h"
 #include "common/status.h"
 #include "common/transport/frame.h"
+#include "common/wire_dtype.h"
 #include "een/optimizer.h"
 #include "ps/apply_pool.h"
 #include "ps/arena.h"
@@ -83,7 +84,8 @@ class ChunkStore {
   // applied together on the apply threads: Contribute() only records the
   // gradient and says whether the step is complete; ApplySteps() then
   // aggregates and applies those chunks (each must be complete).
-  Result<bool> Contribute(uint32_t chunk, int worker, uint64_t step, transport::Frame grad);
+  Result<bool> Contribute(uint32_t chunk, int worker, uint64_t step, transport::Frame grad,
+                          WireType type = WireType::kF32);
   void ApplySteps(const std::vector<uint32_t>& chunks);
   // Threads for ApplySteps (null: the caller's thread only). Must outlive the store.
   void SetApplyPool(ApplyPool* pool) { pool_ = pool; }
@@ -117,6 +119,11 @@ class ChunkStore {
   // zero-copy frames.
   transport::Frame Values(uint32_t chunk) const;
   transport::Frame MeanGradient(uint32_t chunk) const;
+  // The same on a bf16/fp16 wire: values converted once per version (and
+  // from then on during each step's apply, while still in cache), shared by
+  // every pull of that version; mean gradients converted per call.
+  transport::Frame WireValues(uint32_t chunk, WireType type);
+  transport::Frame WireMeanGradient(uint32_t chunk, WireType type) const;
 
  private:
   struct Slot {
@@ -128,6 +135,12 @@ class ChunkStore {
     uint64_t version = 0;
     bool initialized = false;
     std::vector<transport::Frame> contributions;  // per worker, for step `version`
+    std::vector<WireType> contribution_types;     // their dtypes
+    // The values converted for a bf16/fp16 wire; `wire_fresh` while they
+    // match the values (every change of the values clears it).
+    std::shared_ptr<std::vector<uint16_t>> wire;
+    WireType wire_type = WireType::kF32;
+    bool wire_fresh = false;
     std::chrono::steady_clock::time_point first_contribution;  // of step `version`
     std::shared_ptr<std::vector<float>> mean;     // last step's mean (sum mode, replicas)
   };
@@ -139,6 +152,8 @@ class ChunkStore {
   Status AddSlots(const std::vector<uint32_t>& chunks, uint32_t ps);
   // A buffer for a chunk's mean: the slot's own unless a send still holds it.
   float* MeanBuffer(Slot& slot, uint32_t numel);
+  // The slot's wire buffer, reallocated if a frame in flight still holds it.
+  uint16_t* WireBuffer(Slot& slot, uint32_t numel);
   const Slot& SlotOf(uint32_t chunk) const { return slots_[slot_of_[chunk]]; }
   bool Complete(const Slot& slot) const;  // every live worker's gradient is in
 

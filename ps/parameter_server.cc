@@ -410,9 +410,13 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     return FailedPrecondition("worker " + std::to_string(worker) +
                               " was declared lost and is no longer part of the job");
   }
-  if (push.getDtype() != wire::DType::F32) {
+  const auto type = static_cast<WireType>(push.getDtype());
+  if (type != WireType::kF32 && type != WireType::kBF16 && type != WireType::kF16) {
     return InvalidArgument("push payload dtype " + std::to_string(int(push.getDtype())) +
-                           " is not supported yet (only f32)");
+                           " is not one of f32, bf16, f16");
+  }
+  if (push.getKind() == wire::PushKind::INITIAL && type != WireType::kF32) {
+    return InvalidArgument("initial values must be f32 (they become the master values)");
   }
   auto chunks = push.getChunks();
   if (chunks.size() != message.payload_count()) {
@@ -421,7 +425,7 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
   }
   EEN_RETURN_IF_ERROR(CheckChunks(chunks));
   for (uint32_t i = 0; i < chunks.size(); ++i) {
-    const size_t want = size_t{store_->Numel(chunks[i])} * sizeof(float);
+    const size_t want = size_t{store_->Numel(chunks[i])} * WireBytes(type);
     if (message.payload(i).size() != want) {
       return InvalidArgument("chunk " + std::to_string(chunks[i]) + " payload has " +
                              std::to_string(message.payload(i).size()) + " bytes, expected " +
@@ -464,7 +468,7 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
   std::vector<uint32_t> completed;
   Status failed;  // the chunks completed before a failure are still applied
   for (uint32_t i : fresh) {
-    Result<bool> done = store_->Contribute(chunks[i], worker, step, message.payload(i));
+    Result<bool> done = store_->Contribute(chunks[i], worker, step, message.payload(i), type);
     if (!done.ok()) {
       failed = done.status();
       break;
@@ -491,7 +495,12 @@ Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Re
   if (pull.getGradients() && (!store_->sum_mode() || pull.getMinVersion() == 0)) {
     return InvalidArgument("gradients can be pulled only in sum mode, for a step that ran");
   }
-  PendingPull p{peer, pull.getRequestId(), pull.getMinVersion(), pull.getGradients(), {}};
+  const auto type = static_cast<WireType>(pull.getDtype());
+  if (type != WireType::kF32 && type != WireType::kBF16 && type != WireType::kF16) {
+    return InvalidArgument("pull dtype " + std::to_string(int(pull.getDtype())) +
+                           " is not one of f32, bf16, f16");
+  }
+  PendingPull p{peer, pull.getRequestId(), pull.getMinVersion(), pull.getGradients(), type, {}};
   for (uint32_t c : pull.getChunks()) {
     if (p.gradients && store_->Version(c) > p.min_version) {
       return FailedPrecondition("the mean gradient of step " + std::to_string(p.min_version - 1) +
@@ -525,7 +534,7 @@ void ParameterServer::Answer(const PendingPull& p) {
   capnp::MallocMessageBuilder b;
   auto reply = b.initRoot<wire::Header>().initPullReply();
   reply.setRequestId(p.request_id);
-  reply.setDtype(wire::DType::F32);
+  reply.setDtype(static_cast<wire::DType>(p.type));
   auto list = reply.initChunks(p.chunks.size());
   uint64_t version = UINT64_MAX;
   Message m;
@@ -533,7 +542,8 @@ void ParameterServer::Answer(const PendingPull& p) {
   for (size_t i = 0; i < p.chunks.size(); ++i) {
     list.set(i, p.chunks[i]);
     version = std::min(version, store_->Version(p.chunks[i]));
-    m.frames.push_back(p.gradients ? store_->MeanGradient(p.chunks[i]) : store_->Values(p.chunks[i]));
+    m.frames.push_back(p.gradients ? store_->WireMeanGradient(p.chunks[i], p.type)
+                                   : store_->WireValues(p.chunks[i], p.type));
   }
   reply.setVersion(p.chunks.empty() ? 0 : version);
   auto membership = reply.initMembership();

@@ -6,7 +6,9 @@
 // (Ok), the job is aborted or the coordinator is lost (Aborted), or `stop`
 // turns true (Ok). Every message is validated whole before any of it is
 // applied; a bad one gets an Error answer and changes nothing, a duplicate
-// gradient is dropped with a log line. Pulls wait until every chunk asked
+// gradient is dropped with a log line. Pushes and pulls may carry bf16 or
+// fp16 (the worker's EEN_WIRE_DTYPE): the PS widens gradients, keeps fp32
+// master values and answers in the dtype asked. Pulls wait until every chunk asked
 // for has reached the version asked for. With EEN_SNAPSHOT_EVERY=N, every
 // N steps a copy of all its chunks goes to a background RocksDB writer;
 // with EEN_RESUME it starts from the snapshot step the coordinator picks.
@@ -59,6 +61,7 @@ class ParameterServer {
     uint64_t request_id;
     uint64_t min_version;
     bool gradients;
+    WireType type;  // of the answer's payload
     std::vector<uint32_t> chunks;
   };
 

@@ -11,20 +11,27 @@ constexpr size_t kMaxState = 4;
 }  // namespace
 
 void StepRange(const StepInputs& in, size_t begin, size_t end) {
-  float block[kBlock];
+  float block[kBlock], widened[kBlock];
   float* state[kMaxState];
   const size_t slots = std::min(in.state.size(), kMaxState);
-  const bool reuse_gradient = in.grads.size() == 1 && in.mean_out == nullptr && in.divisor == 1;
+  const bool reuse_gradient = in.grads.size() == 1 && in.types[0] == WireType::kF32 &&
+                              in.mean_out == nullptr && in.divisor == 1;
+  // Gradient k's elements [b, b + m) as fp32 (widened into `widened` if needed).
+  auto gradient = [&](size_t k, size_t b, size_t m) -> const float* {
+    if (in.types[k] == WireType::kF32) return static_cast<const float*>(in.grads[k]) + b;
+    DecodeWire(in.types[k], static_cast<const uint16_t*>(in.grads[k]) + b, widened, m);
+    return widened;
+  };
   for (size_t b = begin; b < end; b += kBlock) {
     const size_t m = std::min(kBlock, end - b);
     const float* mean;
     if (reuse_gradient) {
-      mean = in.grads[0] + b;  // one worker: its gradient is the mean, no copy
+      mean = static_cast<const float*>(in.grads[0]) + b;  // one worker: its gradient is the mean
     } else {
       float* out = in.mean_out ? in.mean_out + b : block;
-      std::memcpy(out, in.grads[0] + b, m * sizeof(float));
+      std::memcpy(out, gradient(0, b, m), m * sizeof(float));
       for (size_t k = 1; k < in.grads.size(); ++k) {
-        const float* __restrict g = in.grads[k] + b;
+        const float* __restrict g = gradient(k, b, m);
         for (size_t i = 0; i < m; ++i) out[i] += g[i];
       }
       if (in.divisor != 1) {
@@ -36,6 +43,7 @@ void StepRange(const StepInputs& in, size_t begin, size_t end) {
     if (in.optimizer) {
       for (size_t s = 0; s < slots; ++s) state[s] = in.state[s] + b;
       in.optimizer->Apply(in.values + b, mean, state, m, in.step);
+      if (in.wire_out) EncodeWire(in.wire_type, in.values + b, static_cast<uint16_t*>(in.wire_out) + b, m);
     }
   }
 }

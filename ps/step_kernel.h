@@ -1,10 +1,12 @@
 // StepKernel: one chunk's BSP update, fused and cache-blocked.
 //
 // For elements [begin, end) of a chunk: sums the workers' gradients in the
-// order given (rank order), divides by `divisor` (DDP's mean), writes the
+// order given (rank order; bf16/fp16 gradients widened to fp32 first),
+// divides by `divisor` (DDP's mean), writes the
 // mean to `mean_out` when asked (sum mode, replication), and applies
 // `optimizer` to the values and state, one block of a few KiB at a time, so
-// each gradient, value and state byte crosses the memory bus once. Each
+// each gradient, value and state byte crosses the memory bus once; with
+// `wire_out` the new values are also converted for a bf16/fp16 wire. Each
 // element sees exactly the operations of the unfused passes (copy, add in
 // order, divide, update), so results are bitwise equal to them. Distinct
 // ranges may run concurrently (ApplyPool).
@@ -14,18 +16,22 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/wire_dtype.h"
 #include "ps/optimizer.h"
 
 namespace een::ps {
 
 struct StepInputs {
-  std::vector<const float*> grads;  // each the whole chunk, in rank order; at least one
+  std::vector<const void*> grads;  // each the whole chunk, in rank order; at least one
+  std::vector<WireType> types;     // each gradient's dtype (bf16/fp16 are widened)
   float divisor = 1;                // number of contributions
   float* mean_out = nullptr;        // whole chunk, or null
   const Optimizer* optimizer = nullptr;  // null: sum mode (mean only)
   float* values = nullptr;
   std::vector<float*> state;  // the optimizer's state arrays (whole chunk)
   uint64_t step = 0;          // the optimizer step number (from 1)
+  void* wire_out = nullptr;   // whole chunk: the new values converted to `wire_type`, or null
+  WireType wire_type = WireType::kF32;
 };
 
 void StepRange(const StepInputs& in, size_t begin, size_t end);

@@ -143,6 +143,7 @@ struct Pull {
   chunks @3 :List(UInt32);
   requestId @4 :UInt64;
   gradients @5 :Bool;              # sum mode: the mean gradient of step minVersion-1
+  dtype @6 :DType;                 # the answer's payload dtype (the PS keeps fp32)
 }
 
 # Followed by one payload frame per chunk id.

@@ -29,14 +29,26 @@ TEST(BenchSmoke, ReplayCompletesWithSaneFigures) {
     EXPECT_GT(std::stod(m[1]), 0.0) << row;
   }
   // 25,557,032 float32 parameters, pushed and pulled.
-  EXPECT_NE(r.output.find("bytes per step per worker: 204.5 MB"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("bytes on the wire per step per worker: 204.5 MB"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("ratios (median): een / raw ZeroMQ = "), std::string::npos) << r.output;
-  auto bad = testing::Run({kBin + "/een-bench", "replay",
-                           std::string(EEN_SOURCE_DIR) + "/samples/traces/resnet50.trace",
-                           "--dtype", "bf16"},
+}
+
+// bf16 on the wire: half the bytes each way, and the job still completes.
+TEST(BenchSmoke, Bf16WireMovesHalfTheBytes) {
+  auto r = testing::Run({kBin + "/een-bench", "replay",
+                         std::string(EEN_SOURCE_DIR) + "/samples/traces/resnet50.trace", "--ps",
+                         "2", "--workers", "2", "--steps", "2", "--warmup", "1", "--dtype", "bf16",
+                         "--no-references"},
+                        seconds(240));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("bytes on the wire per step per worker: 102.2 MB"), std::string::npos)
+      << r.output;
+  auto bad = testing::Run({kBin + "/een-launch", "--ps", "1", "--workers", "1", "--wire-dtype",
+                           "int8", "--", "/bin/true"},
                           seconds(30));
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.output.find("not available yet"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("not one of fp32, bf16, fp16"), std::string::npos) << bad.output;
 }
 
 // Recording a trace from a LibTorch program (EEN_TRACE_RECORD), then

@@ -35,8 +35,9 @@ Status PushAll(WorkerClient& w, wire::PushKind kind, uint64_t step, float fill) 
 Result<std::vector<float>> PullAll(WorkerClient& w, uint64_t version, bool gradients = false) {
   std::vector<float> out;
   std::vector<std::vector<float>> by_chunk(w.map().chunks().size());
-  Status s = w.Pull(version, gradients, [&](uint32_t c, const float* v) {
-    by_chunk[c].assign(v, v + w.map().chunks()[c].numel);
+  Status s = w.Pull(version, gradients, [&](uint32_t c) {
+    by_chunk[c].resize(w.map().chunks()[c].numel);
+    return by_chunk[c].data();
   });
   if (!s.ok()) return s;
   for (auto& c : by_chunk) out.insert(out.end(), c.begin(), c.end());
@@ -76,6 +77,32 @@ TEST(PsProtocol, BspStepAveragesThenAppliesTheOptimizerOnce) {
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     ExpectAll(*v, 1.0f - 0.5f * 1.5f);  // mean gradient 1.5
   }
+}
+
+// bf16 on the wire: gradients are rounded as torch rounds them, the PS
+// averages and applies in fp32 on its fp32 master values, and the pulled
+// values are those master values rounded to bf16.
+TEST(PsProtocol, Bf16WireKeepsFp32MasterValues) {
+  InProcessCluster cluster(2, 2);
+  cluster.set_worker_wire_type(WireType::kBF16);
+  auto workers = JoinOrDie(cluster, 2, OptimizerConfig::SGD(0.5));
+  ASSERT_EQ(workers.size(), 2u);
+  ASSERT_TRUE(PushAll(*workers[0], wire::PushKind::INITIAL, 0, 1.0f).ok());
+  ASSERT_TRUE(PullAll(*workers[1], 0).ok());
+  float master = 1.0f;
+  for (uint64_t step = 0; step < 3; ++step) {
+    ASSERT_TRUE(PushAll(*workers[0], wire::PushKind::GRADIENT, step, 1.01f).ok());
+    ASSERT_TRUE(PushAll(*workers[1], wire::PushKind::GRADIENT, step, 2.0f).ok());
+    const float mean = (Bf16ToFloat(FloatToBf16(1.01f)) + 2.0f) / 2.0f;
+    master = master + -0.5f * mean;
+    for (auto& w : workers) {
+      auto v = PullAll(*w, step + 1);
+      ASSERT_TRUE(v.ok()) << v.status().ToString();
+      for (float x : *v) ASSERT_EQ(x, Bf16ToFloat(FloatToBf16(master))) << "step " << step;
+    }
+  }
+  // The master values kept fp32 precision: bf16 would have lost it.
+  EXPECT_NE(master, Bf16ToFloat(FloatToBf16(master)));
 }
 
 TEST(PsProtocol, SumModeReturnsTheMeanGradient) {

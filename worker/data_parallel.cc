@@ -195,11 +195,10 @@ Status DataParallel::Impl::TryPullInto(uint64_t version, bool gradients) {
       if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
     }
   }
-  return client_->Pull(version, gradients, [&](uint32_t c, const float* values) {
+  return client_->Pull(version, gradients, [&](uint32_t c) {
     const Chunk& chunk = map.chunks()[c];
     torch::Tensor& p = params_[chunk.tensor];
-    float* dst = (gradients ? p.grad() : p).data_ptr<float>() + chunk.offset;
-    std::memcpy(dst, values, chunk.numel * sizeof(float));
+    return (gradients ? p.grad() : p).data_ptr<float>() + chunk.offset;
   });
 }
 

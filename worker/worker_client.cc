@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
 #include "common/wire.h"
+#include "common/wire_dtype.h"
 
 namespace een {
 
@@ -205,6 +206,8 @@ Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<
   if (NeedsRecovery()) return Aborted("the shard map moved on (a PS was replaced)");
   std::vector<std::vector<size_t>> by_ps(ps_.size());
   for (size_t i = 0; i < chunks.size(); ++i) by_ps[map_.OwnerOfChunk(chunks[i])].push_back(i);
+  // Initial values go as fp32: they become the PS's fp32 master values.
+  const WireType type = kind == wire::PushKind::INITIAL ? WireType::kF32 : env_.wire_type;
   for (size_t p = 0; p < ps_.size(); ++p) {
     if (by_ps[p].empty()) continue;
     capnp::MallocMessageBuilder b;
@@ -213,15 +216,29 @@ Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<
     push.setStep(step);
     push.setWorker(rank_);
     push.setKind(kind);
-    push.setDtype(wire::DType::F32);
+    push.setDtype(static_cast<wire::DType>(type));
     auto list = push.initChunks(by_ps[p].size());
     Message m;
     m.frames.emplace_back();
+    std::shared_ptr<std::vector<uint16_t>> converted;
+    size_t at = 0;
+    if (type != WireType::kF32) {
+      size_t numel = 0;
+      for (size_t i : by_ps[p]) numel += map_.chunks()[chunks[i]].numel;
+      converted = WireBuffer(numel);
+    }
     for (size_t k = 0; k < by_ps[p].size(); ++k) {
       const size_t i = by_ps[p][k];
+      const size_t numel = map_.chunks()[chunks[i]].numel;
       list.set(k, chunks[i]);
-      m.frames.push_back(transport::Frame::Borrow(
-          data[i], size_t{map_.chunks()[chunks[i]].numel} * sizeof(float), owner));
+      if (converted) {
+        uint16_t* out = converted->data() + at;
+        EncodeWire(type, data[i], out, numel);
+        m.frames.push_back(transport::Frame::Borrow(out, numel * 2, converted));
+        at += numel;
+      } else {
+        m.frames.push_back(transport::Frame::Borrow(data[i], numel * sizeof(float), owner));
+      }
     }
     m.frames[0] = wire::Encode(b);
     if (Status s = ps_[p]->Send(std::move(m)); !s.ok()) {
@@ -232,8 +249,16 @@ Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<
   return Status::Ok();
 }
 
+std::shared_ptr<std::vector<uint16_t>> WorkerClient::WireBuffer(size_t numel) {
+  for (auto& b : wire_buffers_) {
+    if (b.use_count() == 1 && b->size() >= numel) return b;  // no frame holds it any more
+  }
+  wire_buffers_.push_back(std::make_shared<std::vector<uint16_t>>(numel));
+  return wire_buffers_.back();
+}
+
 Status WorkerClient::Pull(uint64_t min_version, bool gradients,
-                          const std::function<void(uint32_t, const float*)>& sink) {
+                          const std::function<float*(uint32_t)>& destination) {
   std::vector<uint64_t> request(ps_.size(), 0);
   for (size_t p = 0; p < ps_.size(); ++p) {
     if (ps_chunks_[p].empty()) continue;
@@ -243,6 +268,7 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
     pull.setMinVersion(min_version);
     pull.setWorker(rank_);
     pull.setGradients(gradients);
+    pull.setDtype(static_cast<wire::DType>(env_.wire_type));
     request[p] = next_request_++;
     pull.setRequestId(request[p]);
     auto list = pull.initChunks(ps_chunks_[p].size());
@@ -285,20 +311,23 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
         auto reply = h.getPullReply();
         auto chunks = reply.getChunks();
         if (chunks.size() != ps_chunks_[p].size() || m.payload_count() != chunks.size() ||
-            reply.getDtype() != wire::DType::F32) {
-          return Internal(fmt::format("PS {} answered a pull with {} chunks in {} frames; asked for {}",
-                                      p, chunks.size(), m.payload_count(), ps_chunks_[p].size()));
+            reply.getDtype() != static_cast<wire::DType>(env_.wire_type)) {
+          return Internal(fmt::format("PS {} answered a pull with {} chunks in {} frames of dtype "
+                                      "{}; asked for {} in {}",
+                                      p, chunks.size(), m.payload_count(), int(reply.getDtype()),
+                                      ps_chunks_[p].size(), WireTypeName(env_.wire_type)));
         }
         for (uint32_t k = 0; k < chunks.size(); ++k) {
           const uint32_t c = chunks[k];
           if (c != ps_chunks_[p][k] ||
-              m.payload(k).size() != size_t{map_.chunks()[c].numel} * sizeof(float)) {
+              m.payload(k).size() != size_t{map_.chunks()[c].numel} * WireBytes(env_.wire_type)) {
             return Internal(fmt::format("PS {} answered chunk {} with {} bytes", p, c,
                                         m.payload(k).size()));
           }
         }
         for (uint32_t k = 0; k < chunks.size(); ++k) {
-          sink(chunks[k], reinterpret_cast<const float*>(m.payload(k).data()));
+          DecodeWire(env_.wire_type, m.payload(k).data(), destination(chunks[k]),
+                     map_.chunks()[chunks[k]].numel);
         }
         EEN_RETURN_IF_ERROR(AdoptMembership(reply.getMembership(), min_version));
         answered = true;

@@ -7,8 +7,10 @@
 // for the job to start, connects to every PS and starts heartbeats. Push()
 // sends chunks zero-copy: the memory behind `owner` must stay unchanged until
 // a later Pull() of a newer version returns (the PS has then consumed it).
-// Pull() asks every PS for its chunks and hands each chunk to `sink` as the
-// replies arrive. Every wait checks the job state from the heartbeats, so a
+// Pull() asks every PS for its chunks and writes each chunk, as its reply
+// arrives, to where `destination` says (numel floats).
+// With a bf16/fp16 wire (EEN_WIRE_DTYPE) pushes are converted (rounded as
+// torch rounds) into pooled buffers and pulls are widened back to fp32. Every wait checks the job state from the heartbeats, so a
 // job aborted elsewhere (a lost PS) ends the wait with Aborted and the reason.
 // Thread safety: one thread at a time (DataParallel serialises its calls).
 #pragma once
@@ -50,7 +52,7 @@ class WorkerClient {
   Status Push(wire::PushKind kind, uint64_t step, const std::vector<uint32_t>& chunks,
               const std::vector<const float*>& data, const std::shared_ptr<const void>& owner);
   Status Pull(uint64_t min_version, bool gradients,
-              const std::function<void(uint32_t chunk, const float* values)>& sink);
+              const std::function<float*(uint32_t chunk)>& destination);
   Status Barrier();
   Status Finish();  // tells the coordinator this worker is done; idempotent
 
@@ -103,6 +105,9 @@ class WorkerClient {
   std::vector<int> live_workers_;
   std::vector<MembershipChange> changes_;  // adopted (or, joining, told) so far
   std::vector<HistoryEntry> join_history_;  // from the first JobStart
+  // Converted pushes (bf16/fp16 wire): reused once no frame holds them.
+  std::vector<std::shared_ptr<std::vector<uint16_t>>> wire_buffers_;
+  std::shared_ptr<std::vector<uint16_t>> WireBuffer(size_t numel);
   uint64_t membership_epoch_ = 0;
   bool resumed_ = false;
   bool stale_seen_ = false;  // a PS refused our map epoch

@@ -61,10 +61,14 @@ class InProcessCluster {
     coordinator_thread_.join();
   }
 
+  // Workers joined from now on push and pull in `type` (EEN_WIRE_DTYPE).
+  void set_worker_wire_type(WireType type) { worker_wire_type_ = type; }
+
   JobEnvironment WorkerEnv(int rank) const {
     JobEnvironment env = base_;
     env.role = "worker";
     env.rank = rank;
+    env.wire_type = worker_wire_type_;
     return env;
   }
 
@@ -92,6 +96,7 @@ class InProcessCluster {
 
  private:
   JobEnvironment base_;
+  WireType worker_wire_type_ = WireType::kF32;
   std::unique_ptr<Coordinator> coordinator_;
   std::atomic<bool> stop_coordinator_{false};
   std::promise<Status> coordinator_result_;

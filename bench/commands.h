@@ -12,7 +12,7 @@ struct ReplayOptions {
   std::string trace_path;
   int ps = 1, workers = 1, steps = 20, warmup = 3;
   std::string dtype = "fp32";      // on the wire
-  std::string transport = "tcp";   // tcp | ipc
+  std::string transport = "tcp";   // tcp | ipc | shm
   size_t bucket_bytes = 25u << 20; // 1: every chunk pushed alone (no coalescing)
   bool references = true;          // false: only the runtime
 };

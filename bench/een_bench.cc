@@ -2,7 +2,7 @@
 // every figure is also a ratio (these machines are shared and noisy).
 //
 //   een-bench replay TRACE --ps S --workers W [--steps N] [--warmup K]
-//                          [--dtype fp32] [--transport tcp|ipc]
+//                          [--dtype fp32|bf16|fp16] [--transport tcp|ipc|shm]
 //                          [--bucket-bytes B] [--no-references]
 //   een-bench apply TRACE [--workers W] [--threads T] [--steps N]
 //
@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
   replay->add_option("--steps", r.steps, "measured steps")->check(CLI::PositiveNumber);
   replay->add_option("--warmup", r.warmup, "steps not measured")->check(CLI::NonNegativeNumber);
   replay->add_option("--dtype", r.dtype, "wire dtype")->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-  replay->add_option("--transport", r.transport, "tcp or ipc")->check(CLI::IsMember({"tcp", "ipc"}));
+  replay->add_option("--transport", r.transport, "tcp, ipc or shm (raw ZeroMQ then uses ipc)")
+      ->check(CLI::IsMember({"tcp", "ipc", "shm"}));
   replay->add_option("--bucket-bytes", r.bucket_bytes,
                      "gradient bucket size (1: every chunk pushed alone)")
       ->check(CLI::PositiveNumber);

@@ -163,7 +163,7 @@ int RunReplay(const ReplayOptions& o) {
     raw.workers = o.workers;
     raw.steps = o.steps;
     raw.warmup = o.warmup;
-    raw.transport = o.transport;
+    raw.transport = o.transport == "shm" ? "ipc" : o.transport;  // ZeroMQ has no shm
     raw.work_dir = work;
     auto raw_times = RunRawExchange(raw);
     if (!raw_times.ok()) {
@@ -178,7 +178,7 @@ int RunReplay(const ReplayOptions& o) {
   std::printf("%-24s %9s %9s %9s %9s\n", "", "ms", "ms", "ms", "");
   Row("een push+pull", een, step_bytes);
   if (o.references) {
-    Row("raw ZeroMQ", zmq, step_bytes);
+    Row(o.transport == "shm" ? "raw ZeroMQ (ipc)" : "raw ZeroMQ", zmq, step_bytes);
     Row("memcpy", copy, step_bytes);
     // 4. gloo, when torch is there.
     gloo = RunGloo(o, gloo_processes, work);

@@ -129,8 +129,8 @@ Status JobConfig::Validate() const {
     return InvalidArgument("min_workers (" + std::to_string(min_workers) +
                            ") cannot exceed workers (" + std::to_string(workers) + ")");
   }
-  if (transport != "tcp" && transport != "ipc") {
-    return InvalidArgument("transport '" + transport + "' is not one of tcp, ipc");
+  if (transport != "tcp" && transport != "ipc" && transport != "shm") {
+    return InvalidArgument("transport '" + transport + "' is not one of tcp, ipc, shm");
   }
   if (heartbeat_interval >= failover_threshold) {
     return InvalidArgument("heartbeat_interval (" + std::to_string(heartbeat_interval.count()) +

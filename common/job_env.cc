@@ -76,16 +76,17 @@ Result<JobEnvironment> JobEnvironment::FromProcess(const std::string& program) {
   env.failover_threshold = std::chrono::milliseconds(threshold);
   env.heartbeat_interval = std::chrono::milliseconds(heartbeat);
   env.startup_timeout = std::chrono::milliseconds(startup);
-  if (env.data_transport != "tcp" && env.data_transport != "ipc" && env.data_transport != "mem") {
+  if (env.data_transport != "tcp" && env.data_transport != "ipc" && env.data_transport != "shm" &&
+      env.data_transport != "mem") {
     return InvalidArgument("EEN_DATA_TRANSPORT='" + env.data_transport +
-                           "' is not one of tcp, ipc, mem");
+                           "' is not one of tcp, ipc, shm, mem");
   }
   return env;
 }
 
 std::string JobEnvironment::DataListenAddress() const {
-  if (data_transport == "ipc") {
-    return "ipc://" + run_dir + "/een-" + role + "-" + std::to_string(rank) + "-" +
+  if (data_transport == "ipc" || data_transport == "shm") {
+    return data_transport + "://" + run_dir + "/een-" + role + "-" + std::to_string(rank) + "-" +
            std::to_string(getpid()) + ".sock";
   }
   if (data_transport == "mem") return "mem://" + run_dir + "/" + role + "-" + std::to_string(rank);

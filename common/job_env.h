@@ -19,7 +19,7 @@ struct JobEnvironment {
   int world_size = 0;        // EEN_WORLD_SIZE: number of workers
   int num_ps = 0;            // EEN_NUM_PS
   std::string host = "127.0.0.1";        // EEN_HOST: address data listeners bind to
-  std::string data_transport = "tcp";    // EEN_DATA_TRANSPORT: tcp | ipc | mem
+  std::string data_transport = "tcp";    // EEN_DATA_TRANSPORT: tcp | ipc | shm | mem
   std::string run_dir = "/tmp";          // EEN_RUN_DIR: ipc socket folder
   std::chrono::milliseconds failover_threshold{500};  // EEN_FAILOVER_THRESHOLD_MS
   std::chrono::milliseconds heartbeat_interval{100};  // EEN_HEARTBEAT_MS

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/transport/shm/shm_device.h"
+
 namespace een {
 
 Status ChildProcess::Start() {
@@ -92,6 +94,9 @@ void ChildProcess::Signal(int signo) const {
 bool ChildProcess::Reap(pid_t pid, int wait_status) {
   if (pid != pid_) return false;
   exited_ = true;
+  // Shared-memory blocks (shm transport) of a process that died are unlinked
+  // here; one that exited normally unlinked them itself.
+  transport::RemoveShmBlocksOf(pid);
   if (WIFEXITED(wait_status)) exit_code_ = WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) term_signal_ = WTERMSIG(wait_status);
   return true;

@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-interval", heartbeat, "heartbeat period (default 100ms)");
   app.add_option("--startup-timeout", startup, "time for every role to register (default 120s)");
   app.add_option("--progress-interval", progress, "progress line period (default 2s)");
-  app.add_option("--transport", transport, "data plane: tcp or ipc (default tcp)");
+  app.add_option("--transport", transport, "data plane: tcp, ipc or shm (one host: payloads through shared memory; default tcp)");
   std::string wire_dtype;
   app.add_option("--wire-dtype", wire_dtype,
                  "gradients and parameters on the wire: fp32, bf16 or fp16 (default fp32; the "

@@ -229,7 +229,11 @@ Status ParameterServer::Serve(const std::atomic<bool>& stop) {
       }
     }
     auto envelope = listener_->Receive(milliseconds(20));
-    if (envelope.ok()) Handle(*envelope);
+    if (envelope.ok()) {
+      Handle(*envelope);
+    } else if (envelope.status().code() != StatusCode::kDeadlineExceeded) {
+      spdlog::warn("dropped a message that could not be read: {}", envelope.status().message());
+    }
     ReportStall();
   }
 }
@@ -434,6 +438,7 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
   }
   if (push.getKind() == wire::PushKind::INITIAL) {
     if (worker != 0) return InvalidArgument("only worker 0 sets initial values");
+    if (push.getPullBack() != 0) return InvalidArgument("initial values take no pull-back");
     for (uint32_t c : chunks) {
       if (store_->Initialized(c)) {
         return FailedPrecondition("chunk " + std::to_string(c) + " already has initial values");
@@ -476,8 +481,15 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     if (*done) completed.push_back(chunks[i]);
   }
   store_->ApplySteps(completed);  // together: the apply threads share the message's chunks
+  if (failed.ok() && push.getPullBack() != 0) {
+    // Answered as soon as these chunks reach step+1: the values stream back
+    // bucket by bucket while the worker's later buckets are still arriving.
+    PendingPull p{peer, push.getPullBack(), step + 1, store_->sum_mode(), type, {}};
+    for (uint32_t c : chunks) p.chunks.push_back(c);
+    pending_.push_back(std::move(p));
+    if (completed.empty()) AnswerReadyPulls();  // a repeat: may be ready already
+  }
   if (!completed.empty()) StepsCompleted(completed);
-  (void)peer;
   return failed;
 }
 

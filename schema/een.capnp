@@ -134,6 +134,8 @@ struct Push {
   kind @3 :PushKind;
   dtype @4 :DType;
   chunks @5 :List(UInt32);
+  pullBack @6 :UInt64;             # gradients: answer this request id (a PullReply in `dtype`)
+                                   # with these chunks once step+1 is there (0: no answer)
 }
 
 struct Pull {

@@ -28,10 +28,12 @@ std::string Temp(const std::string& name) {
   return "/tmp/een-equivalence-" + std::to_string(getpid()) + "-" + name + ".bin";
 }
 
-std::vector<float> Distributed(const std::string& optimizer, const std::string& name) {
+std::vector<float> Distributed(const std::string& optimizer, const std::string& name,
+                               const std::string& transport = "tcp") {
   const std::string out = Temp(name);
-  auto r = testing::Run({kBin + "/een-launch", "--ps", "2", "--workers", "4", "--",
-                         kBin + "/equivalence_train", "--optimizer", optimizer, "--out", out},
+  auto r = testing::Run({kBin + "/een-launch", "--ps", "2", "--workers", "4", "--transport",
+                         transport, "--", kBin + "/equivalence_train", "--optimizer", optimizer,
+                         "--out", out},
                         seconds(120));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   auto v = Load(out);
@@ -85,6 +87,16 @@ TEST(Determinism, TwoIdenticalRunsAreBitwiseIdentical) {
   ASSERT_FALSE(a.empty());
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+// Through shared memory (--transport shm) the job computes exactly what it
+// computes over TCP, and leaves no shared memory behind.
+TEST(Determinism, SharedMemoryTransportIsBitwiseTheSameAsTcp) {
+  auto tcp = Distributed("adam", "tcp");
+  auto shm = Distributed("adam", "shm", "shm");
+  ASSERT_FALSE(tcp.empty());
+  ASSERT_EQ(tcp.size(), shm.size());
+  EXPECT_EQ(0, std::memcmp(tcp.data(), shm.data(), tcp.size() * sizeof(float)));
 }
 
 }  // namespace

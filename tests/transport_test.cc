@@ -1,8 +1,9 @@
-// One transport suite, run over every backend: ZeroMQ tcp, ZeroMQ ipc and
-// the in-process backend.
+// One transport suite, run over every backend: ZeroMQ tcp, ZeroMQ ipc,
+// shared memory and the in-process backend; then what only shared memory does.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <numeric>
 #include <thread>
 
@@ -18,6 +19,7 @@ std::string ListenAddress(const std::string& scheme) {
   const std::string unique = std::to_string(getpid()) + "-" + std::to_string(++n);
   if (scheme == "tcp") return "tcp://127.0.0.1:0";
   if (scheme == "ipc") return "ipc:///tmp/een-transport-test-" + unique + ".sock";
+  if (scheme == "shm") return "shm:///tmp/een-transport-test-" + unique + ".sock";
   return "mem://transport-test-" + unique;
 }
 
@@ -138,7 +140,60 @@ TEST(TransportAddress, UnknownSchemeIsRejected) {
   EXPECT_NE(d.status().message().find("tcp://"), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TransportTest, ::testing::Values("tcp", "ipc", "mem"),
+// This process's shared-memory blocks (the sender's), as files in /dev/shm.
+int OwnBlocks() {
+  const std::string prefix = "een-" + std::to_string(getpid()) + "-";
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    n += e.path().filename().string().rfind(prefix, 0) == 0;
+  }
+  return n;
+}
+
+// A block goes back to its sender when the receiver drops the frame: a
+// steady exchange reuses the same blocks instead of making new ones.
+TEST(SharedMemory, BlocksAreReusedOnceTheReceiverDropsTheFrame) {
+  auto device = DeviceFor("shm:///x");
+  ASSERT_TRUE(device.ok());
+  auto listener = (*device)->Listen(ListenAddress("shm"));
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  auto conn = (*device)->Connect((*listener)->address());
+  ASSERT_TRUE(conn.ok());
+  const int before = OwnBlocks();
+  auto data = std::make_shared<std::vector<float>>(1 << 18, 2.5f);  // 1 MiB
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE((*conn)->Send(Make("g", {Frame::Borrow(data->data(), 1 << 20, data)})).ok());
+    auto got = (*listener)->Receive(milliseconds(5000));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got->message.payload(0).size(), 1u << 20);
+    EXPECT_EQ(reinterpret_cast<const float*>(got->message.payload(0).data())[1000], 2.5f);
+  }
+  EXPECT_EQ(OwnBlocks() - before, 1);
+  // A frame still held keeps its block: the next send takes another.
+  ASSERT_TRUE((*conn)->Send(Make("g", {Frame::Borrow(data->data(), 1 << 20, data)})).ok());
+  auto held = (*listener)->Receive(milliseconds(5000));
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE((*conn)->Send(Make("g", {Frame::Borrow(data->data(), 1 << 20, data)})).ok());
+  ASSERT_TRUE((*listener)->Receive(milliseconds(5000)).ok());
+  EXPECT_EQ(OwnBlocks() - before, 2);
+}
+
+// A peer that is not a shared-memory endpoint (plain ipc on the same path)
+// is refused with a message, not misread.
+TEST(SharedMemory, MessageWithoutManifestIsRefused) {
+  const std::string address = ListenAddress("shm");
+  auto listener = (*DeviceFor(address))->Listen(address);
+  ASSERT_TRUE(listener.ok());
+  const std::string ipc = "ipc://" + address.substr(6);
+  auto plain = (*DeviceFor(ipc))->Connect(ipc);
+  ASSERT_TRUE(plain.ok());
+  ASSERT_TRUE((*plain)->Send(Make("hello")).ok());
+  auto got = (*listener)->Receive(milliseconds(5000));
+  EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("manifest"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, TransportTest, ::testing::Values("tcp", "ipc", "shm", "mem"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

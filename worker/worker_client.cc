@@ -32,6 +32,7 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
   }
   std::unique_ptr<WorkerClient> c(new WorkerClient(env));
+  if (const char* p = std::getenv("EEN_PULL_BACK"); p && std::string(p) == "0") c->pull_back_ = false;
   EEN_ASSIGN_OR_RETURN(transport::Device * control_device, transport::DeviceFor(env.coordinator));
   EEN_ASSIGN_OR_RETURN(c->control_, control_device->Connect(env.coordinator));
   capnp::MallocMessageBuilder b;
@@ -102,6 +103,7 @@ Status WorkerClient::ApplyJobStart(wire::JobStart::Reader js) {
 
 Status WorkerClient::ConnectToPs() {
   ps_.clear();
+  outstanding_.clear();  // answers to requests routed with the old map never come
   ps_chunks_.assign(map_.num_ps(), {});
   for (uint32_t i = 0; i < map_.chunks().size(); ++i) ps_chunks_[map_.OwnerOfChunk(i)].push_back(i);
   for (const std::string& address : map_.ps_addresses()) {
@@ -240,6 +242,12 @@ Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<
         m.frames.push_back(transport::Frame::Borrow(data[i], numel * sizeof(float), owner));
       }
     }
+    if (pull_back_ && kind == wire::PushKind::GRADIENT) {
+      PullRequest r{static_cast<uint32_t>(p), next_request_++, step + 1, sum_mode(), {}};
+      for (size_t i : by_ps[p]) r.chunks.push_back(chunks[i]);
+      push.setPullBack(r.id);
+      outstanding_.push_back(std::move(r));
+    }
     m.frames[0] = wire::Encode(b);
     if (Status s = ps_[p]->Send(std::move(m)); !s.ok()) {
       return Unavailable(fmt::format("push to PS {} ({}) failed: {}", p, ps_[p]->address(),
@@ -259,9 +267,22 @@ std::shared_ptr<std::vector<uint16_t>> WorkerClient::WireBuffer(size_t numel) {
 
 Status WorkerClient::Pull(uint64_t min_version, bool gradients,
                           const std::function<float*(uint32_t)>& destination) {
-  std::vector<uint64_t> request(ps_.size(), 0);
+  // Pull-backs of another version (pushes never pulled) are forgotten: their
+  // answers are dropped when they come.
+  std::erase_if(outstanding_, [&](const PullRequest& r) {
+    return r.min_version != min_version || r.gradients != gradients;
+  });
+  std::vector<bool> covered(map_.chunks().size(), false);
+  for (const PullRequest& r : outstanding_) {
+    for (uint32_t c : r.chunks) covered[c] = true;
+  }
   for (size_t p = 0; p < ps_.size(); ++p) {
-    if (ps_chunks_[p].empty()) continue;
+    PullRequest r{static_cast<uint32_t>(p), 0, min_version, gradients, {}};
+    for (uint32_t c : ps_chunks_[p]) {
+      if (!covered[c]) r.chunks.push_back(c);
+    }
+    if (r.chunks.empty()) continue;
+    r.id = next_request_++;
     capnp::MallocMessageBuilder b;
     auto pull = b.initRoot<wire::Header>().initPull();
     pull.setEpoch(map_.epoch());
@@ -269,20 +290,22 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
     pull.setWorker(rank_);
     pull.setGradients(gradients);
     pull.setDtype(static_cast<wire::DType>(env_.wire_type));
-    request[p] = next_request_++;
-    pull.setRequestId(request[p]);
-    auto list = pull.initChunks(ps_chunks_[p].size());
-    for (size_t k = 0; k < ps_chunks_[p].size(); ++k) list.set(k, ps_chunks_[p][k]);
+    pull.setRequestId(r.id);
+    auto list = pull.initChunks(r.chunks.size());
+    for (size_t k = 0; k < r.chunks.size(); ++k) list.set(k, r.chunks[k]);
     if (Status s = ps_[p]->Send(Message{{wire::Encode(b)}}); !s.ok()) {
       return Unavailable(fmt::format("pull from PS {} failed: {}", p, s.message()));
     }
+    outstanding_.push_back(std::move(r));
   }
   for (size_t p = 0; p < ps_.size(); ++p) {
-    if (request[p] == 0) continue;
     auto waiting_since = Clock::now();
     auto next_warning = waiting_since + std::chrono::seconds(30);
-    bool answered = false;
-    while (!answered) {
+    auto waiting = [&] {
+      return std::any_of(outstanding_.begin(), outstanding_.end(),
+                         [&](const PullRequest& r) { return r.ps == p; });
+    };
+    while (waiting()) {
       EEN_RETURN_IF_ERROR(JobStatus());
       if (NeedsRecovery()) return Aborted("the shard map moved on (a PS was replaced)");
       if (Clock::now() > next_warning) {
@@ -294,48 +317,55 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
       }
       auto reply = ps_[p]->Receive(milliseconds(50));
       if (!reply.ok()) continue;
-      const Message& m = *reply;
-      EEN_RETURN_IF_ERROR(wire::Visit(m, [&](wire::Header::Reader h) -> Status {
-        if (h.isError()) {
-          if (h.getError().getCode() == wire::ErrorCode::STALE_EPOCH) {
-            stale_seen_ = true;  // the PS has a newer map than ours
-            return Aborted(fmt::format("PS {} has a newer shard map", p));
-          }
-          return FailedPrecondition(fmt::format("PS {} refused this worker's request: {}", p,
-                                                h.getError().getMessage().cStr()));
-        }
-        if (!h.isPullReply() || h.getPullReply().getRequestId() != request[p]) {
-          spdlog::warn("dropped an unexpected message from PS {}", p);
-          return Status::Ok();
-        }
-        auto reply = h.getPullReply();
-        auto chunks = reply.getChunks();
-        if (chunks.size() != ps_chunks_[p].size() || m.payload_count() != chunks.size() ||
-            reply.getDtype() != static_cast<wire::DType>(env_.wire_type)) {
-          return Internal(fmt::format("PS {} answered a pull with {} chunks in {} frames of dtype "
-                                      "{}; asked for {} in {}",
-                                      p, chunks.size(), m.payload_count(), int(reply.getDtype()),
-                                      ps_chunks_[p].size(), WireTypeName(env_.wire_type)));
-        }
-        for (uint32_t k = 0; k < chunks.size(); ++k) {
-          const uint32_t c = chunks[k];
-          if (c != ps_chunks_[p][k] ||
-              m.payload(k).size() != size_t{map_.chunks()[c].numel} * WireBytes(env_.wire_type)) {
-            return Internal(fmt::format("PS {} answered chunk {} with {} bytes", p, c,
-                                        m.payload(k).size()));
-          }
-        }
-        for (uint32_t k = 0; k < chunks.size(); ++k) {
-          DecodeWire(env_.wire_type, m.payload(k).data(), destination(chunks[k]),
-                     map_.chunks()[chunks[k]].numel);
-        }
-        EEN_RETURN_IF_ERROR(AdoptMembership(reply.getMembership(), min_version));
-        answered = true;
-        return Status::Ok();
-      }));
+      EEN_RETURN_IF_ERROR(TakePullReply(p, *reply, min_version, destination));
     }
   }
   return Status::Ok();
+}
+
+Status WorkerClient::TakePullReply(size_t p, const Message& m, uint64_t min_version,
+                                   const std::function<float*(uint32_t)>& destination) {
+  return wire::Visit(m, [&](wire::Header::Reader h) -> Status {
+    if (h.isError()) {
+      if (h.getError().getCode() == wire::ErrorCode::STALE_EPOCH) {
+        stale_seen_ = true;  // the PS has a newer map than ours
+        return Aborted(fmt::format("PS {} has a newer shard map", p));
+      }
+      return FailedPrecondition(fmt::format("PS {} refused this worker's request: {}", p,
+                                            h.getError().getMessage().cStr()));
+    }
+    if (!h.isPullReply()) {
+      spdlog::warn("dropped an unexpected message from PS {}", p);
+      return Status::Ok();
+    }
+    auto reply = h.getPullReply();
+    auto request = std::find_if(outstanding_.begin(), outstanding_.end(), [&](const PullRequest& r) {
+      return r.ps == p && r.id == reply.getRequestId();
+    });
+    if (request == outstanding_.end()) return Status::Ok();  // for a request forgotten since
+    auto chunks = reply.getChunks();
+    if (chunks.size() != request->chunks.size() || m.payload_count() != chunks.size() ||
+        reply.getDtype() != static_cast<wire::DType>(env_.wire_type)) {
+      return Internal(fmt::format("PS {} answered a pull with {} chunks in {} frames of dtype {}; "
+                                  "asked for {} in {}",
+                                  p, chunks.size(), m.payload_count(), int(reply.getDtype()),
+                                  request->chunks.size(), WireTypeName(env_.wire_type)));
+    }
+    for (uint32_t k = 0; k < chunks.size(); ++k) {
+      const uint32_t c = chunks[k];
+      if (c != request->chunks[k] ||
+          m.payload(k).size() != size_t{map_.chunks()[c].numel} * WireBytes(env_.wire_type)) {
+        return Internal(fmt::format("PS {} answered chunk {} with {} bytes", p, c,
+                                    m.payload(k).size()));
+      }
+    }
+    for (uint32_t k = 0; k < chunks.size(); ++k) {
+      DecodeWire(env_.wire_type, m.payload(k).data(), destination(chunks[k]),
+                 map_.chunks()[chunks[k]].numel);
+    }
+    outstanding_.erase(request);
+    return AdoptMembership(reply.getMembership(), min_version);
+  });
 }
 
 Status WorkerClient::TakeHistory(const std::vector<HistoryEntry>& history) {

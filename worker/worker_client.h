@@ -8,7 +8,11 @@
 // sends chunks zero-copy: the memory behind `owner` must stay unchanged until
 // a later Pull() of a newer version returns (the PS has then consumed it).
 // Pull() asks every PS for its chunks and writes each chunk, as its reply
-// arrives, to where `destination` says (numel floats).
+// arrives, to where `destination` says (numel floats). A gradient push also
+// asks its PS to send those chunks back once the step is applied (pull-back,
+// EEN_PULL_BACK=0 turns it off): the replies stream in while later buckets
+// are still being pushed, and Pull(step + 1) asks only for what no push
+// covered.
 // With a bf16/fp16 wire (EEN_WIRE_DTYPE) pushes are converted (rounded as
 // torch rounds) into pooled buffers and pulls are widened back to fp32. Every wait checks the job state from the heartbeats, so a
 // job aborted elsewhere (a lost PS) ends the wait with Aborted and the reason.
@@ -81,6 +85,10 @@ class WorkerClient {
   };
   Status TakeHistory(const std::vector<HistoryEntry>& history);
   Status ConnectToPs();
+  // One pull answer from PS `p`: checked against the request it answers,
+  // decoded into place; answers to forgotten requests are dropped.
+  Status TakePullReply(size_t p, const transport::Message& m, uint64_t min_version,
+                       const std::function<float*(uint32_t)>& destination);
   // Adopts a membership stamped on a pull answer of `version`, if it is
   // newer and already in effect; fails if it no longer includes this worker.
   Status AdoptMembership(wire::Membership::Reader m, uint64_t version);
@@ -105,6 +113,15 @@ class WorkerClient {
   std::vector<int> live_workers_;
   std::vector<MembershipChange> changes_;  // adopted (or, joining, told) so far
   std::vector<HistoryEntry> join_history_;  // from the first JobStart
+  // Pull answers asked for and not yet received (by Pull, or a push's pull-back).
+  struct PullRequest {
+    uint32_t ps;
+    uint64_t id, min_version;
+    bool gradients;
+    std::vector<uint32_t> chunks;
+  };
+  std::vector<PullRequest> outstanding_;
+  bool pull_back_ = true;
   // Converted pushes (bf16/fp16 wire): reused once no frame holds them.
   std::vector<std::shared_ptr<std::vector<uint16_t>>> wire_buffers_;
   std::shared_ptr<std::vector<uint16_t>> WireBuffer(size_t numel);

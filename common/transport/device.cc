@@ -1,6 +1,7 @@
 #include "common/transport/device.h"
 
 #include "common/transport/mem/mem_device.h"
+#include "common/transport/shm/shm_device.h"
 #include "common/transport/zmq/zmq_device.h"
 
 namespace een::transport {
@@ -10,12 +11,16 @@ Result<Device*> DeviceFor(const std::string& address) {
     static ZmqDevice* zmq = new ZmqDevice();  // lives for the process
     return static_cast<Device*>(zmq);
   }
+  if (address.rfind("shm://", 0) == 0) {
+    static ShmDevice shm;  // destroyed at exit: its blocks are unlinked then
+    return static_cast<Device*>(&shm);
+  }
   if (address.rfind("mem://", 0) == 0) {
     static MemDevice* mem = new MemDevice();
     return static_cast<Device*>(mem);
   }
   return InvalidArgument("address '" + address +
-                         "' has no known scheme; use tcp://HOST:PORT, ipc:///PATH or mem://NAME");
+                         "' has no known scheme; use tcp://HOST:PORT, ipc:///PATH, shm:///PATH or mem://NAME");
 }
 
 }  // namespace een::transport

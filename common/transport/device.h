@@ -1,7 +1,8 @@
 // Device: a transport backend. It creates Listeners and Connections for the
 // addresses of its scheme and registers memory for zero-copy access.
 //
-// Schemes: "tcp://host:port" and "ipc:///path" (ZeroMQ), "mem://name"
+// Schemes: "tcp://host:port" and "ipc:///path" (ZeroMQ), "shm:///path"
+// (same host: payloads through shared memory, shm_device.h), "mem://name"
 // (in-process, for unit tests). A tcp port of "*" or 0 picks a free port;
 // Listener::address() tells which.
 // Thread safety: Device methods may be called from any thread concurrently.

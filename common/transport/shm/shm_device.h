@@ -1,0 +1,45 @@
+// ShmDevice: roles on one host exchange payloads through shared memory.
+//
+// Addresses are "shm:///PATH": messages travel over a ZeroMQ ipc socket at
+// PATH, but every payload frame of 64 KiB or more is copied once into a
+// shared-memory block of the sender (POSIX shm, /dev/shm/een-PID-N) and only
+// its name and size go through the socket; the receiver maps the block and
+// hands the frame out without copying. When the receiver drops the frame the
+// block is marked free (an atomic flag in the block) and the sender reuses
+// it, so a steady state allocates nothing and faults no pages. Small frames
+// go inline. Each message carries a last "manifest" frame saying which
+// frames are in shared memory; a message without a valid one is refused.
+// Blocks are unlinked when the process exits normally; een-launch removes
+// those of a process that died (RemoveShmBlocksOf).
+// Thread safety: as in device.h and connection.h.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+
+#include "common/transport/device.h"
+
+namespace een::transport {
+
+class ShmDevice : public Device {
+ public:
+  ShmDevice();
+  ~ShmDevice() override;
+  std::string name() const override { return "shared memory"; }
+  Result<std::unique_ptr<Listener>> Listen(const std::string& address) override;
+  Result<std::unique_ptr<Connection>> Connect(const std::string& address) override;
+  Result<MemoryRegion> RegisterMemory(void* data, size_t size) override;
+
+  class Blocks;    // the sender's blocks
+  class Mappings;  // the receiver's mapped blocks
+
+ private:
+  std::shared_ptr<Blocks> blocks_;
+  std::shared_ptr<Mappings> mappings_;
+};
+
+// Removes the shared-memory blocks a (dead) process `pid` left behind.
+void RemoveShmBlocksOf(pid_t pid);
+
+}  // namespace een::transport

@@ -70,5 +70,44 @@ TEST(BenchSmoke, RecordedTraceReplays) {
   std::remove((trace + ".bin").c_str());
 }
 
+// EEN_TIMELINE: a worker's timeline is valid trace-event JSON in which
+// bucket pushes leave while backward still runs (the overlap DDP users
+// expect), and the worker says how many did.
+TEST(BenchSmoke, TimelineShowsPushesDuringBackward) {
+  const std::string prefix = "/tmp/een-timeline-" + std::to_string(getpid());
+  const std::string out = prefix + ".bin";
+  auto job = testing::Run({kBin + "/een-launch", "--ps", "1", "--workers", "1", "--",
+                           kBin + "/equivalence_train", "--steps", "5", "--out", out},
+                          seconds(120), {{"EEN_TIMELINE", prefix}, {"EEN_BUCKET_BYTES", "256"}});
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(job.output, m, std::regex("([0-9]+) of ([0-9]+) bucket pushes "
+                                                          "started during backward")))
+      << job.output;
+  EXPECT_GT(std::stoi(m[1]), 0);
+  std::ifstream in(prefix + ".worker-0.json");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_EQ(text.rfind("{\"traceEvents\":[", 0), 0u) << text.substr(0, 200);
+  // Some push lies inside some backward span.
+  std::vector<std::pair<double, double>> backward;
+  std::vector<double> pushes;
+  const std::regex span("\"name\":\"backward, step [0-9]+\",\"ph\":\"X\",\"ts\":([0-9.]+),\"dur\":([0-9.]+)");
+  const std::regex push("\"name\":\"push bucket [^\"]*\",\"ph\":\"i\",\"ts\":([0-9.]+)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), span); it != std::sregex_iterator(); ++it) {
+    backward.push_back({std::stod((*it)[1]), std::stod((*it)[1]) + std::stod((*it)[2])});
+  }
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), push); it != std::sregex_iterator(); ++it) {
+    pushes.push_back(std::stod((*it)[1]));
+  }
+  ASSERT_EQ(backward.size(), 5u) << text;
+  int inside = 0;
+  for (double p : pushes) {
+    for (auto [b, e] : backward) inside += p >= b && p <= e;
+  }
+  EXPECT_GT(inside, 0) << text;
+  std::remove((prefix + ".worker-0.json").c_str());
+  std::remove(out.c_str());
+}
+
 }  // namespace
 }  // namespace een

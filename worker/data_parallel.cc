@@ -11,6 +11,7 @@
 
 #include "common/logging.h"
 #include "worker/bucket_layout.h"
+#include "worker/timeline.h"
 #include "worker/worker_client.h"
 
 namespace een {
@@ -66,6 +67,9 @@ class DataParallel::Impl {
   std::string trace_path_;
   std::vector<size_t> arrival_;
   void WriteTrace();
+  // EEN_TIMELINE=PREFIX: when backward, pushes and syncs happened (timeline.h).
+  std::unique_ptr<Timeline> timeline_;
+  bool in_step_ = false;  // pushes from Step() came after backward
   std::mutex mu_;  // hooks may run on autograd's threads
 };
 
@@ -78,6 +82,10 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   if (const char* b = std::getenv("EEN_BUCKET_BYTES")) options.bucket_bytes = std::strtoull(b, nullptr, 10);
   if (options.bucket_bytes == 0) throw Error("een: bucket_bytes must be positive");
   if (const char* t = std::getenv("EEN_TRACE_RECORD"); t && env->rank == 0) trace_path_ = t;
+  if (const char* t = std::getenv("EEN_TIMELINE")) {
+    timeline_ = std::make_unique<Timeline>(
+        std::string(t) + ".worker-" + std::to_string(env->rank) + ".json", env->rank, 50);
+  }
   std::vector<TensorInfo> tensors;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     const torch::Tensor& p = item.value();
@@ -166,6 +174,7 @@ void DataParallel::Impl::OnGradient(size_t t, const torch::Tensor& grad) {
                 std::to_string(step_) + "; call Step() after each backward()");
   }
   if (!trace_path_.empty()) arrival_.push_back(t);
+  if (timeline_) timeline_->BackwardBegins(Timeline::Clock::now());
   torch::Tensor g = grad;
   if (g.is_sparse()) throw Error("een: sparse gradient for '" + names_[t] + "' is not supported");
   if (!g.is_cpu() || g.scalar_type() != torch::kFloat) g = g.to(torch::kCPU, torch::kFloat);
@@ -181,6 +190,7 @@ void DataParallel::Impl::PushBucket(uint32_t bucket) {
   for (size_t off : b.chunk_offsets) data.push_back(bucket_data_[bucket] + off);
   Status s = client_->Push(wire::PushKind::GRADIENT, step_, b.chunks, data,
                            buckets_[bucket].buffer);
+  if (timeline_) timeline_->BucketPushed(bucket, b.numel * sizeof(float), !in_step_);
   if (!s.ok() && client_->NeedsRecovery()) {
     recovery_pending_ = true;  // Step() rolls back
     return;
@@ -223,6 +233,7 @@ void DataParallel::Impl::RollBack(uint64_t step) {
     std::lock_guard<std::mutex> lock(mu_);
     step_ = step;
     recovery_pending_ = false;
+    in_step_ = false;
     ResetBuckets();
   }
   client_->ReportProgress(step_, 0.0, samples_, 0);
@@ -250,6 +261,8 @@ void DataParallel::Impl::Step(double loss, int64_t samples) {
   const auto start = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    in_step_ = true;
+    if (timeline_) timeline_->StepBegins(step_);
     // Parameters without a gradient this step contribute zeros.
     for (size_t t = 0; t < params_.size(); ++t) {
       if (arrived_[t]) continue;
@@ -271,6 +284,8 @@ void DataParallel::Impl::Step(double loss, int64_t samples) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   ResetBuckets();
+  in_step_ = false;
+  if (timeline_) timeline_->StepEnds();
   step_++;
   samples_ += samples > 0 ? samples : 0;
   const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(

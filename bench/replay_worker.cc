@@ -67,18 +67,21 @@ int main(int argc, char** argv) {
   if (const char* b = std::getenv("EEN_BUCKET_BYTES")) bucket_bytes = std::strtoull(b, nullptr, 10);
   const een::BucketLayout layout(map, bucket_bytes);
   // Gradients: one buffer per bucket (as DataParallel keeps them); parameters: one buffer.
-  std::vector<std::shared_ptr<std::vector<float>>> grads;
+  auto fail = [&](const een::Status& s, const char* what) {
+    spdlog::error("{}: {}", what, s.message());
+    return 3;
+  };
+  std::vector<std::shared_ptr<float>> grads;
   for (const auto& b : layout.buckets()) {
-    grads.push_back(std::make_shared<std::vector<float>>(b.numel, 1e-3f));
+    auto buffer = (*client)->GradientBuffer(b.numel);  // shared memory on the shm transport
+    if (!buffer.ok()) return fail(buffer.status(), "gradient buffers");
+    std::fill(buffer->get(), buffer->get() + b.numel, 1e-3f);
+    grads.push_back(*buffer);
   }
   std::vector<float> params(map.TotalNumel(), 0.5f);
   std::vector<size_t> chunk_at(map.chunks().size());
   for (size_t c = 0, at = 0; c < map.chunks().size(); at += map.chunks()[c].numel, ++c) chunk_at[c] = at;
   auto sink = [&](uint32_t c) { return params.data() + chunk_at[c]; };
-  auto fail = [&](const een::Status& s, const char* what) {
-    spdlog::error("{}: {}", what, s.message());
-    return 3;
-  };
   if ((*client)->rank() == 0) {
     std::vector<uint32_t> all;
     std::vector<const float*> data;
@@ -101,7 +104,7 @@ int main(int argc, char** argv) {
     for (size_t b = 0; b < layout.buckets().size(); ++b) {
       const auto& bucket = layout.buckets()[b];
       std::vector<const float*> data;
-      for (size_t off : bucket.chunk_offsets) data.push_back(grads[b]->data() + off);
+      for (size_t off : bucket.chunk_offsets) data.push_back(grads[b].get() + off);
       if (auto s = (*client)->Push(een::wire::PushKind::GRADIENT, step, bucket.chunks, data, grads[b]);
           !s.ok()) {
         return fail(s, "push");

@@ -2,19 +2,25 @@
 // (parameter values and optimizer state), so the whole of it can be
 // registered with a transport device (an RDMA NIC) once. Regions are handed
 // out 64-byte aligned and zero-filled; nothing is freed before the arena.
+// A shared arena lives in POSIX shared memory (/dev/shm/een-PID-arena-N,
+// unlinked with the arena), so the shm transport can hand out views of it
+// to workers on the same host without copying (ShmDevice::RegisterMemory).
 // Thread safety: Allocate() from one thread; the memory itself is the
 // caller's to synchronise.
 #pragma once
 
 #include <cstddef>
+#include <memory>
+
 
 #include "common/status.h"
+#include "common/transport/shm/shm_memory.h"
 
 namespace een::ps {
 
 class Arena {
  public:
-  static Result<Arena> Create(size_t bytes);
+  static Result<Arena> Create(size_t bytes, bool shared = false);
   Arena(Arena&& other) noexcept;
   Arena& operator=(Arena&& other) noexcept;
   Arena(const Arena&) = delete;
@@ -28,8 +34,10 @@ class Arena {
   static size_t BytesFor(size_t floats);
 
  private:
-  Arena(void* base, size_t size) : base_(base), size_(size) {}
+  Arena(void* base, size_t size, std::unique_ptr<transport::SharedMemory> shared)
+      : base_(base), shared_(std::move(shared)), size_(size) {}
   void* base_ = nullptr;
+  std::unique_ptr<transport::SharedMemory> shared_;  // shared arenas own their memory here
   size_t size_ = 0;
   size_t used_ = 0;
 };

@@ -8,9 +8,11 @@ namespace een::ps {
 
 Result<std::unique_ptr<ChunkStore>> ChunkStore::Create(const ShardMap& map, uint32_t ps,
                                                        int num_workers,
-                                                       const OptimizerConfig& optimizer) {
+                                                       const OptimizerConfig& optimizer,
+                                                       bool shared_arenas) {
   if (num_workers < 1) return InvalidArgument("a PS needs at least one worker");
   std::unique_ptr<ChunkStore> store(new ChunkStore(map, num_workers));
+  store->shared_arenas_ = shared_arenas;
   EEN_ASSIGN_OR_RETURN(store->optimizer_, Optimizer::Create(optimizer));
   store->slot_of_.assign(map.chunks().size(), -1);
   EEN_RETURN_IF_ERROR(store->AddSlots(map.ChunksHeldBy(ps), ps));
@@ -21,7 +23,7 @@ Status ChunkStore::AddSlots(const std::vector<uint32_t>& chunks, uint32_t ps) {
   const int slots_per_chunk = 1 + (optimizer_ ? optimizer_->state_slots() : 0);
   size_t bytes = 0;
   for (uint32_t c : chunks) bytes += slots_per_chunk * Arena::BytesFor(map_.chunks()[c].numel);
-  EEN_ASSIGN_OR_RETURN(Arena block, Arena::Create(bytes));
+  EEN_ASSIGN_OR_RETURN(Arena block, Arena::Create(bytes, shared_arenas_));
   auto arena = std::make_shared<Arena>(std::move(block));
   arenas_.push_back(arena);
   for (uint32_t c : chunks) {

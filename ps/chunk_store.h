@@ -37,9 +37,11 @@ namespace een::ps {
 
 class ChunkStore {
  public:
+  // `shared_arenas`: values and state in shared memory (Arena), for the shm transport.
   static Result<std::unique_ptr<ChunkStore>> Create(const ShardMap& map, uint32_t ps,
                                                     int num_workers,
-                                                    const OptimizerConfig& optimizer);
+                                                    const OptimizerConfig& optimizer,
+                                                    bool shared_arenas = false);
 
   // Owns: this PS is the chunk's primary. Holds: primary or backup.
   bool Holds(uint32_t chunk) const { return chunk < slot_of_.size() && slot_of_[chunk] >= 0; }
@@ -166,6 +168,7 @@ class ChunkStore {
   std::vector<int32_t> slot_of_;             // chunk id -> slot, -1 if not owned
   std::vector<Slot> slots_;
   ApplyPool* pool_ = nullptr;
+  bool shared_arenas_ = false;
 };
 
 }  // namespace een::ps

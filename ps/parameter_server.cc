@@ -111,7 +111,8 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   if (env_.rank < 0 || static_cast<uint32_t>(env_.rank) >= map_.num_ps()) {
     return InvalidArgument("PS rank " + std::to_string(env_.rank) + " is not in the shard map");
   }
-  EEN_ASSIGN_OR_RETURN(store_, ChunkStore::Create(map_, env_.rank, workers, optimizer));
+  EEN_ASSIGN_OR_RETURN(store_, ChunkStore::Create(map_, env_.rank, workers, optimizer,
+                                                  /*shared_arenas=*/env_.data_transport == "shm"));
   apply_pool_ = std::make_unique<ApplyPool>(ApplyPool::DefaultThreads());
   store_->SetApplyPool(apply_pool_.get());
   epoch_ = map_.epoch();
@@ -132,7 +133,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   }
   EEN_ASSIGN_OR_RETURN(transport::MemoryRegion region,
                        data_device->RegisterMemory(store_->arena().data(), store_->arena().size()));
-  (void)region;  // ZeroMQ needs no registration; RDMA will keep it for the arena's life
+  registered_ = region;  // shm: pulls are then answered from the arena without a copy
   if (membership_epoch > 0) {  // workers were lost before this PS started
     for (int w = 0; w < store_->num_workers(); ++w) {
       if (std::find(live.begin(), live.end(), w) == live.end()) (void)store_->RemoveWorker(w);

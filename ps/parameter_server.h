@@ -104,6 +104,7 @@ class ParameterServer {
   ShardMap map_;
   std::unique_ptr<ApplyPool> apply_pool_;  // before store_: the store uses it
   std::unique_ptr<ChunkStore> store_;
+  transport::MemoryRegion registered_;  // the store's first arena, with the data device
   std::deque<PendingPull> pending_;
   std::atomic<uint64_t> step_{0};
   std::unique_ptr<SnapshotStore> snapshots_;   // until the writer takes it

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/transport/device.h"
+#include "common/transport/shm/shm_memory.h"
 
 namespace een::transport {
 namespace {
@@ -176,6 +177,34 @@ TEST(SharedMemory, BlocksAreReusedOnceTheReceiverDropsTheFrame) {
   ASSERT_TRUE((*conn)->Send(Make("g", {Frame::Borrow(data->data(), 1 << 20, data)})).ok());
   ASSERT_TRUE((*listener)->Receive(milliseconds(5000)).ok());
   EXPECT_EQ(OwnBlocks() - before, 2);
+}
+
+// Registered shared memory (a PS arena, a worker's gradient buckets) is
+// sent in place: the receiver reads the sender's bytes, and no block is made.
+TEST(SharedMemory, RegisteredSharedMemoryIsSentWithoutACopy) {
+  auto device = DeviceFor("shm:///x");
+  ASSERT_TRUE(device.ok());
+  auto listener = (*device)->Listen(ListenAddress("shm"));
+  ASSERT_TRUE(listener.ok());
+  auto conn = (*device)->Connect((*listener)->address());
+  ASSERT_TRUE(conn.ok());
+  auto memory = SharedMemory::Create(4 << 20, "test");
+  ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+  auto region = (*device)->RegisterMemory((*memory)->data(), (*memory)->size());
+  ASSERT_TRUE(region.ok());
+  float* values = static_cast<float*>((*memory)->data());
+  std::iota(values, values + (1 << 20), 0.0f);
+  const int before = OwnBlocks();
+  // 1 MiB from 256 KiB into the region.
+  ASSERT_TRUE((*conn)->Send(Make("v", {Frame::Borrow(values + (1 << 16), 1 << 20, nullptr)})).ok());
+  auto got = (*listener)->Receive(milliseconds(5000));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const Frame& f = got->message.payload(0);
+  ASSERT_EQ(f.size(), 1u << 20);
+  EXPECT_EQ(reinterpret_cast<const float*>(f.data())[0], float(1 << 16));
+  values[(1 << 16) + 5] = -1.0f;  // in place: the receiver sees the sender's memory
+  EXPECT_EQ(reinterpret_cast<const float*>(f.data())[5], -1.0f);
+  EXPECT_EQ(OwnBlocks(), before);
 }
 
 // A peer that is not a shared-memory endpoint (plain ipc on the same path)

@@ -38,7 +38,7 @@ class DataParallel::Impl {
 
  private:
   struct BucketState {
-    std::shared_ptr<std::vector<float>> buffer;  // shared with in-flight frames
+    std::shared_ptr<float> buffer;  // shared with in-flight frames
     size_t pending = 0;                          // tensors still to arrive
   };
 
@@ -144,8 +144,10 @@ void DataParallel::Impl::BuildBuckets(size_t bucket_bytes) {
   buckets_.clear();
   bucket_data_.clear();
   for (const BucketLayout::Bucket& b : layout_->buckets()) {
-    buckets_.push_back({std::make_shared<std::vector<float>>(b.numel), 0});
-    bucket_data_.push_back(buckets_.back().buffer->data());
+    auto buffer = client_->GradientBuffer(b.numel);  // shared memory on the shm transport
+    ThrowIfError(buffer.status(), "allocating gradient buckets");
+    buckets_.push_back({*buffer, 0});
+    bucket_data_.push_back(buckets_.back().buffer.get());
   }
   ResetBuckets();
 }

@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
 #include "common/wire.h"
+#include "common/transport/shm/shm_memory.h"
 #include "common/wire_dtype.h"
 
 namespace een {
@@ -255,6 +256,22 @@ Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<
     }
   }
   return Status::Ok();
+}
+
+Result<std::shared_ptr<float>> WorkerClient::GradientBuffer(size_t numel) {
+  if (env_.data_transport != "shm" || env_.wire_type != WireType::kF32 || map_.num_ps() == 0) {
+    auto heap = std::make_shared<std::vector<float>>(numel);
+    return std::shared_ptr<float>(heap, heap->data());
+  }
+  struct Registered {
+    std::unique_ptr<transport::SharedMemory> memory;
+    transport::MemoryRegion region;  // destroyed first: unregistered before unmapped
+  };
+  auto r = std::make_shared<Registered>();
+  EEN_ASSIGN_OR_RETURN(r->memory, transport::SharedMemory::Create(numel * sizeof(float), "grads"));
+  EEN_ASSIGN_OR_RETURN(transport::Device * device, transport::DeviceFor(map_.ps_addresses()[0]));
+  EEN_ASSIGN_OR_RETURN(r->region, device->RegisterMemory(r->memory->data(), r->memory->size()));
+  return std::shared_ptr<float>(r, static_cast<float*>(r->memory->data()));
 }
 
 std::shared_ptr<std::vector<uint16_t>> WorkerClient::WireBuffer(size_t numel) {

@@ -57,6 +57,10 @@ class WorkerClient {
               const std::vector<const float*>& data, const std::shared_ptr<const void>& owner);
   Status Pull(uint64_t min_version, bool gradients,
               const std::function<float*(uint32_t chunk)>& destination);
+  // Zero-filled memory for `numel` gradients to push: with the shm
+  // transport it lives in shared memory registered with the data device, so
+  // pushes from it are not copied at all; otherwise on the heap.
+  Result<std::shared_ptr<float>> GradientBuffer(size_t numel);
   Status Barrier();
   Status Finish();  // tells the coordinator this worker is done; idempotent
 

@@ -7,8 +7,12 @@
 // hands the frame out without copying. When the receiver drops the frame the
 // block is marked free (an atomic flag in the block) and the sender reuses
 // it, so a steady state allocates nothing and faults no pages. Small frames
-// go inline. Each message carries a last "manifest" frame saying which
-// frames are in shared memory; a message without a valid one is refused.
+// go inline. A frame inside memory registered with RegisterMemory() that
+// lives in a /dev/shm file (a shared PS arena) is not copied at all: the
+// receiver maps the file read-only and reads the bytes in place, which the
+// sender must keep unchanged as long as with any zero-copy send. Each
+// message carries a last "manifest" frame saying where each frame is; a
+// message without a valid one is refused.
 // Blocks are unlinked when the process exits normally; een-launch removes
 // those of a process that died (RemoveShmBlocksOf).
 // Thread safety: as in device.h and connection.h.
@@ -32,10 +36,12 @@ class ShmDevice : public Device {
   Result<MemoryRegion> RegisterMemory(void* data, size_t size) override;
 
   class Blocks;    // the sender's blocks
-  class Mappings;  // the receiver's mapped blocks
+  class Regions;   // the sender's registered shared memory
+  class Mappings;  // the receiver's mapped blocks and regions
 
  private:
   std::shared_ptr<Blocks> blocks_;
+  std::shared_ptr<Regions> regions_;
   std::shared_ptr<Mappings> mappings_;
 };
 

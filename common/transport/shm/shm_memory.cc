@@ -1,0 +1,38 @@
+#include "common/transport/shm/shm_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace een::transport {
+
+Result<std::unique_ptr<SharedMemory>> SharedMemory::Create(size_t bytes, const std::string& tag) {
+  static std::atomic<int> next{0};
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t size = std::max(page, (bytes + page - 1) / page * page);
+  const std::string name =
+      "/een-" + std::to_string(getpid()) + "-" + tag + "-" + std::to_string(next++);
+  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return Unavailable("cannot create shared memory " + name + ": " + std::strerror(errno));
+  void* p = MAP_FAILED;
+  if (ftruncate(fd, size) == 0) p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    return ResourceExhausted("cannot make " + std::to_string(size) + " bytes of shared memory " +
+                             name + " (is /dev/shm full?): " + std::strerror(err));
+  }
+  return std::unique_ptr<SharedMemory>(new SharedMemory(p, size, name));
+}
+
+SharedMemory::~SharedMemory() {
+  munmap(data_, size_);
+  shm_unlink(name_.c_str());
+}
+
+}  // namespace een::transport

@@ -26,6 +26,12 @@
 
 namespace een::transport {
 
+namespace shm {
+class Blocks;
+class Regions;
+class Mappings;
+}  // namespace shm
+
 class ShmDevice : public Device {
  public:
   ShmDevice();
@@ -35,14 +41,11 @@ class ShmDevice : public Device {
   Result<std::unique_ptr<Connection>> Connect(const std::string& address) override;
   Result<MemoryRegion> RegisterMemory(void* data, size_t size) override;
 
-  class Blocks;    // the sender's blocks
-  class Regions;   // the sender's registered shared memory
-  class Mappings;  // the receiver's mapped blocks and regions
 
  private:
-  std::shared_ptr<Blocks> blocks_;
-  std::shared_ptr<Regions> regions_;
-  std::shared_ptr<Mappings> mappings_;
+  std::shared_ptr<shm::Blocks> blocks_;      // this process's blocks, as a sender
+  std::shared_ptr<shm::Regions> regions_;    // its registered shared memory
+  std::shared_ptr<shm::Mappings> mappings_;  // the peers' segments it mapped, as a receiver
 };
 
 // Removes the shared-memory blocks a (dead) process `pid` left behind.

@@ -1,0 +1,135 @@
+#include "common/transport/shm/shm_segments.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+namespace een::transport::shm {
+namespace {
+
+constexpr size_t kGranule = 1 << 20;  // block capacities are multiples of this
+
+std::string ShmError(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+}  // namespace
+
+Blocks::Blocks()
+    : prefix_("/een-" + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}()) + "-") {}
+
+Blocks::~Blocks() {
+  for (const auto& b : blocks_) {
+    munmap(b->header, kHeaderBytes + b->capacity);
+    shm_unlink(b->name.c_str());
+  }
+}
+
+Result<Blocks::Block*> Blocks::Take(size_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Block* best = nullptr;
+  for (const auto& b : blocks_) {
+    if (b->capacity >= size && b->header->in_use.load(std::memory_order_acquire) == 0 &&
+        (!best || b->capacity < best->capacity)) {
+      best = b.get();
+    }
+  }
+  if (!best) {
+    auto made = Create((size + kGranule - 1) / kGranule * kGranule);
+    if (!made.ok()) return made.status();
+    best = *made;
+  }
+  best->header->in_use.store(1, std::memory_order_relaxed);
+  return best;
+}
+
+Result<Blocks::Block*> Blocks::Create(size_t capacity) {
+  const std::string name = prefix_ + std::to_string(next_++);
+  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return Unavailable(ShmError("cannot create shared memory " + name));
+  if (ftruncate(fd, kHeaderBytes + capacity) != 0) {
+    Status s = ResourceExhausted(ShmError("cannot size shared memory " + name + " to " +
+                                          std::to_string(capacity) + " bytes (is /dev/shm full?)"));
+    close(fd);
+    shm_unlink(name.c_str());
+    return s;
+  }
+  void* p = mmap(nullptr, kHeaderBytes + capacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    return ResourceExhausted(ShmError("cannot map shared memory " + name));
+  }
+  auto* header = new (p) BlockHeader{};
+  header->capacity = capacity;
+  blocks_.push_back(std::make_unique<Block>(
+      Block{name, header, static_cast<std::byte*>(p) + kHeaderBytes, capacity}));
+  return blocks_.back().get();
+}
+
+std::shared_ptr<void> Regions::Add(void* data, size_t size) {
+  std::FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (!maps) return nullptr;
+  char line[4096];
+  const auto at = reinterpret_cast<uintptr_t>(data);
+  std::shared_ptr<void> handle;
+  while (std::fgets(line, sizeof line, maps)) {
+    uintptr_t begin = 0, end = 0;
+    unsigned long long offset = 0;
+    char path[4096] = {0};
+    if (std::sscanf(line, "%lx-%lx %*s %llx %*s %*s %4095s", &begin, &end, &offset, path) < 3) continue;
+    if (at < begin || at + size > end || std::strncmp(path, "/dev/shm/", 9) != 0) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t id = next_++;
+    regions_[id] = Region{static_cast<const std::byte*>(data), size, std::string(path + 8),
+                          static_cast<size_t>(offset + (at - begin))};
+    handle = std::shared_ptr<void>(nullptr, [this, id](void*) {
+      std::lock_guard<std::mutex> l(mu_);
+      regions_.erase(id);
+    });
+    break;
+  }
+  std::fclose(maps);
+  return handle;
+}
+
+std::optional<Regions::Region> Regions::Find(const void* p, size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto* q = static_cast<const std::byte*>(p);
+  for (const auto& [id, r] : regions_) {
+    if (q >= r.base && q + n <= r.base + r.size) return r;
+  }
+  return std::nullopt;
+}
+
+Mappings::Mapping::~Mapping() {
+  if (base) munmap(base, size);
+}
+
+Result<std::shared_ptr<Mappings::Mapping>> Mappings::Get(const std::string& name, bool writable) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = mapped_.find(name); it != mapped_.end()) return it->second;
+  const int fd = shm_open(name.c_str(), writable ? O_RDWR : O_RDONLY, 0);
+  if (fd < 0) return Unavailable(ShmError("cannot open the sender's shared memory " + name));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || size_t(st.st_size) < kHeaderBytes) {
+    close(fd);
+    return InvalidArgument("shared memory " + name + " is too small to be a block or region");
+  }
+  auto m = std::make_shared<Mapping>();
+  m->size = st.st_size;
+  m->base = mmap(nullptr, m->size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m->base == MAP_FAILED) {
+    m->base = nullptr;
+    return Unavailable(ShmError("cannot map shared memory " + name));
+  }
+  mapped_.emplace(name, m);
+  return m;
+}
+
+}  // namespace een::transport::shm

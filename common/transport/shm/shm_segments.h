@@ -1,0 +1,93 @@
+// Shared-memory segments behind the shm transport (shm_device.h):
+//  - Blocks: the sender's reusable blocks. A large frame is copied into a
+//    free block (the smallest that fits; a new one, /dev/shm/een-PID-R-N,
+//    if none); the block's header holds an atomic in-use flag that the
+//    receiver clears when it drops the frame, so the block is reused.
+//  - Regions: memory registered with the device that lives in a /dev/shm
+//    file (found in /proc/self/maps): frames inside it are sent in place.
+//  - Mappings: the receiver's mappings of the senders' blocks (writable,
+//    for the flag) and regions (read-only), by file name, kept for reuse.
+// Thread safety: every method may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace een::transport::shm {
+
+constexpr size_t kHeaderBytes = 64;  // BlockHeader, padded to a cache line
+
+struct BlockHeader {
+  std::atomic<uint32_t> in_use;  // 1 from the sender's copy until the receiver drops the frame
+  uint32_t reserved;
+  uint64_t capacity;
+};
+static_assert(sizeof(BlockHeader) <= kHeaderBytes);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+class Blocks {
+ public:
+  struct Block {
+    std::string name;
+    BlockHeader* header;
+    std::byte* data;
+    size_t capacity;
+  };
+  Blocks();
+  ~Blocks();  // unmaps and unlinks every block
+  // A free block of at least `size` bytes, marked in use.
+  Result<Block*> Take(size_t size);
+
+ private:
+  Result<Block*> Create(size_t capacity);
+  const std::string prefix_;
+  std::mutex mu_;
+  uint64_t next_ = 0;
+  std::vector<std::unique_ptr<Block>> blocks_;
+};
+
+class Regions {
+ public:
+  struct Region {
+    const std::byte* base;
+    size_t size;
+    std::string name;  // "/een-..."
+    size_t offset;     // of `base` in the file
+  };
+  // Registers [data, data + size) if a /dev/shm file is mapped there; the
+  // handle unregisters it (null: not shared memory, nothing registered).
+  std::shared_ptr<void> Add(void* data, size_t size);
+  // The region holding [p, p + n), if any.
+  std::optional<Region> Find(const void* p, size_t n);
+
+ private:
+  std::mutex mu_;
+  uint64_t next_ = 0;
+  std::map<uint64_t, Region> regions_;
+};
+
+class Mappings {
+ public:
+  struct Mapping {
+    void* base = nullptr;
+    size_t size = 0;
+    ~Mapping();
+  };
+  // Blocks are mapped writable (their in-use flag), registered regions read-only.
+  Result<std::shared_ptr<Mapping>> Get(const std::string& name, bool writable = true);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Mapping>> mapped_;
+};
+
+}  // namespace een::transport::shm

@@ -9,6 +9,7 @@
 
 #include "common/transport/device.h"
 #include "common/transport/shm/shm_memory.h"
+#include "support/subprocess.h"
 
 namespace een::transport {
 namespace {
@@ -205,6 +206,41 @@ TEST(SharedMemory, RegisteredSharedMemoryIsSentWithoutACopy) {
   values[(1 << 16) + 5] = -1.0f;  // in place: the receiver sees the sender's memory
   EXPECT_EQ(reinterpret_cast<const float*>(f.data())[5], -1.0f);
   EXPECT_EQ(OwnBlocks(), before);
+}
+
+// A full /dev/shm is an error with a message at allocation (never a SIGBUS
+// later): checked in a mount namespace of this test's own with a 2 MiB
+// /dev/shm (needs root for unshare/mount; skipped otherwise).
+TEST(SharedMemory, FullShmFailsWithAMessage) {
+  if (std::getenv("EEN_TEST_IN_SMALL_SHM")) {
+    auto big = SharedMemory::Create(8 << 20, "test");
+    ASSERT_FALSE(big.ok());
+    EXPECT_EQ(big.status().code(), StatusCode::kResourceExhausted);
+    EXPECT_NE(big.status().message().find("/dev/shm full"), std::string::npos) << big.status().ToString();
+    auto device = DeviceFor("shm:///x");
+    auto listener = (*device)->Listen(ListenAddress("shm"));
+    ASSERT_TRUE(listener.ok());
+    auto conn = (*device)->Connect((*listener)->address());
+    auto data = std::make_shared<std::vector<float>>(1 << 20);  // 4 MiB: no block fits
+    Status s = (*conn)->Send(Make("g", {Frame::Borrow(data->data(), 4 << 20, data)}));
+    EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+    return;
+  }
+  if (geteuid() != 0) GTEST_SKIP() << "needs root for a mount namespace";
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  ASSERT_GT(n, 0);
+  auto r = testing::Run({"unshare", "-m", "sh", "-c",
+                         "mount -t tmpfs -o size=2m tmpfs /dev/shm && exec " +
+                             std::string(self, n) +
+                             " --gtest_filter=SharedMemory.FullShmFailsWithAMessage"},
+                        std::chrono::seconds(30), {{"EEN_TEST_IN_SMALL_SHM", "1"}});
+  if (r.output.find("unshare failed") != std::string::npos ||
+      r.output.find("mount:") != std::string::npos) {
+    GTEST_SKIP() << "no mount namespace here: " << r.output;
+  }
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[  PASSED  ] 1 test"), std::string::npos) << r.output;
 }
 
 // A peer that is not a shared-memory endpoint (plain ipc on the same path)

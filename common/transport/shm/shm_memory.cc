@@ -18,9 +18,14 @@ Result<std::unique_ptr<SharedMemory>> SharedMemory::Create(size_t bytes, const s
       "/een-" + std::to_string(getpid()) + "-" + tag + "-" + std::to_string(next++);
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) return Unavailable("cannot create shared memory " + name + ": " + std::strerror(errno));
+  // posix_fallocate, not ftruncate: a full /dev/shm must fail here, not as
+  // SIGBUS on first touch.
   void* p = MAP_FAILED;
-  if (ftruncate(fd, size) == 0) p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
+  int err = posix_fallocate(fd, 0, size);
+  if (err == 0) {
+    p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    err = errno;
+  }
   close(fd);
   if (p == MAP_FAILED) {
     shm_unlink(name.c_str());

@@ -51,7 +51,10 @@ Result<Blocks::Block*> Blocks::Create(size_t capacity) {
   const std::string name = prefix_ + std::to_string(next_++);
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) return Unavailable(ShmError("cannot create shared memory " + name));
-  if (ftruncate(fd, kHeaderBytes + capacity) != 0) {
+  // posix_fallocate, not ftruncate: a full /dev/shm must fail here, not as
+  // SIGBUS on first touch.
+  if (const int err = posix_fallocate(fd, 0, kHeaderBytes + capacity); err != 0) {
+    errno = err;
     Status s = ResourceExhausted(ShmError("cannot size shared memory " + name + " to " +
                                           std::to_string(capacity) + " bytes (is /dev/shm full?)"));
     close(fd);

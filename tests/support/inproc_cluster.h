@@ -56,7 +56,9 @@ class InProcessCluster {
 
   ~InProcessCluster() {
     for (auto& s : ps_stop_) s = true;
-    for (auto& t : ps_threads_) t.join();
+    for (auto& t : ps_threads_) {
+      if (t.joinable()) t.join();
+    }
     stop_coordinator_ = true;
     coordinator_thread_.join();
   }
@@ -86,7 +88,11 @@ class InProcessCluster {
     return out;
   }
 
-  void StopPs(int rank) { ps_stop_[rank] = true; }
+  // Stops PS `rank` and returns once it stopped (it handles nothing more).
+  void StopPs(int rank) {
+    ps_stop_[rank] = true;
+    ps_threads_[rank].join();
+  }
   // The coordinator's verdict, once Run() returned (waits up to `timeout`).
   std::optional<Status> CoordinatorResult(std::chrono::milliseconds timeout) {
     auto f = coordinator_result_.get_future();

@@ -1,6 +1,5 @@
 #include "ps/parameter_server.h"
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -230,20 +229,11 @@ Status ParameterServer::Serve(const std::atomic<bool>& stop) {
         spdlog::warn("dropped a bad message from the coordinator: {}", s.ToString());
       }
     }
-    {
-      auto envelope = listener_->Receive(milliseconds(20));
-      if (envelope.ok()) {
-        Handle(*envelope);
-      } else if (envelope.status().code() != StatusCode::kDeadlineExceeded) {
-        spdlog::warn("dropped a message that could not be read: {}", envelope.status().message());
-      }
-    }
-    if (trim_heap_) {
-      // The initial values' receive buffers (fp32, the model's size) are free
-      // now; the heap keeps freed buffers (ps_main's mallopt), so hand them
-      // back once: a bf16 wire never reuses more than half of them.
-      malloc_trim(0);
-      trim_heap_ = false;
+    auto envelope = listener_->Receive(milliseconds(20));
+    if (envelope.ok()) {
+      Handle(*envelope);
+    } else if (envelope.status().code() != StatusCode::kDeadlineExceeded) {
+      spdlog::warn("dropped a message that could not be read: {}", envelope.status().message());
     }
     ReportStall();
   }
@@ -350,10 +340,7 @@ Status ParameterServer::HandleControl(const Message& message) {
 }
 
 void ParameterServer::NoteChunksReady() {
-  if (chunks_ready_.load() != epoch_ && store_->AllInitialized()) {
-    if (chunks_ready_.load() == 0) trim_heap_ = true;  // the job's first initialization
-    chunks_ready_ = epoch_;
-  }
+  if (chunks_ready_.load() != epoch_ && store_->AllInitialized()) chunks_ready_ = epoch_;
 }
 
 void ParameterServer::StepsCompleted(const std::vector<uint32_t>& completed) {

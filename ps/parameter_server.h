@@ -121,7 +121,6 @@ class ParameterServer {
   uint64_t incarnation_ = 0;  // the coordinator's, as last heard
   uint64_t epoch_ = 0;        // shard map epoch data messages must carry
   std::atomic<uint64_t> chunks_ready_{0};  // epoch whose every chunk is initialized here
-  bool trim_heap_ = false;  // the initial values were taken: return their buffers once
   void NoteChunksReady();
   // Names the workers a step has waited for longer than the failover
   // threshold (once per step), so a slow worker never stalls unexplained.

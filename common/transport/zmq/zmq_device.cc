@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace een::transport {
@@ -74,6 +75,16 @@ void* OpenSocket(void* context, int type) {
   zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
   zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);  // never drop: flow control is ours
   zmq_setsockopt(s, ZMQ_RCVHWM, &zero, sizeof zero);
+  // EEN_SOCKET_BUFFER=BYTES fixes the kernel socket buffers (default: the
+  // kernel's autotuning). On loopback, 4 MiB measured 103 vs 109 ms per
+  // ResNet-50 step with 1+1 (median of 5 alternating runs) but 210 vs 197 ms
+  // with 2+2 (3 runs): no better default here; a long fat network may want it.
+  int bytes = 0;
+  if (const char* b = std::getenv("EEN_SOCKET_BUFFER")) bytes = std::atoi(b);
+  if (bytes > 0) {
+    zmq_setsockopt(s, ZMQ_SNDBUF, &bytes, sizeof bytes);
+    zmq_setsockopt(s, ZMQ_RCVBUF, &bytes, sizeof bytes);
+  }
   return s;
 }
 

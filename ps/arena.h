@@ -2,7 +2,7 @@
 // (parameter values and optimizer state), so the whole of it can be
 // registered with a transport device (an RDMA NIC) once. Regions are handed
 // out 64-byte aligned and zero-filled; nothing is freed before the arena.
-// A shared arena lives in POSIX shared memory (/dev/shm/een-PID-arena-N,
+// A shared arena lives in POSIX shared memory (/dev/shm/een-PID-R-arena-N,
 // unlinked with the arena), so the shm transport can hand out views of it
 // to workers on the same host without copying (ShmDevice::RegisterMemory).
 // Thread safety: Allocate() from one thread; the memory itself is the

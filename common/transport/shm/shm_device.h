@@ -2,7 +2,7 @@
 //
 // Addresses are "shm:///PATH": messages travel over a ZeroMQ ipc socket at
 // PATH, but every payload frame of 64 KiB or more is copied once into a
-// shared-memory block of the sender (POSIX shm, /dev/shm/een-PID-N) and only
+// shared-memory block of the sender (POSIX shm, /dev/shm/een-PID-R-block-N) and only
 // its name and size go through the socket; the receiver maps the block and
 // hands the frame out without copying. When the receiver drops the frame the
 // block is marked free (an atomic flag in the block) and the sender reuses

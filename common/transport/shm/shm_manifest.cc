@@ -51,10 +51,10 @@ Status Packer::Pack(Message& m) {
     if (!block.ok()) return block.status();
     taken_.push_back(*block);
     std::memcpy((*block)->data, f.data(), f.size());
-    const uint8_t len = static_cast<uint8_t>((*block)->name.size());
+    const uint8_t len = static_cast<uint8_t>((*block)->memory->name().size());
     const uint64_t size = f.size();
     put(&len, 1);
-    put((*block)->name.data(), len);
+    put((*block)->memory->name().data(), len);
     put(&size, 8);
     f = Frame();  // the bytes travel in the block
   }

@@ -7,15 +7,19 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <random>
 
 namespace een::transport {
 
 Result<std::unique_ptr<SharedMemory>> SharedMemory::Create(size_t bytes, const std::string& tag) {
   static std::atomic<int> next{0};
+  // A random incarnation besides the pid: a receiver caches mappings by
+  // name, so a later process that reuses this pid must not reuse the names.
+  static const std::string prefix =
+      "/een-" + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}()) + "-";
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t size = std::max(page, (bytes + page - 1) / page * page);
-  const std::string name =
-      "/een-" + std::to_string(getpid()) + "-" + tag + "-" + std::to_string(next++);
+  const std::string name = prefix + tag + "-" + std::to_string(next++);
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) return Unavailable("cannot create shared memory " + name + ": " + std::strerror(errno));
   // posix_fallocate, not ftruncate: a full /dev/shm must fail here, not as

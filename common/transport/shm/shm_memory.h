@@ -1,5 +1,7 @@
 // SharedMemory: a zero-filled, page-aligned block in a POSIX shared-memory
-// file (/dev/shm/een-PID-TAG-N), unlinked and unmapped when destroyed. Memory
+// file (/dev/shm/een-PID-R-TAG-N, R random per process), reserved in full
+// (a full /dev/shm is ResourceExhausted here, never SIGBUS later), unlinked
+// and unmapped when destroyed. Memory
 // registered with the shm transport that lives in such a block is sent
 // without copying (shm_device.h); PS arenas and worker gradient buckets use
 // it when the data plane is shm. een-launch removes the files of a process
@@ -24,6 +26,7 @@ class SharedMemory {
 
   void* data() const { return data_; }
   size_t size() const { return size_; }
+  const std::string& name() const { return name_; }  // "/een-..."; shm_open opens it
 
  private:
   SharedMemory(void* data, size_t size, std::string name)

@@ -8,26 +8,15 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <random>
 
 namespace een::transport::shm {
 namespace {
 
-constexpr size_t kGranule = 1 << 20;  // block capacities are multiples of this
+constexpr size_t kGranule = 1 << 20;  // requests are rounded up to this, so blocks get reused
 
 std::string ShmError(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 }  // namespace
-
-Blocks::Blocks()
-    : prefix_("/een-" + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}()) + "-") {}
-
-Blocks::~Blocks() {
-  for (const auto& b : blocks_) {
-    munmap(b->header, kHeaderBytes + b->capacity);
-    shm_unlink(b->name.c_str());
-  }
-}
 
 Result<Blocks::Block*> Blocks::Take(size_t size) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -48,29 +37,15 @@ Result<Blocks::Block*> Blocks::Take(size_t size) {
 }
 
 Result<Blocks::Block*> Blocks::Create(size_t capacity) {
-  const std::string name = prefix_ + std::to_string(next_++);
-  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) return Unavailable(ShmError("cannot create shared memory " + name));
-  // posix_fallocate, not ftruncate: a full /dev/shm must fail here, not as
-  // SIGBUS on first touch.
-  if (const int err = posix_fallocate(fd, 0, kHeaderBytes + capacity); err != 0) {
-    errno = err;
-    Status s = ResourceExhausted(ShmError("cannot size shared memory " + name + " to " +
-                                          std::to_string(capacity) + " bytes (is /dev/shm full?)"));
-    close(fd);
-    shm_unlink(name.c_str());
-    return s;
-  }
-  void* p = mmap(nullptr, kHeaderBytes + capacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) {
-    shm_unlink(name.c_str());
-    return ResourceExhausted(ShmError("cannot map shared memory " + name));
-  }
-  auto* header = new (p) BlockHeader{};
-  header->capacity = capacity;
-  blocks_.push_back(std::make_unique<Block>(
-      Block{name, header, static_cast<std::byte*>(p) + kHeaderBytes, capacity}));
+  EEN_ASSIGN_OR_RETURN(auto memory, SharedMemory::Create(kHeaderBytes + capacity, "block"));
+  auto* header = new (memory->data()) BlockHeader{};
+  header->capacity = memory->size() - kHeaderBytes;
+  auto block = std::make_unique<Block>();
+  block->header = header;
+  block->data = static_cast<std::byte*>(memory->data()) + kHeaderBytes;
+  block->capacity = header->capacity;
+  block->memory = std::move(memory);
+  blocks_.push_back(std::move(block));
   return blocks_.back().get();
 }
 

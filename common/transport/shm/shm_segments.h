@@ -1,8 +1,9 @@
 // Shared-memory segments behind the shm transport (shm_device.h):
 //  - Blocks: the sender's reusable blocks. A large frame is copied into a
-//    free block (the smallest that fits; a new one, /dev/shm/een-PID-R-N,
-//    if none); the block's header holds an atomic in-use flag that the
-//    receiver clears when it drops the frame, so the block is reused.
+//    free block (the smallest that fits; a new SharedMemory,
+//    /dev/shm/een-PID-R-block-N, if none); the block's header holds an
+//    atomic in-use flag that the receiver clears when it drops the frame,
+//    so the block is reused.
 //  - Regions: memory registered with the device that lives in a /dev/shm
 //    file (found in /proc/self/maps): frames inside it are sent in place.
 //  - Mappings: the receiver's mappings of the senders' blocks (writable,
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/transport/shm/shm_memory.h"
 
 namespace een::transport::shm {
 
@@ -37,21 +39,17 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 class Blocks {
  public:
   struct Block {
-    std::string name;
+    std::unique_ptr<SharedMemory> memory;  // unmapped and unlinked with the Blocks
     BlockHeader* header;
     std::byte* data;
     size_t capacity;
   };
-  Blocks();
-  ~Blocks();  // unmaps and unlinks every block
   // A free block of at least `size` bytes, marked in use.
   Result<Block*> Take(size_t size);
 
  private:
   Result<Block*> Create(size_t capacity);
-  const std::string prefix_;
   std::mutex mu_;
-  uint64_t next_ = 0;
   std::vector<std::unique_ptr<Block>> blocks_;
 };
 

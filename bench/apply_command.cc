@@ -69,20 +69,6 @@ Result<Measured> TimeOptimizer(const ShardMap& map, const OptimizerConfig& optim
   return Measured{Summarize(micros), double(total) * 4 * (o.workers + 1 + state)};
 }
 
-Summary TimeMemcpy(size_t bytes, int steps) {
-  std::vector<char> src(bytes, 1), dst(bytes, 0);
-  std::vector<double> micros;
-  for (int i = 0; i < steps + 1; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::memcpy(dst.data(), src.data(), bytes);
-    const double us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    if (i > 0) micros.push_back(us);
-    std::swap(src, dst);
-  }
-  return Summarize(micros);
-}
-
 }  // namespace
 
 int RunApply(const ApplyOptions& o) {
@@ -116,7 +102,7 @@ int RunApply(const ApplyOptions& o) {
         return 1;
       }
       if (t == 1) {
-        const Summary copy = TimeMemcpy(size_t(m->bytes), o.steps);
+        const Summary copy = Summarize(TimeMemcpy(size_t(m->bytes), 1, 1, o.steps));
         per_core = m->bytes / (copy.median / 1000) / 1e9;
         std::printf("%-22s %7d %9.2f %9.2f %9.2f %9.2f\n", "memcpy (same bytes)", 1, copy.median,
                     copy.p10, copy.p90, per_core);

@@ -48,20 +48,6 @@ RoleUsage ReadWorkerReports(const std::string& dir, int workers, int steps) {
   return u;
 }
 
-std::vector<double> MemcpyTimes(size_t bytes, int warmup, int steps) {
-  std::vector<char> src(bytes, 1), dst(bytes, 0);
-  std::vector<double> times;
-  for (int i = 0; i < warmup + steps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::memcpy(dst.data(), src.data(), src.size());  // push
-    std::memcpy(src.data(), dst.data(), dst.size());  // pull
-    const double us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    if (i >= warmup) times.push_back(us);
-  }
-  return times;
-}
-
 // gloo all_reduce of the trace's tensors with `processes` processes, or an
 // empty Summary (and a line saying why) when torch is missing or it failed.
 Summary RunGloo(const ReplayOptions& o, int processes, const std::string& work) {
@@ -172,7 +158,7 @@ int RunReplay(const ReplayOptions& o) {
     }
     zmq = Summarize(*raw_times);
     // 3. memcpy of the bytes one worker moves per step.
-    copy = Summarize(MemcpyTimes(size_t(model_bytes), o.warmup, o.steps));
+    copy = Summarize(TimeMemcpy(size_t(model_bytes), 2, o.warmup, o.steps));  // push + pull
   }
   std::printf("\n%-24s %9s %9s %9s %9s\n", "sync time per step", "median", "p10", "p90", "GB/s");
   std::printf("%-24s %9s %9s %9s %9s\n", "", "ms", "ms", "ms", "");

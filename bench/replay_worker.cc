@@ -6,8 +6,6 @@
 // It writes to --report DIR/worker-RANK.txt one line per measured step
 // ("step MICROS") and one line of resources over the measured steps
 // ("resources CPU_SECONDS PAGE_FAULTS PEAK_RSS_KB").
-#include <sys/resource.h>
-
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdlib>
@@ -16,25 +14,9 @@
 
 #include "bench/trace.h"
 #include "common/logging.h"
+#include "common/resource_usage.h"
 #include "worker/bucket_layout.h"
 #include "worker/worker_client.h"
-
-namespace {
-
-struct Usage {
-  double cpu_seconds;
-  long faults;
-  long peak_rss_kb;
-};
-
-Usage Now() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return {u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6,
-          u.ru_minflt + u.ru_majflt, u.ru_maxrss};
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"een-bench-worker: replays a trace as one worker (started by een-bench)"};
@@ -97,9 +79,9 @@ int main(int argc, char** argv) {
   if (auto s = (*client)->Pull(0, false, sink); !s.ok()) return fail(s, "first pull");
 
   std::ofstream out(report + "/worker-" + std::to_string((*client)->rank()) + ".txt");
-  Usage start{};
+  een::ResourceUsage start;
   for (int step = 0; step < warmup + steps; ++step) {
-    if (step == warmup) start = Now();
+    if (step == warmup) start = een::ResourceUsage::Now();
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t b = 0; b < layout.buckets().size(); ++b) {
       const auto& bucket = layout.buckets()[b];
@@ -116,9 +98,9 @@ int main(int argc, char** argv) {
     (*client)->ReportProgress(step + 1, 0.0, 0, micros);
     if (step >= warmup) out << "step " << micros << '\n';
   }
-  const Usage end = Now();
-  out << "resources " << end.cpu_seconds - start.cpu_seconds << ' ' << end.faults - start.faults
-      << ' ' << end.peak_rss_kb << '\n';
+  const een::ResourceUsage end = een::ResourceUsage::Now();
+  out << "resources " << end.cpu_seconds - start.cpu_seconds << ' '
+      << end.page_faults - start.page_faults << ' ' << end.peak_rss_mb * 1024 << '\n';
   out.close();
   return (*client)->Finish().ok() ? 0 : 3;
 }

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 
@@ -22,6 +24,22 @@ Summary Summarize(std::vector<double> micros) {
 void Row(const char* what, const Summary& s, double bytes) {
   std::printf("%-24s %9.2f %9.2f %9.2f %9.2f\n", what, s.median, s.p10, s.p90,
               s.median > 0 ? bytes / (s.median / 1000) / 1e9 : 0.0);
+}
+
+std::vector<double> TimeMemcpy(size_t bytes, int copies, int warmup, int steps) {
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  std::vector<double> micros;
+  for (int i = 0; i < warmup + steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < copies; ++k) {
+      std::memcpy(dst.data(), src.data(), bytes);
+      std::swap(src, dst);
+    }
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    if (i >= warmup) micros.push_back(us);
+  }
+  return micros;
 }
 
 std::string BinDir() {

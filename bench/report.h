@@ -17,6 +17,10 @@ Summary Summarize(std::vector<double> micros);
 // One table row: median, p10, p90 (ms) and GB/s for `bytes` per step.
 void Row(const char* what, const Summary& s, double bytes);
 
+// Microseconds per step of `copies` memcpy's of `bytes` (back and forth
+// between two buffers), after `warmup` steps not counted.
+std::vector<double> TimeMemcpy(size_t bytes, int copies, int warmup, int steps);
+
 // The directory of the running executable (een-bench's siblings live there).
 std::string BinDir();
 

@@ -35,15 +35,15 @@ TEST_P(Migration, AddAPsThenDrainOneWhileTrainingChangesNothing) {
 
   testing::Subprocess job(Job(GetParam(), base + "/moved.bin"));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(job.output(), m, std::regex("coordinator at (tcp://[0-9.:]+)")));
-  const std::string coordinator = m[1];
+  const std::string coordinator = testing::CoordinatorAddress(job.output());
+  ASSERT_FALSE(coordinator.empty()) << job.output();
   testing::Subprocess extra({kBin + "/een-ps"},
                             {{"EEN_COORDINATOR", coordinator}, {"EEN_ROLE", "ps"},
                              {"EEN_RANK", "2"}, {"EEN_WORLD_SIZE", "2"}, {"EEN_NUM_PS", "3"},
                              {"EEN_HOST", "127.0.0.1"}, {"EEN_DATA_TRANSPORT", "tcp"}});
   ASSERT_TRUE(job.WaitForOutput("shard moves done", seconds(30))) << job.output() << extra.output();
   const std::string out = job.output();
+  std::smatch m;
   ASSERT_TRUE(std::regex_search(out, m, std::regex("shard moves done: ([0-9]+) shard\\(s\\) \\(([0-9]+) bytes")));
   RecordProperty("added_ps_moved_bytes", m[2].str());
   EXPECT_GT(std::stoull(m[2].str()), 0u) << out;

@@ -170,11 +170,11 @@ TEST_F(Resume, OnDemandSnapshotIsCompleteAndResumable) {
                                                                  "--progress-interval", "200ms"});
     testing::Subprocess job(argv);
     ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
-    std::smatch m;
-    std::string out = job.output();
-    ASSERT_TRUE(std::regex_search(out, m, std::regex("coordinator at (tcp://[0-9.:]+)")));
-    auto asked = testing::Run({kBin + "/eenctl", "snapshot", "--coordinator", m[1].str()},
+    const std::string coordinator = testing::CoordinatorAddress(job.output());
+    ASSERT_FALSE(coordinator.empty()) << job.output();
+    auto asked = testing::Run({kBin + "/eenctl", "snapshot", "--coordinator", coordinator},
                               seconds(30));
+    std::smatch m;
     ASSERT_EQ(asked.exit_code, 0) << asked.output;
     ASSERT_TRUE(std::regex_search(asked.output, m, std::regex("every PS snapshots step ([0-9]+)")))
         << asked.output;
@@ -195,10 +195,9 @@ TEST_F(Resume, OnDemandSnapshotIsCompleteAndResumable) {
                              "--progress-interval", "200ms", "--", kBin + "/equivalence_train",
                              "--steps", "100000", "--out", base_ + "/plain.bin"});
   ASSERT_TRUE(plain.WaitForOutput("progress: step", seconds(60))) << plain.output();
-  std::smatch m;
-  std::string out = plain.output();
-  ASSERT_TRUE(std::regex_search(out, m, std::regex("coordinator at (tcp://[0-9.:]+)")));
-  auto refused = testing::Run({kBin + "/eenctl", "snapshot", "--coordinator", m[1].str()},
+  const std::string coordinator = testing::CoordinatorAddress(plain.output());
+  ASSERT_FALSE(coordinator.empty()) << plain.output();
+  auto refused = testing::Run({kBin + "/eenctl", "snapshot", "--coordinator", coordinator},
                               seconds(30));
   EXPECT_EQ(refused.exit_code, 1) << refused.output;
   EXPECT_NE(refused.output.find("keeps no snapshots"), std::string::npos) << refused.output;

@@ -78,10 +78,9 @@ TEST(WorkerRestart, NewWorkerJoinsARunningJob) {
   launch.insert(launch.end(), train.begin(), train.end());
   testing::Subprocess job(launch);
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(job.output(), m, std::regex("coordinator at (tcp://[0-9.:]+)")))
-      << job.output();
-  testing::Subprocess extra(train, {{"EEN_COORDINATOR", m[1]}, {"EEN_ROLE", "worker"},
+  const std::string coordinator = testing::CoordinatorAddress(job.output());
+  ASSERT_FALSE(coordinator.empty()) << job.output();
+  testing::Subprocess extra(train, {{"EEN_COORDINATOR", coordinator}, {"EEN_ROLE", "worker"},
                                     {"EEN_RANK", "2"}, {"EEN_WORLD_SIZE", "3"},
                                     {"EEN_NUM_PS", "2"}, {"EEN_DATA_TRANSPORT", "tcp"},
                                     {"EEN_HOST", "127.0.0.1"}, {"OMP_NUM_THREADS", "1"}});

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 namespace een::testing {
@@ -123,6 +124,12 @@ bool ProcessExists(pid_t pid) {
   char state = 'X';
   rest >> state;
   return state != 'Z' && state != 'X';  // a zombie is dead, only not yet reaped
+}
+
+std::string CoordinatorAddress(const std::string& launcher_output) {
+  std::smatch m;
+  if (!std::regex_search(launcher_output, m, std::regex("coordinator at (tcp://[0-9.:]+)"))) return "";
+  return m[1];
 }
 
 }  // namespace een::testing

@@ -37,6 +37,10 @@ class Subprocess {
   std::string output_;
 };
 
+// The coordinator's address een-launch prints ("coordinator at tcp://..."),
+// or "" if it is not in `launcher_output` (yet).
+std::string CoordinatorAddress(const std::string& launcher_output);
+
 struct RunResult {
   int exit_code;  // -1 when it timed out (and was killed)
   std::string output;

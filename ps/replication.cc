@@ -2,6 +2,7 @@
 // following the coordinator's map changes (see parameter_server.h).
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "common/logging.h"
@@ -42,6 +43,28 @@ Message EncodeReplicate(uint64_t epoch, int from, bool image, ReplicateBatch bat
   return m;
 }
 
+// Sends each backup PS its batch: the step's mean gradients, or whole
+// images (`image`) to build a new backup. A PS that cannot be reached is
+// left to the coordinator, which moves the shards on.
+void SendToBackups(std::map<uint32_t, ReplicateBatch> by_backup, uint64_t epoch, int from,
+                   bool image, const std::function<transport::Connection*(uint32_t)>& peer) {
+  for (auto& [backup, batch] : by_backup) {
+    if (image) {
+      size_t bytes = 0;
+      for (const Frame& f : batch.frames) bytes += f.size();
+      spdlog::info("building the backup of {} chunk(s) on ps {} ({} bytes)", batch.chunks.size(),
+                   backup, bytes);
+    }
+    transport::Connection* connection = peer(backup);
+    if (!connection) continue;
+    if (Status s = connection->Send(EncodeReplicate(epoch, from, image, std::move(batch), false));
+        !s.ok()) {
+      spdlog::warn("could not {} ps {}: {}", image ? "send chunk images to" : "replicate to",
+                   backup, s.ToString());
+    }
+  }
+}
+
 }  // namespace
 
 transport::Connection* ParameterServer::Peer(uint32_t ps) {
@@ -75,14 +98,8 @@ void ParameterServer::ReplicateSteps(const std::vector<uint32_t>& completed) {
     batch.versions.push_back(store_->Version(c) - 1);  // the step this mean belongs to
     batch.frames.push_back(store_->MeanGradient(c));
   }
-  for (auto& [backup, batch] : by_backup) {
-    transport::Connection* peer = Peer(backup);
-    if (!peer) continue;  // the coordinator will move the shard on
-    if (Status s = peer->Send(EncodeReplicate(epoch_, env_.rank, false, std::move(batch), false));
-        !s.ok()) {
-      spdlog::warn("could not replicate to ps {}: {}", backup, s.ToString());
-    }
-  }
+  SendToBackups(std::move(by_backup), epoch_, env_.rank, /*image=*/false,
+                [this](uint32_t ps) { return Peer(ps); });
 }
 
 void ParameterServer::SendImages(const std::vector<uint32_t>& chunks) {
@@ -99,18 +116,8 @@ void ParameterServer::SendImages(const std::vector<uint32_t>& chunks) {
         Frame::Borrow(image->data.data(), image->data.size() * sizeof(float), image));
     store_->SetAcked(c, -1);  // until the new backup confirms the image
   }
-  for (auto& [backup, batch] : by_backup) {
-    size_t bytes = 0;
-    for (const Frame& f : batch.frames) bytes += f.size();
-    spdlog::info("building the backup of {} chunk(s) on ps {} ({} bytes)", batch.chunks.size(),
-                 backup, bytes);
-    transport::Connection* peer = Peer(backup);
-    if (!peer) continue;
-    if (Status s = peer->Send(EncodeReplicate(epoch_, env_.rank, true, std::move(batch), false));
-        !s.ok()) {
-      spdlog::warn("could not send chunk images to ps {}: {}", backup, s.ToString());
-    }
-  }
+  SendToBackups(std::move(by_backup), epoch_, env_.rank, /*image=*/true,
+                [this](uint32_t ps) { return Peer(ps); });
 }
 
 Status ParameterServer::HandleReplicate(wire::Replicate::Reader r, const Message& message) {

@@ -19,6 +19,21 @@ using std::chrono::milliseconds;
 using transport::Frame;
 using transport::Message;
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// A message's payload dtype; InvalidArgument naming `what` for a value the
+// schema does not define.
+Result<WireType> PayloadType(wire::DType dtype, const std::string& what) {
+  const auto type = static_cast<WireType>(dtype);
+  if (type != WireType::kF32 && type != WireType::kBF16 && type != WireType::kF16) {
+    return InvalidArgument(what + " dtype " + std::to_string(int(dtype)) +
+                           " is not one of f32, bf16, f16");
+  }
+  return type;
+}
+
+}  // namespace
 constexpr int kMaxWorkers = 1 << 20;  // a sanity bound on worker ranks from the coordinator
 
 Status ParameterServer::Join(const std::atomic<bool>& stop) {
@@ -415,11 +430,7 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     return FailedPrecondition("worker " + std::to_string(worker) +
                               " was declared lost and is no longer part of the job");
   }
-  const auto type = static_cast<WireType>(push.getDtype());
-  if (type != WireType::kF32 && type != WireType::kBF16 && type != WireType::kF16) {
-    return InvalidArgument("push payload dtype " + std::to_string(int(push.getDtype())) +
-                           " is not one of f32, bf16, f16");
-  }
+  EEN_ASSIGN_OR_RETURN(const WireType type, PayloadType(push.getDtype(), "push payload"));
   if (push.getKind() == wire::PushKind::INITIAL && type != WireType::kF32) {
     return InvalidArgument("initial values must be f32 (they become the master values)");
   }
@@ -508,11 +519,7 @@ Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Re
   if (pull.getGradients() && (!store_->sum_mode() || pull.getMinVersion() == 0)) {
     return InvalidArgument("gradients can be pulled only in sum mode, for a step that ran");
   }
-  const auto type = static_cast<WireType>(pull.getDtype());
-  if (type != WireType::kF32 && type != WireType::kBF16 && type != WireType::kF16) {
-    return InvalidArgument("pull dtype " + std::to_string(int(pull.getDtype())) +
-                           " is not one of f32, bf16, f16");
-  }
+  EEN_ASSIGN_OR_RETURN(const WireType type, PayloadType(pull.getDtype(), "pull"));
   PendingPull p{peer, pull.getRequestId(), pull.getMinVersion(), pull.getGradients(), type, {}};
   for (uint32_t c : pull.getChunks()) {
     if (p.gradients && store_->Version(c) > p.min_version) {

@@ -1,5 +1,7 @@
 #include "common/wire_dtype.h"
 
+#include "common/vector_clones.h"
+
 namespace een {
 
 const char* WireTypeName(WireType t) {
@@ -18,7 +20,7 @@ Result<WireType> ParseWireType(const std::string& s) {
   return InvalidArgument("wire dtype '" + s + "' is not one of fp32, bf16, fp16");
 }
 
-void EncodeWire(WireType t, const float* __restrict src, void* dst, size_t n) {
+EEN_VECTOR_CLONES void EncodeWire(WireType t, const float* __restrict src, void* dst, size_t n) {
   if (t == WireType::kF32) {
     std::memcpy(dst, src, n * 4);
     return;
@@ -31,7 +33,7 @@ void EncodeWire(WireType t, const float* __restrict src, void* dst, size_t n) {
   }
 }
 
-void DecodeWire(WireType t, const void* src, float* __restrict dst, size_t n) {
+EEN_VECTOR_CLONES void DecodeWire(WireType t, const void* src, float* __restrict dst, size_t n) {
   if (t == WireType::kF32) {
     std::memcpy(dst, src, n * 4);
     return;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/optimizer_wire.h"
+#include "common/vector_clones.h"
 
 namespace een::ps {
 namespace {
@@ -36,7 +37,7 @@ class Sgd : public Optimizer {
 
  private:
   template <bool kDecay>
-  void Plain(float* __restrict p, const float* __restrict g, size_t n) const {
+  EEN_VECTOR_CLONES void Plain(float* __restrict p, const float* __restrict g, size_t n) const {
     const float neg_lr = -lr_, wd = wd_;
     for (size_t i = 0; i < n; ++i) {
       float d = g[i];
@@ -45,7 +46,7 @@ class Sgd : public Optimizer {
     }
   }
   template <bool kDecay, bool kFirst, bool kNesterov>
-  void Momentum(float* __restrict p, const float* __restrict g, float* __restrict buf,
+  EEN_VECTOR_CLONES void Momentum(float* __restrict p, const float* __restrict g, float* __restrict buf,
                 size_t n) const {
     const float neg_lr = -lr_, wd = wd_, mom = momentum_, keep = 1 - dampening_;
     for (size_t i = 0; i < n; ++i) {
@@ -62,6 +63,30 @@ class Sgd : public Optimizer {
   bool nesterov_;
 };
 
+// One Adam update of n elements, the loop on its own so it can be cloned
+// for AVX2 (a virtual function cannot).
+struct AdamStep {
+  float b1, b2, one_b1, one_b2, eps, wd, sqrt_bc2, neg_step, decay;
+  bool decoupled;
+};
+EEN_VECTOR_CLONES void AdamLoop(const AdamStep& k, float* __restrict p, const float* __restrict g,
+                                float* __restrict exp_avg, float* __restrict exp_avg_sq, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    float d = g[i];
+    if (k.wd != 0) {
+      if (k.decoupled) {
+        p[i] = p[i] * k.decay;
+      } else {
+        d = d + k.wd * p[i];
+      }
+    }
+    exp_avg[i] = exp_avg[i] * k.b1 + k.one_b1 * d;
+    exp_avg_sq[i] = exp_avg_sq[i] * k.b2 + k.one_b2 * (d * d);
+    const float denom = std::sqrt(exp_avg_sq[i]) / k.sqrt_bc2 + k.eps;
+    p[i] = p[i] + k.neg_step * (exp_avg[i] / denom);
+  }
+}
+
 // torch.optim.Adam / AdamW (amsgrad off).
 class Adam : public Optimizer {
  public:
@@ -71,29 +96,16 @@ class Adam : public Optimizer {
   int state_slots() const override { return 2; }
   void Apply(float* p, const float* g, float* const* state, size_t n,
              uint64_t step) const override {
-    float* exp_avg = state[0];
-    float* exp_avg_sq = state[1];
     const double bc1 = 1 - std::pow(beta1_, static_cast<double>(step));
     const double bc2 = 1 - std::pow(beta2_, static_cast<double>(step));
-    const float b1 = beta1_, b2 = beta2_, one_b1 = 1 - beta1_, one_b2 = 1 - beta2_;
-    const float eps = eps_, wd = wd_;
-    const float sqrt_bc2 = static_cast<float>(std::sqrt(bc2));
-    const float neg_step = static_cast<float>(-(lr_ / bc1));
-    const float decay = static_cast<float>(1 - lr_ * wd_);
-    for (size_t i = 0; i < n; ++i) {
-      float d = g[i];
-      if (wd != 0) {
-        if (decoupled_) {
-          p[i] = p[i] * decay;
-        } else {
-          d = d + wd * p[i];
-        }
-      }
-      exp_avg[i] = exp_avg[i] * b1 + one_b1 * d;
-      exp_avg_sq[i] = exp_avg_sq[i] * b2 + one_b2 * (d * d);
-      const float denom = std::sqrt(exp_avg_sq[i]) / sqrt_bc2 + eps;
-      p[i] = p[i] + neg_step * (exp_avg[i] / denom);
-    }
+    AdamStep k;
+    k.b1 = beta1_, k.b2 = beta2_, k.one_b1 = 1 - beta1_, k.one_b2 = 1 - beta2_;
+    k.eps = eps_, k.wd = wd_;
+    k.sqrt_bc2 = static_cast<float>(std::sqrt(bc2));
+    k.neg_step = static_cast<float>(-(lr_ / bc1));
+    k.decay = static_cast<float>(1 - lr_ * wd_);
+    k.decoupled = decoupled_;
+    AdamLoop(k, p, g, state[0], state[1], n);
   }
 
  private:

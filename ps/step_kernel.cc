@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/vector_clones.h"
+
 namespace een::ps {
 
 namespace {
@@ -10,7 +12,7 @@ constexpr size_t kBlock = 2048;  // 8 KiB of fp32: the mean block stays in L1
 constexpr size_t kMaxState = 4;
 }  // namespace
 
-void StepRange(const StepInputs& in, size_t begin, size_t end) {
+EEN_VECTOR_CLONES void StepRange(const StepInputs& in, size_t begin, size_t end) {
   float block[kBlock], widened[kBlock];
   float* state[kMaxState];
   const size_t slots = std::min(in.state.size(), kMaxState);

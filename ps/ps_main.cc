@@ -1,10 +1,9 @@
 // een-ps: a parameter-server process. Started by een-launch (or any
 // scheduler that sets the EEN_* environment); see parameter_server.h.
-#include <malloc.h>
-
 #include <csignal>
 
 #include "common/logging.h"
+#include "common/receive_heap.h"
 #include "common/resource_usage.h"
 #include "ps/parameter_server.h"
 
@@ -14,11 +13,8 @@ void OnSignal(int) { g_stop = true; }
 }  // namespace
 
 int main() {
-  // Large receive buffers (ZeroMQ allocates one per frame) come from the
-  // heap and stay there when freed, so the next step reuses the same pages
-  // instead of page-faulting fresh ones in (een-bench: page faults per step).
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  een::KeepFreedReceiveBuffers();
+  een::ShareOneHeap();
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   auto env = een::JobEnvironment::FromProcess("een-ps");

@@ -1,7 +1,6 @@
 #include "worker/worker_client.h"
 
 #include <fmt/format.h>
-#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -12,6 +11,7 @@
 #include "common/optimizer_wire.h"
 #include "common/wire.h"
 #include "common/transport/shm/shm_memory.h"
+#include "common/receive_heap.h"
 #include "common/wire_dtype.h"
 
 namespace een {
@@ -27,11 +27,7 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
   // Every pulled frame is a large buffer ZeroMQ allocates; kept in the heap
   // when freed, the next step reuses its pages instead of faulting fresh
   // ones in (een-bench: 5,240 page faults per ResNet-50 step -> 0).
-  // EEN_KEEP_FREED_MEMORY=0 leaves the process's malloc settings alone.
-  if (const char* keep = std::getenv("EEN_KEEP_FREED_MEMORY"); !keep || std::string(keep) != "0") {
-    mallopt(M_MMAP_THRESHOLD, 256 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  }
+  KeepFreedReceiveBuffers();
   std::unique_ptr<WorkerClient> c(new WorkerClient(env));
   if (const char* p = std::getenv("EEN_PULL_BACK"); p && std::string(p) == "0") c->pull_back_ = false;
   EEN_ASSIGN_OR_RETURN(transport::Device * control_device, transport::DeviceFor(env.coordinator));

@@ -15,6 +15,7 @@ struct ReplayOptions {
   std::string transport = "tcp";   // tcp | ipc | shm
   size_t bucket_bytes = 25u << 20; // 1: every chunk pushed alone (no coalescing)
   bool references = true;          // false: only the runtime
+  int rounds = 1;                  // runtime + references, repeated
 };
 int RunReplay(const ReplayOptions& options);
 

@@ -3,7 +3,7 @@
 //
 //   een-bench replay TRACE --ps S --workers W [--steps N] [--warmup K]
 //                          [--dtype fp32|bf16|fp16] [--transport tcp|ipc|shm]
-//                          [--bucket-bytes B] [--no-references]
+//                          [--bucket-bytes B] [--no-references] [--rounds R]
 //   een-bench apply TRACE [--workers W] [--threads T] [--steps N]
 //
 // replay:
@@ -17,6 +17,8 @@
 // 4. gloo: torch.distributed all_reduce of the same tensors with S + W
 //    processes in 25 MB buckets, when Debian's python3-torch is installed
 //    (bench/gloo_allreduce.py); skipped with a line saying so otherwise.
+// With --rounds R, 1-4 run R times in turn; the table pools every round's
+// steps and the ratios are the median of each round's ratio of medians.
 // Prints the median, p10 and p90 sync time per step, GB/s, bytes per step,
 // and the CPU seconds, page faults and peak RSS of a worker and of each PS
 // over the measured steps.
@@ -44,6 +46,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bool no_references = false;
   replay->add_flag("--no-references", no_references, "run only the runtime");
+  replay->add_option("--rounds", r.rounds, "runtime + references, this many times in turn")
+      ->check(CLI::PositiveNumber);
 
   een::bench::ApplyOptions a;
   auto* apply = app.add_subcommand("apply", "time the PS's aggregation + optimizer step");

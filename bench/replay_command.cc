@@ -11,6 +11,8 @@
 #include <regex>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "bench/commands.h"
 #include "bench/raw_exchange.h"
 #include "bench/report.h"
@@ -48,9 +50,9 @@ RoleUsage ReadWorkerReports(const std::string& dir, int workers, int steps) {
   return u;
 }
 
-// gloo all_reduce of the trace's tensors with `processes` processes, or an
-// empty Summary (and a line saying why) when torch is missing or it failed.
-Summary RunGloo(const ReplayOptions& o, int processes, const std::string& work) {
+// gloo all_reduce of the trace's tensors with `processes` processes: its
+// step times, or none (and a line saying why) when torch is missing or it failed.
+std::vector<double> RunGloo(const ReplayOptions& o, int processes, const std::string& work) {
   if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0) {
     std::printf("gloo all_reduce: skipped (needs /usr/bin/python3 with torch: apt-get install "
                 "python3-torch)\n");
@@ -67,7 +69,7 @@ Summary RunGloo(const ReplayOptions& o, int processes, const std::string& work) 
   std::ifstream in(work + "/gloo.txt");
   std::string kind;
   for (double t; in >> kind >> t;) times.push_back(t);
-  return Summarize(times);
+  return times;
 }
 
 // Each PS's resource use over the measured steps: the difference between
@@ -93,6 +95,38 @@ void PrintPsUsage(const std::string& log_path, int steps) {
   }
 }
 
+// One round: the job, then the references, each with its step times.
+struct Round {
+  RoleUsage worker;
+  std::vector<double> zmq, copy, gloo;
+  Summary een_s, zmq_s, copy_s, gloo_s;
+};
+
+// Runs the job as een-launch would; false (and its output printed) if it failed.
+bool RunJob(const ReplayOptions& o, const std::string& bin, const std::string& work) {
+  std::filesystem::remove_all(work + "/een");
+  std::filesystem::create_directories(work + "/een");
+  std::ostringstream cmd;
+  cmd << "EEN_BUCKET_BYTES=" << o.bucket_bytes << " EEN_RESOURCES_AT_STEP=" << o.warmup << ' '
+      << bin << "/een-launch --ps " << o.ps << " --workers " << o.workers << " --transport "
+      << o.transport << " --wire-dtype " << o.dtype << " --progress-interval 3600s -- " << bin
+      << "/een-bench-worker " << o.trace_path << " --steps " << o.steps << " --warmup " << o.warmup
+      << " --report " << work << "/een > " << work << "/job.log 2>&1";
+  if (std::system(cmd.str().c_str()) == 0) return true;
+  std::fprintf(stderr, "een-bench: the replay job failed; its output:\n");
+  std::ifstream log(work + "/job.log");
+  std::fprintf(stderr, "%s", std::string(std::istreambuf_iterator<char>(log), {}).c_str());
+  return false;
+}
+
+double Ratio(const Summary& a, const Summary& b) { return b.median > 0 ? a.median / b.median : 0; }
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
 }  // namespace
 
 int RunReplay(const ReplayOptions& o) {
@@ -114,34 +148,16 @@ int RunReplay(const ReplayOptions& o) {
   const double model_bytes = trace->TotalNumel() * double(WireBytes(*wire));
   const double step_bytes = 2 * model_bytes;  // per worker: push + pull
   std::printf("een-bench replay %s: %zu tensors, %.1f MB as %s; %d PS, %d worker(s), %s, "
-              "buckets of %zu bytes, %d steps (+%d warm-up)\n",
+              "buckets of %zu bytes, %d steps (+%d warm-up)%s\n",
               trace->name.c_str(), trace->backward.size(), model_bytes / 1e6, o.dtype.c_str(),
-              o.ps, o.workers, o.transport.c_str(), o.bucket_bytes, o.steps, o.warmup);
-
-  // 1. The runtime, launched as a job.
-  std::filesystem::create_directories(work + "/een");
-  std::ostringstream cmd;
-  cmd << "EEN_BUCKET_BYTES=" << o.bucket_bytes << " EEN_RESOURCES_AT_STEP=" << o.warmup << ' ' << bin << "/een-launch --ps " << o.ps
-      << " --workers " << o.workers << " --transport " << o.transport << " --wire-dtype " << o.dtype
-      << " --progress-interval 3600s -- " << bin << "/een-bench-worker " << o.trace_path
-      << " --steps " << o.steps << " --warmup " << o.warmup << " --report " << work << "/een > "
-      << work << "/job.log 2>&1";
-  if (std::system(cmd.str().c_str()) != 0) {
-    std::fprintf(stderr, "een-bench: the replay job failed; its output:\n");
-    std::ifstream log(work + "/job.log");
-    std::fprintf(stderr, "%s", std::string(std::istreambuf_iterator<char>(log), {}).c_str());
-    return 1;
-  }
-  const RoleUsage worker = ReadWorkerReports(work + "/een", o.workers, o.steps);
-  const Summary een = Summarize(worker.step_micros);
-  Summary zmq, copy, gloo;
+              o.ps, o.workers, o.transport.c_str(), o.bucket_bytes, o.steps, o.warmup,
+              o.rounds > 1 ? fmt::format(", {} rounds", o.rounds).c_str() : "");
   const int gloo_processes = o.ps + o.workers;  // as many processes as the PS job has
+  RawExchangeOptions raw;
   if (o.references) {
-    // 2. Raw ZeroMQ with the same sharding.
     std::vector<std::string> addresses(o.ps, "tcp://0:0");
     auto map = ShardMap::Build(trace->Parameters(), o.ps, ShardingOptions{}, addresses);
     if (!map.ok()) return 2;
-    RawExchangeOptions raw;
     raw.chunk_bytes.resize(o.ps);
     for (uint32_t c = 0; c < map->chunks().size(); ++c) {
       raw.chunk_bytes[map->OwnerOfChunk(c)].push_back(map->chunks()[c].numel * WireBytes(*wire));
@@ -151,42 +167,81 @@ int RunReplay(const ReplayOptions& o) {
     raw.warmup = o.warmup;
     raw.transport = o.transport == "shm" ? "ipc" : o.transport;  // ZeroMQ has no shm
     raw.work_dir = work;
+  }
+
+  // Rounds, each the runtime and then every reference, so a noisy moment
+  // of the machine falls on all of them alike.
+  std::vector<Round> rounds(o.rounds);
+  std::vector<double> een_all, zmq_all, copy_all, gloo_all;
+  for (Round& r : rounds) {
+    // 1. The runtime, launched as a job.
+    if (!RunJob(o, bin, work)) return 1;
+    r.worker = ReadWorkerReports(work + "/een", o.workers, o.steps);
+    r.een_s = Summarize(r.worker.step_micros);
+    een_all.insert(een_all.end(), r.worker.step_micros.begin(), r.worker.step_micros.end());
+    if (!o.references) continue;
+    // 2. Raw ZeroMQ with the same sharding.
     auto raw_times = RunRawExchange(raw);
     if (!raw_times.ok()) {
       std::fprintf(stderr, "een-bench: %s\n", raw_times.status().message().c_str());
       return 1;
     }
-    zmq = Summarize(*raw_times);
-    // 3. memcpy of the bytes one worker moves per step.
-    copy = Summarize(TimeMemcpy(size_t(model_bytes), 2, o.warmup, o.steps));  // push + pull
+    r.zmq = *raw_times;
+    // 3. memcpy of the bytes one worker moves per step (push + pull).
+    r.copy = TimeMemcpy(size_t(model_bytes), 2, o.warmup, o.steps);
+    // 4. gloo, when torch is there.
+    r.gloo = RunGloo(o, gloo_processes, work);
+    r.zmq_s = Summarize(r.zmq), r.copy_s = Summarize(r.copy), r.gloo_s = Summarize(r.gloo);
+    zmq_all.insert(zmq_all.end(), r.zmq.begin(), r.zmq.end());
+    copy_all.insert(copy_all.end(), r.copy.begin(), r.copy.end());
+    gloo_all.insert(gloo_all.end(), r.gloo.begin(), r.gloo.end());
   }
+
   std::printf("\n%-24s %9s %9s %9s %9s\n", "sync time per step", "median", "p10", "p90", "GB/s");
   std::printf("%-24s %9s %9s %9s %9s\n", "", "ms", "ms", "ms", "");
-  Row("een push+pull", een, step_bytes);
+  Row("een push+pull", Summarize(een_all), step_bytes);
   if (o.references) {
-    Row(o.transport == "shm" ? "raw ZeroMQ (ipc)" : "raw ZeroMQ", zmq, step_bytes);
-    Row("memcpy", copy, step_bytes);
-    // 4. gloo, when torch is there.
-    gloo = RunGloo(o, gloo_processes, work);
+    Row(o.transport == "shm" ? "raw ZeroMQ (ipc)" : "raw ZeroMQ", Summarize(zmq_all), step_bytes);
+    Row("memcpy", Summarize(copy_all), step_bytes);
     char label[64];
     std::snprintf(label, sizeof label, "gloo all_reduce x%d%s", gloo_processes,
                   *wire == WireType::kF32 ? "" : " fp32");
-    if (gloo.median > 0) Row(label, gloo, 2.0 * trace->TotalNumel() * 4);
-    std::printf("\nratios (median): een / raw ZeroMQ = %.2fx, een / memcpy = %.1fx",
-                zmq.median > 0 ? een.median / zmq.median : 0.0,
-                copy.median > 0 ? een.median / copy.median : 0.0);
-    if (gloo.median > 0) {
-      std::printf(", een / gloo x%d = %.2fx", gloo_processes, een.median / gloo.median);
+    if (!gloo_all.empty()) Row(label, Summarize(gloo_all), 2.0 * trace->TotalNumel() * 4);
+    // Each round's ratio of medians; with several rounds, their median.
+    std::vector<double> to_zmq, to_copy, to_gloo;
+    for (const Round& r : rounds) {
+      to_zmq.push_back(Ratio(r.een_s, r.zmq_s));
+      to_copy.push_back(Ratio(r.een_s, r.copy_s));
+      if (r.gloo_s.median > 0) to_gloo.push_back(Ratio(r.een_s, r.gloo_s));
+    }
+    if (o.rounds > 1) {
+      std::printf("\nratios of each round's medians:\n");
+      auto list = [](const char* what, const std::vector<double>& v) {
+        if (v.empty()) return;
+        std::printf("  %-20s", what);
+        for (double x : v) std::printf(" %.2fx", x);
+        std::printf("\n");
+      };
+      list("een / raw ZeroMQ", to_zmq);
+      list("een / memcpy", to_copy);
+      list(fmt::format("een / gloo x{}", gloo_processes).c_str(), to_gloo);
+    }
+    std::printf("\nratios (%s): een / raw ZeroMQ = %.2fx, een / memcpy = %.1fx",
+                o.rounds > 1 ? fmt::format("median of {} rounds", o.rounds).c_str() : "median",
+                Median(to_zmq), Median(to_copy));
+    if (!to_gloo.empty()) {
+      std::printf(", een / gloo x%d = %.2fx", gloo_processes, Median(to_gloo));
     }
     std::printf("\n");
   }
   std::printf("bytes on the wire per step per worker: %.1f MB (push %.1f MB + pull %.1f MB)\n",
               step_bytes / 1e6, model_bytes / 1e6, model_bytes / 1e6);
-  std::printf("worker: %.3f CPU s/step, %.0f page faults/step (%.2f%% of the %.0f pages moved), "
+  const RoleUsage& worker = rounds.back().worker;
+  std::printf("%s: %.3f CPU s/step, %.0f page faults/step (%.2f%% of the %.0f pages moved), "
               "peak RSS %.1f MB\n",
-              worker.cpu_per_step, worker.faults_per_step,
-              100.0 * worker.faults_per_step / (step_bytes / 4096), step_bytes / 4096,
-              worker.peak_rss_kb / 1024);
+              o.rounds > 1 ? "worker (last round)" : "worker", worker.cpu_per_step,
+              worker.faults_per_step, 100.0 * worker.faults_per_step / (step_bytes / 4096),
+              step_bytes / 4096, worker.peak_rss_kb / 1024);
   PrintPsUsage(work + "/job.log", o.steps);
   std::filesystem::remove_all(work);
   return 0;

@@ -18,7 +18,7 @@ const std::string kBin = EEN_BIN_DIR;
 TEST(BenchSmoke, ReplayCompletesWithSaneFigures) {
   auto r = testing::Run({kBin + "/een-bench", "replay",
                          std::string(EEN_SOURCE_DIR) + "/samples/traces/resnet50.trace", "--ps",
-                         "1", "--workers", "1", "--steps", "2", "--warmup", "1"},
+                         "1", "--workers", "1", "--steps", "2", "--warmup", "1", "--rounds", "2"},
                         seconds(240));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::smatch m;
@@ -31,7 +31,11 @@ TEST(BenchSmoke, ReplayCompletesWithSaneFigures) {
   // 25,557,032 float32 parameters, pushed and pulled.
   EXPECT_NE(r.output.find("bytes on the wire per step per worker: 204.5 MB"), std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("ratios (median): een / raw ZeroMQ = "), std::string::npos) << r.output;
+  // Two rounds: each round's ratio, then their median.
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("een / raw ZeroMQ +[0-9.]+x [0-9.]+x\n")))
+      << r.output;
+  EXPECT_NE(r.output.find("ratios (median of 2 rounds): een / raw ZeroMQ = "), std::string::npos)
+      << r.output;
 }
 
 // bf16 on the wire: half the bytes each way, and the job still completes.

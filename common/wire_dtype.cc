@@ -2,6 +2,11 @@
 
 #include "common/vector_clones.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define EEN_HAVE_F16C_PATH 1
+#endif
+
 namespace een {
 
 const char* WireTypeName(WireType t) {
@@ -20,6 +25,46 @@ Result<WireType> ParseWireType(const std::string& s) {
   return InvalidArgument("wire dtype '" + s + "' is not one of fp32, bf16, fp16");
 }
 
+namespace {
+
+#ifdef EEN_HAVE_F16C_PATH
+// fp16 through the CPU's own converters (F16C), 8 values at a time: IEEE
+// round-to-nearest-even, as FloatToF16. Only NaN differs (F16C keeps the
+// payload; torch writes 0x7E00), so a group holding a NaN is done by
+// FloatToF16.
+bool HaveF16c() {
+  static const bool have = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return have;
+}
+
+__attribute__((target("avx,f16c"))) void EncodeF16c(const float* src, uint16_t* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(src + i);
+    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    if (_mm256_testz_ps(nan, nan)) {
+      const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+    } else {
+      for (size_t k = i; k < i + 8; ++k) dst[k] = FloatToF16(src[k]);
+    }
+  }
+  for (; i < n; ++i) dst[i] = FloatToF16(src[i]);
+}
+
+// Widening is exact for every pattern, NaN payloads as F16ToFloat keeps them.
+__attribute__((target("avx,f16c"))) void DecodeF16c(const uint16_t* src, float* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) dst[i] = F16ToFloat(src[i]);
+}
+#endif
+
+}  // namespace
+
 EEN_VECTOR_CLONES void EncodeWire(WireType t, const float* __restrict src, void* dst, size_t n) {
   if (t == WireType::kF32) {
     std::memcpy(dst, src, n * 4);
@@ -29,6 +74,9 @@ EEN_VECTOR_CLONES void EncodeWire(WireType t, const float* __restrict src, void*
   if (t == WireType::kBF16) {
     for (size_t i = 0; i < n; ++i) out[i] = FloatToBf16(src[i]);
   } else {
+#ifdef EEN_HAVE_F16C_PATH
+    if (HaveF16c()) return EncodeF16c(src, out, n);
+#endif
     for (size_t i = 0; i < n; ++i) out[i] = FloatToF16(src[i]);
   }
 }
@@ -42,6 +90,9 @@ EEN_VECTOR_CLONES void DecodeWire(WireType t, const void* src, float* __restrict
   if (t == WireType::kBF16) {
     for (size_t i = 0; i < n; ++i) dst[i] = Bf16ToFloat(in[i]);
   } else {
+#ifdef EEN_HAVE_F16C_PATH
+    if (HaveF16c()) return DecodeF16c(in, dst, n);
+#endif
     for (size_t i = 0; i < n; ++i) dst[i] = F16ToFloat(in[i]);
   }
 }

@@ -6,6 +6,9 @@
 // infinity, NaN stays NaN (as torch's quiet NaN 0x7FC0 / 0x7E00).
 // tests/wire_dtype_test.cc checks them bit for bit against torch.
 // Encode/Decode convert `n` values; they read and write distinct buffers.
+// They run vectorised (AVX2 where the CPU has it; fp16 through the CPU's
+// F16C converters) with results bitwise equal to the one-value functions
+// below, which the test also checks against torch.
 #pragma once
 
 #include <cstddef>

@@ -49,11 +49,13 @@ void ExpectLikeTorch(WireType type, torch::ScalarType torch_type) {
       EXPECT_TRUE(std::isnan(back)) << "NaN at " << i;
       continue;
     }
-    if (ours[i] != static_cast<uint16_t>(want[i])) {
+    // The inline one-value conversion (used where no vector path applies) too.
+    const uint16_t one = type == WireType::kBF16 ? FloatToBf16(probes[i]) : FloatToF16(probes[i]);
+    if (ours[i] != static_cast<uint16_t>(want[i]) || one != ours[i]) {
       ++mismatches;
       ADD_FAILURE() << WireTypeName(type) << " of " << probes[i] << " (bits 0x" << std::hex
                     << FloatBits(probes[i]) << "): ours 0x" << ours[i] << ", torch 0x"
-                    << static_cast<uint16_t>(want[i]);
+                    << static_cast<uint16_t>(want[i]) << ", one by one 0x" << one;
     }
   }
   // And back: every 16-bit pattern decodes as torch widens it.
@@ -66,10 +68,12 @@ void ExpectLikeTorch(WireType type, torch::ScalarType torch_type) {
   DecodeWire(type, all.data(), decoded.data(), all.size());
   for (size_t i = 0; i < all.size(); ++i) {
     const float t = wide.data_ptr<float>()[i];
+    const float one = type == WireType::kBF16 ? Bf16ToFloat(all[i]) : F16ToFloat(all[i]);
     if (std::isnan(t)) {
-      EXPECT_TRUE(std::isnan(decoded[i]));
+      EXPECT_TRUE(std::isnan(decoded[i]) && std::isnan(one));
     } else {
       ASSERT_EQ(FloatBits(decoded[i]), FloatBits(t)) << "pattern 0x" << std::hex << i;
+      ASSERT_EQ(FloatBits(one), FloatBits(t)) << "pattern 0x" << std::hex << i << ", one by one";
     }
   }
 }

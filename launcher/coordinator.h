@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -128,6 +129,11 @@ class Coordinator {
   // The job ended: standbys are told, and exit.
   void ReleaseSpares();
   void SendMapChange();
+  // Sends the control message `fill` writes to every PS not lost; warns for
+  // each one that cannot be reached (`what`: what the message is about)
+  // and returns the first such failure, after trying them all.
+  Status SendToLivePs(const std::function<void(wire::Header::Builder)>& fill,
+                      const std::string& what);
   std::vector<bool> UsablePs() const;
   size_t LivePsCount() const;
   Status HandleRolledBack(const transport::PeerId& peer, wire::Rollback::Reader done);

@@ -94,17 +94,14 @@ void Coordinator::StartMembershipChange() {
   prepared_.clear();
   snapshot_in_round_ = std::move(snapshot_waiting_);
   snapshot_waiting_.clear();
-  for (const Node& p : ps_) {
-    if (p.lost) continue;
-    capnp::MallocMessageBuilder b;
-    auto prepare = b.initRoot<wire::Header>().initMembershipPrepare();
-    prepare.setEpoch(membership_epoch_);
-    auto live = prepare.initLiveWorkers(membership_live_.size());
-    for (size_t i = 0; i < membership_live_.size(); ++i) live.set(i, membership_live_[i]);
-    if (Status s = listener_->Send(p.control, Message{{wire::Encode(b)}}); !s.ok()) {
-      spdlog::warn("could not reach ps {} about the new membership: {}", p.rank, s.ToString());
-    }
-  }
+  (void)SendToLivePs(
+      [&](wire::Header::Builder h) {
+        auto prepare = h.initMembershipPrepare();
+        prepare.setEpoch(membership_epoch_);
+        auto live = prepare.initLiveWorkers(membership_live_.size());
+        for (size_t i = 0; i < membership_live_.size(); ++i) live.set(i, membership_live_[i]);
+      },
+      "the new membership");
 }
 
 Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
@@ -126,17 +123,16 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
   }
   const uint64_t snapshot_step = snapshot_in_round_.empty() ? 0 : step;
   if (snapshot_step > 0) spdlog::info("snapshot on demand: every PS snapshots step {}", step);
-  for (const Node& p : ps_) {
-    if (p.lost) continue;
-    capnp::MallocMessageBuilder b;
-    auto commit = b.initRoot<wire::Header>().initMembershipCommit();
-    commit.setEpoch(membership_epoch_);
-    commit.setEffectiveStep(step);
-    auto live = commit.initLiveWorkers(membership_live_.size());
-    for (size_t i = 0; i < membership_live_.size(); ++i) live.set(i, membership_live_[i]);
-    commit.setSnapshotStep(snapshot_step);
-    EEN_RETURN_IF_ERROR(listener_->Send(p.control, Message{{wire::Encode(b)}}));
-  }
+  EEN_RETURN_IF_ERROR(SendToLivePs(
+      [&](wire::Header::Builder h) {
+        auto commit = h.initMembershipCommit();
+        commit.setEpoch(membership_epoch_);
+        commit.setEffectiveStep(step);
+        auto live = commit.initLiveWorkers(membership_live_.size());
+        for (size_t i = 0; i < membership_live_.size(); ++i) live.set(i, membership_live_[i]);
+        commit.setSnapshotStep(snapshot_step);
+      },
+      "the membership commit"));
   membership_pending_ = false;
   for (const transport::PeerId& requester : snapshot_in_round_) {
     capnp::MallocMessageBuilder b;

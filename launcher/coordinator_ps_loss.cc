@@ -25,15 +25,24 @@ size_t Coordinator::LivePsCount() const {
   return n;
 }
 
-void Coordinator::SendMapChange() {
+Status Coordinator::SendToLivePs(const std::function<void(wire::Header::Builder)>& fill,
+                                 const std::string& what) {
+  Status first;
   for (const Node& p : ps_) {
     if (p.lost) continue;
     capnp::MallocMessageBuilder b;
-    map_->ToWire(b.initRoot<wire::Header>().initMapChange());
+    fill(b.initRoot<wire::Header>());
     if (Status s = listener_->Send(p.control, Message{{wire::Encode(b)}}); !s.ok()) {
-      spdlog::warn("could not send the new shard map to ps {}: {}", p.rank, s.ToString());
+      spdlog::warn("could not reach ps {} about {}: {}", p.rank, what, s.ToString());
+      if (first.ok()) first = s;
     }
   }
+  return first;
+}
+
+void Coordinator::SendMapChange() {
+  (void)SendToLivePs([&](wire::Header::Builder h) { map_->ToWire(h.initMapChange()); },
+                     "the new shard map");
 }
 
 bool Coordinator::FailOver(Node& lost, const std::string& why) {
@@ -176,16 +185,13 @@ void Coordinator::BeginRecovery(Node& lost, const std::string& why) {
                "epoch {}; waiting for a replacement of ps {}",
                why, rollback_step_, rollback_step_ + 1, std::max(job_step, rollback_step_ + 1),
                map_epoch_, lost.rank);
-  for (const Node& p : ps_) {
-    if (p.lost) continue;
-    capnp::MallocMessageBuilder b;
-    auto rb = b.initRoot<wire::Header>().initRollback();
-    rb.setEpoch(map_epoch_);
-    rb.setStep(rollback_step_);
-    if (Status s = listener_->Send(p.control, Message{{wire::Encode(b)}}); !s.ok()) {
-      spdlog::warn("could not reach ps {} for the rollback: {}", p.rank, s.ToString());
-    }
-  }
+  (void)SendToLivePs(
+      [&](wire::Header::Builder h) {
+        auto rb = h.initRollback();
+        rb.setEpoch(map_epoch_);
+        rb.setStep(rollback_step_);
+      },
+      "the rollback");
   SaveState();
   UseSpare(lost.rank);
 }

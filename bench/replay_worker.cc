@@ -45,8 +45,7 @@ int main(int argc, char** argv) {
     return 3;
   }
   const een::ShardMap& map = (*client)->map();
-  size_t bucket_bytes = 25u << 20;
-  if (const char* b = std::getenv("EEN_BUCKET_BYTES")) bucket_bytes = std::strtoull(b, nullptr, 10);
+  const size_t bucket_bytes = env->bucket_bytes > 0 ? env->bucket_bytes : 25u << 20;
   const een::BucketLayout layout(map, bucket_bytes);
   // Gradients: one buffer per bucket (as DataParallel keeps them); parameters: one buffer.
   auto fail = [&](const een::Status& s, const char* what) {

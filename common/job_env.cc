@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace een {
@@ -76,6 +77,17 @@ Result<JobEnvironment> JobEnvironment::FromProcess(const std::string& program) {
   env.failover_threshold = std::chrono::milliseconds(threshold);
   env.heartbeat_interval = std::chrono::milliseconds(heartbeat);
   env.startup_timeout = std::chrono::milliseconds(startup);
+  long bucket_bytes = 0, pull_back = 1, ps_threads = 0, resources_at_step = 0;
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_BUCKET_BYTES", 1, &bucket_bytes));
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_PULL_BACK", 0, &pull_back));
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_PS_THREADS", 1, &ps_threads));
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_RESOURCES_AT_STEP", 0, &resources_at_step));
+  env.bucket_bytes = static_cast<uint64_t>(bucket_bytes);
+  env.pull_back = pull_back != 0;
+  env.ps_threads = static_cast<int>(std::min(ps_threads, 256L));
+  env.resources_at_step = static_cast<uint64_t>(resources_at_step);
+  if (const char* t = Get("EEN_TIMELINE")) env.timeline = t;
+  if (const char* t = Get("EEN_TRACE_RECORD")) env.trace_record = t;
   if (env.data_transport != "tcp" && env.data_transport != "ipc" && env.data_transport != "shm" &&
       env.data_transport != "mem") {
     return InvalidArgument("EEN_DATA_TRANSPORT='" + env.data_transport +

@@ -30,6 +30,14 @@ struct JobEnvironment {
   bool spare = false;            // EEN_SPARE=1: a standby PS (takes a lost PS's rank)
   WireType wire_type = WireType::kF32;  // EEN_WIRE_DTYPE: fp32 | bf16 | fp16 (workers' pushes and pulls)
 
+  // Tuning and diagnostics, all optional (the launcher passes them through):
+  uint64_t bucket_bytes = 0;       // EEN_BUCKET_BYTES: a worker's gradient buckets (0: the program's)
+  bool pull_back = true;           // EEN_PULL_BACK=0: no pull streamed back per pushed bucket
+  std::string timeline;            // EEN_TIMELINE=PREFIX: a worker writes PREFIX.worker-RANK.json
+  std::string trace_record;        // EEN_TRACE_RECORD=FILE: worker 0 records its gradients' order
+  int ps_threads = 0;              // EEN_PS_THREADS: a PS's apply threads (0: cores, at most 8)
+  uint64_t resources_at_step = 0;  // EEN_RESOURCES_AT_STEP: a PS logs its resource use there
+
   // Reads the environment; `program` names the caller in the error message.
   static Result<JobEnvironment> FromProcess(const std::string& program);
   // A data-plane address for this process to listen on ("tcp://host:0", ...).

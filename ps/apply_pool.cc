@@ -7,10 +7,6 @@
 namespace een::ps {
 
 int ApplyPool::DefaultThreads() {
-  if (const char* t = std::getenv("EEN_PS_THREADS")) {
-    const int n = std::atoi(t);
-    if (n >= 1 && n <= 256) return n;
-  }
   const unsigned cores = std::thread::hardware_concurrency();
   return static_cast<int>(std::clamp(cores, 1u, 8u));
 }

@@ -25,7 +25,7 @@ class ApplyPool {
   ApplyPool(const ApplyPool&) = delete;
   ApplyPool& operator=(const ApplyPool&) = delete;
 
-  // The thread count from EEN_PS_THREADS or the machine.
+  // The machine's cores, at most 8 (a job sets its own: EEN_PS_THREADS).
   static int DefaultThreads();
 
   int threads() const { return static_cast<int>(helpers_.size()) + 1; }

@@ -37,9 +37,7 @@ Result<WireType> PayloadType(wire::DType dtype, const std::string& what) {
 constexpr int kMaxWorkers = 1 << 20;  // a sanity bound on worker ranks from the coordinator
 
 Status ParameterServer::Join(const std::atomic<bool>& stop) {
-  if (const char* mark = std::getenv("EEN_RESOURCES_AT_STEP")) {
-    resources_at_step_ = std::strtoull(mark, nullptr, 10);
-  }
+  resources_at_step_ = env_.resources_at_step;
   EEN_ASSIGN_OR_RETURN(transport::Device * data_device, transport::DeviceFor(env_.DataListenAddress()));
   EEN_ASSIGN_OR_RETURN(listener_, data_device->Listen(env_.DataListenAddress()));
   data_device_ = data_device;
@@ -128,7 +126,8 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   }
   EEN_ASSIGN_OR_RETURN(store_, ChunkStore::Create(map_, env_.rank, workers, optimizer,
                                                   /*shared_arenas=*/env_.data_transport == "shm"));
-  apply_pool_ = std::make_unique<ApplyPool>(ApplyPool::DefaultThreads());
+  apply_pool_ = std::make_unique<ApplyPool>(env_.ps_threads > 0 ? env_.ps_threads
+                                                                   : ApplyPool::DefaultThreads());
   store_->SetApplyPool(apply_pool_.get());
   epoch_ = map_.epoch();
   if (rebuild) {

@@ -79,12 +79,12 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   if (spdlog::get("een:worker " + std::to_string(env->rank)) == nullptr) {
     InitLogging("worker " + std::to_string(env->rank));
   }
-  if (const char* b = std::getenv("EEN_BUCKET_BYTES")) options.bucket_bytes = std::strtoull(b, nullptr, 10);
+  if (env->bucket_bytes > 0) options.bucket_bytes = env->bucket_bytes;
   if (options.bucket_bytes == 0) throw Error("een: bucket_bytes must be positive");
-  if (const char* t = std::getenv("EEN_TRACE_RECORD"); t && env->rank == 0) trace_path_ = t;
-  if (const char* t = std::getenv("EEN_TIMELINE")) {
+  if (env->rank == 0) trace_path_ = env->trace_record;
+  if (!env->timeline.empty()) {
     timeline_ = std::make_unique<Timeline>(
-        std::string(t) + ".worker-" + std::to_string(env->rank) + ".json", env->rank, 50);
+        env->timeline + ".worker-" + std::to_string(env->rank) + ".json", env->rank, 50);
   }
   std::vector<TensorInfo> tensors;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {

@@ -29,7 +29,6 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
   // ones in (een-bench: 5,240 page faults per ResNet-50 step -> 0).
   KeepFreedReceiveBuffers();
   std::unique_ptr<WorkerClient> c(new WorkerClient(env));
-  if (const char* p = std::getenv("EEN_PULL_BACK"); p && std::string(p) == "0") c->pull_back_ = false;
   EEN_ASSIGN_OR_RETURN(transport::Device * control_device, transport::DeviceFor(env.coordinator));
   EEN_ASSIGN_OR_RETURN(c->control_, control_device->Connect(env.coordinator));
   capnp::MallocMessageBuilder b;
@@ -239,7 +238,7 @@ Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<
         m.frames.push_back(transport::Frame::Borrow(data[i], numel * sizeof(float), owner));
       }
     }
-    if (pull_back_ && kind == wire::PushKind::GRADIENT) {
+    if (env_.pull_back && kind == wire::PushKind::GRADIENT) {
       PullRequest r{static_cast<uint32_t>(p), next_request_++, step + 1, sum_mode(), {}};
       for (size_t i : by_ps[p]) r.chunks.push_back(chunks[i]);
       push.setPullBack(r.id);

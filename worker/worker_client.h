@@ -125,7 +125,6 @@ class WorkerClient {
     std::vector<uint32_t> chunks;
   };
   std::vector<PullRequest> outstanding_;
-  bool pull_back_ = true;
   // Converted pushes (bf16/fp16 wire): reused once no frame holds them.
   std::vector<std::shared_ptr<std::vector<uint16_t>>> wire_buffers_;
   std::shared_ptr<std::vector<uint16_t>> WireBuffer(size_t numel);

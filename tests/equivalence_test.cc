@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "support/subprocess.h"
@@ -29,12 +30,13 @@ std::string Temp(const std::string& name) {
 }
 
 std::vector<float> Distributed(const std::string& optimizer, const std::string& name,
-                               const std::string& transport = "tcp") {
+                               const std::string& transport = "tcp",
+                               std::map<std::string, std::string> env = {}) {
   const std::string out = Temp(name);
   auto r = testing::Run({kBin + "/een-launch", "--ps", "2", "--workers", "4", "--transport",
                          transport, "--", kBin + "/equivalence_train", "--optimizer", optimizer,
                          "--out", out},
-                        seconds(120));
+                        seconds(120), env);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   auto v = Load(out);
   std::remove(out.c_str());
@@ -87,6 +89,16 @@ TEST(Determinism, TwoIdenticalRunsAreBitwiseIdentical) {
   ASSERT_FALSE(a.empty());
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+// However a push is cut into messages (EEN_MESSAGE_BYTES=1: every chunk on
+// its own), the job computes exactly the same.
+TEST(Determinism, PushMessageSizeDoesNotChangeTheResult) {
+  auto whole = Distributed("adam", "whole");
+  auto cut = Distributed("adam", "cut", "tcp", {{"EEN_MESSAGE_BYTES", "1"}});
+  ASSERT_FALSE(whole.empty());
+  ASSERT_EQ(whole.size(), cut.size());
+  EXPECT_EQ(0, std::memcmp(whole.data(), cut.data(), whole.size() * sizeof(float)));
 }
 
 // Through shared memory (--transport shm) the job computes exactly what it

@@ -30,6 +30,7 @@ TEST_F(Env, ReadsTheJobAndTheTuningVariables) {
   Set("EEN_NUM_PS", "2");
   Set("EEN_WIRE_DTYPE", "bf16");
   Set("EEN_BUCKET_BYTES", "1048576");
+  Set("EEN_MESSAGE_BYTES", "65536");
   Set("EEN_PULL_BACK", "0");
   Set("EEN_TIMELINE", "/tmp/tl");
   Set("EEN_PS_THREADS", "3");
@@ -41,6 +42,7 @@ TEST_F(Env, ReadsTheJobAndTheTuningVariables) {
   EXPECT_EQ(env->num_ps, 2);
   EXPECT_EQ(env->wire_type, WireType::kBF16);
   EXPECT_EQ(env->bucket_bytes, 1048576u);
+  EXPECT_EQ(env->message_bytes, 65536u);
   EXPECT_FALSE(env->pull_back);
   EXPECT_EQ(env->timeline, "/tmp/tl");
   EXPECT_EQ(env->trace_record, "");
@@ -53,6 +55,7 @@ TEST_F(Env, DefaultsWhenTuningIsUnset) {
   auto env = JobEnvironment::FromProcess("test");
   ASSERT_TRUE(env.ok()) << env.status().message();
   EXPECT_EQ(env->bucket_bytes, 0u);
+  EXPECT_EQ(env->message_bytes, 4u << 20);
   EXPECT_TRUE(env->pull_back);
   EXPECT_EQ(env->ps_threads, 0);
   EXPECT_EQ(env->wire_type, WireType::kF32);

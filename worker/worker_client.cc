@@ -202,53 +202,75 @@ Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<
                           const std::shared_ptr<const void>& owner) {
   EEN_RETURN_IF_ERROR(JobStatus());
   if (NeedsRecovery()) return Aborted("the shard map moved on (a PS was replaced)");
-  std::vector<std::vector<size_t>> by_ps(ps_.size());
-  for (size_t i = 0; i < chunks.size(); ++i) by_ps[map_.OwnerOfChunk(chunks[i])].push_back(i);
   // Initial values go as fp32: they become the PS's fp32 master values.
   const WireType type = kind == wire::PushKind::INITIAL ? WireType::kF32 : env_.wire_type;
+  // Each PS's chunks, in the order given, cut into messages of at most
+  // message_bytes on the wire: the PS starts on the first while the rest
+  // are still being converted and sent.
+  std::vector<std::vector<size_t>> by_ps(ps_.size());
+  for (size_t i = 0; i < chunks.size(); ++i) by_ps[map_.OwnerOfChunk(chunks[i])].push_back(i);
   for (size_t p = 0; p < ps_.size(); ++p) {
-    if (by_ps[p].empty()) continue;
-    capnp::MallocMessageBuilder b;
-    auto push = b.initRoot<wire::Header>().initPush();
-    push.setEpoch(map_.epoch());
-    push.setStep(step);
-    push.setWorker(rank_);
-    push.setKind(kind);
-    push.setDtype(static_cast<wire::DType>(type));
-    auto list = push.initChunks(by_ps[p].size());
-    Message m;
-    m.frames.emplace_back();
-    std::shared_ptr<std::vector<uint16_t>> converted;
-    size_t at = 0;
-    if (type != WireType::kF32) {
-      size_t numel = 0;
-      for (size_t i : by_ps[p]) numel += map_.chunks()[chunks[i]].numel;
-      converted = WireBuffer(numel);
-    }
+    std::vector<size_t> message;
+    size_t bytes = 0;
     for (size_t k = 0; k < by_ps[p].size(); ++k) {
       const size_t i = by_ps[p][k];
-      const size_t numel = map_.chunks()[chunks[i]].numel;
-      list.set(k, chunks[i]);
-      if (converted) {
-        uint16_t* out = converted->data() + at;
-        EncodeWire(type, data[i], out, numel);
-        m.frames.push_back(transport::Frame::Borrow(out, numel * 2, converted));
-        at += numel;
-      } else {
-        m.frames.push_back(transport::Frame::Borrow(data[i], numel * sizeof(float), owner));
+      message.push_back(i);
+      bytes += size_t{map_.chunks()[chunks[i]].numel} * WireBytes(type);
+      if (bytes >= env_.message_bytes || k + 1 == by_ps[p].size()) {
+        EEN_RETURN_IF_ERROR(PushMessage(p, kind, type, step, chunks, message, data, owner));
+        message.clear();
+        bytes = 0;
       }
     }
-    if (env_.pull_back && kind == wire::PushKind::GRADIENT) {
-      PullRequest r{static_cast<uint32_t>(p), next_request_++, step + 1, sum_mode(), {}};
-      for (size_t i : by_ps[p]) r.chunks.push_back(chunks[i]);
-      push.setPullBack(r.id);
-      outstanding_.push_back(std::move(r));
+  }
+  return Status::Ok();
+}
+
+Status WorkerClient::PushMessage(size_t p, wire::PushKind kind, WireType type, uint64_t step,
+                                 const std::vector<uint32_t>& chunks,
+                                 const std::vector<size_t>& indices,
+                                 const std::vector<const float*>& data,
+                                 const std::shared_ptr<const void>& owner) {
+  capnp::MallocMessageBuilder b;
+  auto push = b.initRoot<wire::Header>().initPush();
+  push.setEpoch(map_.epoch());
+  push.setStep(step);
+  push.setWorker(rank_);
+  push.setKind(kind);
+  push.setDtype(static_cast<wire::DType>(type));
+  auto list = push.initChunks(indices.size());
+  Message m;
+  m.frames.emplace_back();
+  std::shared_ptr<std::vector<uint16_t>> converted;
+  size_t at = 0;
+  if (type != WireType::kF32) {
+    size_t numel = 0;
+    for (size_t i : indices) numel += map_.chunks()[chunks[i]].numel;
+    converted = WireBuffer(numel);
+  }
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const size_t i = indices[k];
+    const size_t numel = map_.chunks()[chunks[i]].numel;
+    list.set(k, chunks[i]);
+    if (converted) {
+      uint16_t* out = converted->data() + at;
+      EncodeWire(type, data[i], out, numel);
+      m.frames.push_back(transport::Frame::Borrow(out, numel * 2, converted));
+      at += numel;
+    } else {
+      m.frames.push_back(transport::Frame::Borrow(data[i], numel * sizeof(float), owner));
     }
-    m.frames[0] = wire::Encode(b);
-    if (Status s = ps_[p]->Send(std::move(m)); !s.ok()) {
-      return Unavailable(fmt::format("push to PS {} ({}) failed: {}", p, ps_[p]->address(),
-                                     s.message()));
-    }
+  }
+  if (env_.pull_back && kind == wire::PushKind::GRADIENT) {
+    PullRequest r{static_cast<uint32_t>(p), next_request_++, step + 1, sum_mode(), {}};
+    for (size_t i : indices) r.chunks.push_back(chunks[i]);
+    push.setPullBack(r.id);
+    outstanding_.push_back(std::move(r));
+  }
+  m.frames[0] = wire::Encode(b);
+  if (Status s = ps_[p]->Send(std::move(m)); !s.ok()) {
+    return Unavailable(fmt::format("push to PS {} ({}) failed: {}", p, ps_[p]->address(),
+                                   s.message()));
   }
   return Status::Ok();
 }

@@ -7,6 +7,9 @@
 // for the job to start, connects to every PS and starts heartbeats. Push()
 // sends chunks zero-copy: the memory behind `owner` must stay unchanged until
 // a later Pull() of a newer version returns (the PS has then consumed it).
+// Each PS's share of a push goes in messages of at most EEN_MESSAGE_BYTES
+// (4 MiB by default, as BytePS partitions), so the PS starts applying the
+// first while the rest are still on their way.
 // Pull() asks every PS for its chunks and writes each chunk, as its reply
 // arrives, to where `destination` says (numel floats). A gradient push also
 // asks its PS to send those chunks back once the step is applied (pull-back,
@@ -128,6 +131,11 @@ class WorkerClient {
   // Converted pushes (bf16/fp16 wire): reused once no frame holds them.
   std::vector<std::shared_ptr<std::vector<uint16_t>>> wire_buffers_;
   std::shared_ptr<std::vector<uint16_t>> WireBuffer(size_t numel);
+  // One push message to PS `p`: the chunks chunks[i] for i in `indices`.
+  Status PushMessage(size_t p, wire::PushKind kind, WireType type, uint64_t step,
+                     const std::vector<uint32_t>& chunks, const std::vector<size_t>& indices,
+                     const std::vector<const float*>& data,
+                     const std::shared_ptr<const void>& owner);
   uint64_t membership_epoch_ = 0;
   bool resumed_ = false;
   bool stale_seen_ = false;  // a PS refused our map epoch

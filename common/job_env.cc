@@ -78,9 +78,9 @@ Result<JobEnvironment> JobEnvironment::FromProcess(const std::string& program) {
   env.heartbeat_interval = std::chrono::milliseconds(heartbeat);
   env.startup_timeout = std::chrono::milliseconds(startup);
   long bucket_bytes = 0, pull_back = 1, ps_threads = 0, resources_at_step = 0;
-  long message_bytes = static_cast<long>(env.message_bytes);
+  long message_bytes = 0;
   EEN_RETURN_IF_ERROR(ReadInt("EEN_BUCKET_BYTES", 1, &bucket_bytes));
-  EEN_RETURN_IF_ERROR(ReadInt("EEN_MESSAGE_BYTES", 1, &message_bytes));
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_MESSAGE_BYTES", 0, &message_bytes));
   env.message_bytes = static_cast<uint64_t>(message_bytes);
   EEN_RETURN_IF_ERROR(ReadInt("EEN_PULL_BACK", 0, &pull_back));
   EEN_RETURN_IF_ERROR(ReadInt("EEN_PS_THREADS", 1, &ps_threads));

@@ -32,7 +32,7 @@ struct JobEnvironment {
 
   // Tuning and diagnostics, all optional (the launcher passes them through):
   uint64_t bucket_bytes = 0;       // EEN_BUCKET_BYTES: a worker's gradient buckets (0: the program's)
-  uint64_t message_bytes = 4u << 20;  // EEN_MESSAGE_BYTES: most wire bytes in one push message
+  uint64_t message_bytes = 0;      // EEN_MESSAGE_BYTES: most wire bytes in a push message (0: no limit)
   bool pull_back = true;           // EEN_PULL_BACK=0: no pull streamed back per pushed bucket
   std::string timeline;            // EEN_TIMELINE=PREFIX: a worker writes PREFIX.worker-RANK.json
   std::string trace_record;        // EEN_TRACE_RECORD=FILE: worker 0 records its gradients' order

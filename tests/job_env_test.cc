@@ -55,7 +55,7 @@ TEST_F(Env, DefaultsWhenTuningIsUnset) {
   auto env = JobEnvironment::FromProcess("test");
   ASSERT_TRUE(env.ok()) << env.status().message();
   EXPECT_EQ(env->bucket_bytes, 0u);
-  EXPECT_EQ(env->message_bytes, 4u << 20);
+  EXPECT_EQ(env->message_bytes, 0u);
   EXPECT_TRUE(env->pull_back);
   EXPECT_EQ(env->ps_threads, 0);
   EXPECT_EQ(env->wire_type, WireType::kF32);

@@ -204,9 +204,8 @@ Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<
   if (NeedsRecovery()) return Aborted("the shard map moved on (a PS was replaced)");
   // Initial values go as fp32: they become the PS's fp32 master values.
   const WireType type = kind == wire::PushKind::INITIAL ? WireType::kF32 : env_.wire_type;
-  // Each PS's chunks, in the order given, cut into messages of at most
-  // message_bytes on the wire: the PS starts on the first while the rest
-  // are still being converted and sent.
+  // Each PS's chunks, in the order given, in one message, or cut into
+  // messages of at most message_bytes on the wire when that is set.
   std::vector<std::vector<size_t>> by_ps(ps_.size());
   for (size_t i = 0; i < chunks.size(); ++i) by_ps[map_.OwnerOfChunk(chunks[i])].push_back(i);
   for (size_t p = 0; p < ps_.size(); ++p) {
@@ -216,7 +215,8 @@ Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<
       const size_t i = by_ps[p][k];
       message.push_back(i);
       bytes += size_t{map_.chunks()[chunks[i]].numel} * WireBytes(type);
-      if (bytes >= env_.message_bytes || k + 1 == by_ps[p].size()) {
+      const bool full = env_.message_bytes > 0 && bytes >= env_.message_bytes;
+      if (full || k + 1 == by_ps[p].size()) {
         EEN_RETURN_IF_ERROR(PushMessage(p, kind, type, step, chunks, message, data, owner));
         message.clear();
         bytes = 0;

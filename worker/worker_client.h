@@ -7,9 +7,8 @@
 // for the job to start, connects to every PS and starts heartbeats. Push()
 // sends chunks zero-copy: the memory behind `owner` must stay unchanged until
 // a later Pull() of a newer version returns (the PS has then consumed it).
-// Each PS's share of a push goes in messages of at most EEN_MESSAGE_BYTES
-// (4 MiB by default, as BytePS partitions), so the PS starts applying the
-// first while the rest are still on their way.
+// Each PS's share of a push goes in one message, or in messages of at most
+// EEN_MESSAGE_BYTES when that is set (as BytePS partitions tensors).
 // Pull() asks every PS for its chunks and writes each chunk, as its reply
 // arrives, to where `destination` says (numel floats). A gradient push also
 // asks its PS to send those chunks back once the step is applied (pull-back,

@@ -77,15 +77,14 @@ Result<JobEnvironment> JobEnvironment::FromProcess(const std::string& program) {
   env.failover_threshold = std::chrono::milliseconds(threshold);
   env.heartbeat_interval = std::chrono::milliseconds(heartbeat);
   env.startup_timeout = std::chrono::milliseconds(startup);
-  long bucket_bytes = 0, pull_back = 1, ps_threads = 0, resources_at_step = 0;
-  long message_bytes = 0;
+  long bucket_bytes = 0, message_bytes = 0, pull_back = 1, ps_threads = 0, resources_at_step = 0;
   EEN_RETURN_IF_ERROR(ReadInt("EEN_BUCKET_BYTES", 1, &bucket_bytes));
   EEN_RETURN_IF_ERROR(ReadInt("EEN_MESSAGE_BYTES", 0, &message_bytes));
-  env.message_bytes = static_cast<uint64_t>(message_bytes);
   EEN_RETURN_IF_ERROR(ReadInt("EEN_PULL_BACK", 0, &pull_back));
   EEN_RETURN_IF_ERROR(ReadInt("EEN_PS_THREADS", 1, &ps_threads));
   EEN_RETURN_IF_ERROR(ReadInt("EEN_RESOURCES_AT_STEP", 0, &resources_at_step));
   env.bucket_bytes = static_cast<uint64_t>(bucket_bytes);
+  env.message_bytes = static_cast<uint64_t>(message_bytes);
   env.pull_back = pull_back != 0;
   env.ps_threads = static_cast<int>(std::min(ps_threads, 256L));
   env.resources_at_step = static_cast<uint64_t>(resources_at_step);

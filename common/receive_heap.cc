@@ -6,18 +6,24 @@
 #include <string>
 
 namespace een {
+namespace {
+
+// EEN_KEEP_FREED_MEMORY=0: leave malloc's settings alone.
+bool Allowed() {
+  const char* keep = std::getenv("EEN_KEEP_FREED_MEMORY");
+  return !keep || std::string(keep) != "0";
+}
+
+}  // namespace
 
 void KeepFreedReceiveBuffers() {
-  const char* keep = std::getenv("EEN_KEEP_FREED_MEMORY");
-  if (keep && std::string(keep) == "0") return;
+  if (!Allowed()) return;
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 void ShareOneHeap() {
-  const char* keep = std::getenv("EEN_KEEP_FREED_MEMORY");
-  if (keep && std::string(keep) == "0") return;
-  mallopt(M_ARENA_MAX, 1);
+  if (Allowed()) mallopt(M_ARENA_MAX, 1);
 }
 
 }  // namespace een

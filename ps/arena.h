@@ -12,7 +12,6 @@
 #include <cstddef>
 #include <memory>
 
-
 #include "common/status.h"
 #include "common/transport/shm/shm_memory.h"
 

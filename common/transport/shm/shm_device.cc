@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <cstring>
+#include <functional>
 
 #include "common/transport/shm/shm_manifest.h"
 #include "common/transport/shm/shm_segments.h"
@@ -14,65 +15,68 @@ namespace {
 // "shm:///PATH" -> "ipc:///PATH"
 std::string IpcAddress(const std::string& address) { return "ipc://" + address.substr(6); }
 
+// What both ends of a shm channel use: the process's blocks and registered
+// regions to pack what it sends, the peers' segments it mapped to unpack
+// what it receives.
+struct Segments {
+  std::shared_ptr<shm::Blocks> blocks;
+  std::shared_ptr<shm::Regions> regions;
+  std::shared_ptr<shm::Mappings> mappings;
+
+  // Packs `message` and hands it to `send`; the blocks it took stay in use
+  // only if the send succeeded.
+  Status Send(Message message, const std::function<Status(Message)>& send) const {
+    shm::Packer packer(*blocks, *regions);
+    EEN_RETURN_IF_ERROR(packer.Pack(message));
+    EEN_RETURN_IF_ERROR(send(std::move(message)));
+    packer.Sent();
+    return Status::Ok();
+  }
+  Status Unpack(std::vector<Frame>& frames) const { return shm::Unpack(*mappings, frames); }
+};
+
 class ShmListener : public Listener {
  public:
-  ShmListener(std::unique_ptr<Listener> inner, std::string address,
-              std::shared_ptr<shm::Blocks> blocks, std::shared_ptr<shm::Regions> regions,
-              std::shared_ptr<shm::Mappings> mappings)
-      : inner_(std::move(inner)), address_(std::move(address)), blocks_(std::move(blocks)),
-        regions_(std::move(regions)), mappings_(std::move(mappings)) {}
+  ShmListener(std::unique_ptr<Listener> inner, std::string address, Segments segments)
+      : inner_(std::move(inner)), address_(std::move(address)), segments_(std::move(segments)) {}
   const std::string& address() const override { return address_; }
   Result<Envelope> Receive(std::chrono::milliseconds timeout) override {
     auto e = inner_->Receive(timeout);
     if (!e.ok()) return e;
-    EEN_RETURN_IF_ERROR(shm::Unpack(*mappings_, e->message.frames));
+    EEN_RETURN_IF_ERROR(segments_.Unpack(e->message.frames));
     return e;
   }
   Status Send(const PeerId& to, Message message) override {
-    shm::Packer packer(*blocks_, *regions_);
-    EEN_RETURN_IF_ERROR(packer.Pack(message));
-    EEN_RETURN_IF_ERROR(inner_->Send(to, std::move(message)));
-    packer.Sent();
-    return Status::Ok();
+    return segments_.Send(std::move(message),
+                          [&](Message m) { return inner_->Send(to, std::move(m)); });
   }
 
  private:
   std::unique_ptr<Listener> inner_;
   std::string address_;
-  std::shared_ptr<shm::Blocks> blocks_;
-  std::shared_ptr<shm::Regions> regions_;
-  std::shared_ptr<shm::Mappings> mappings_;
+  Segments segments_;
 };
 
 class ShmConnection : public Connection {
  public:
-  ShmConnection(std::unique_ptr<Connection> inner, std::string address,
-                std::shared_ptr<shm::Blocks> blocks,
-                std::shared_ptr<shm::Regions> regions,
-                std::shared_ptr<shm::Mappings> mappings)
-      : inner_(std::move(inner)), address_(std::move(address)), blocks_(std::move(blocks)),
-        regions_(std::move(regions)), mappings_(std::move(mappings)) {}
+  ShmConnection(std::unique_ptr<Connection> inner, std::string address, Segments segments)
+      : inner_(std::move(inner)), address_(std::move(address)), segments_(std::move(segments)) {}
   const std::string& address() const override { return address_; }
   Status Send(Message message) override {
-    shm::Packer packer(*blocks_, *regions_);
-    EEN_RETURN_IF_ERROR(packer.Pack(message));
-    EEN_RETURN_IF_ERROR(inner_->Send(std::move(message)));
-    packer.Sent();
-    return Status::Ok();
+    return segments_.Send(std::move(message),
+                          [&](Message m) { return inner_->Send(std::move(m)); });
   }
   Result<Message> Receive(std::chrono::milliseconds timeout) override {
     auto m = inner_->Receive(timeout);
     if (!m.ok()) return m;
-    EEN_RETURN_IF_ERROR(shm::Unpack(*mappings_, m->frames));
+    EEN_RETURN_IF_ERROR(segments_.Unpack(m->frames));
     return m;
   }
 
  private:
   std::unique_ptr<Connection> inner_;
   std::string address_;
-  std::shared_ptr<shm::Blocks> blocks_;
-  std::shared_ptr<shm::Regions> regions_;
-  std::shared_ptr<shm::Mappings> mappings_;
+  Segments segments_;
 };
 
 }  // namespace
@@ -85,13 +89,13 @@ ShmDevice::~ShmDevice() = default;
 Result<std::unique_ptr<Listener>> ShmDevice::Listen(const std::string& address) {
   EEN_ASSIGN_OR_RETURN(Device * ipc, DeviceFor(IpcAddress(address)));
   EEN_ASSIGN_OR_RETURN(auto inner, ipc->Listen(IpcAddress(address)));
-  return std::unique_ptr<Listener>(new ShmListener(std::move(inner), address, blocks_, regions_, mappings_));
+  return std::unique_ptr<Listener>(new ShmListener(std::move(inner), address, {blocks_, regions_, mappings_}));
 }
 
 Result<std::unique_ptr<Connection>> ShmDevice::Connect(const std::string& address) {
   EEN_ASSIGN_OR_RETURN(Device * ipc, DeviceFor(IpcAddress(address)));
   EEN_ASSIGN_OR_RETURN(auto inner, ipc->Connect(IpcAddress(address)));
-  return std::unique_ptr<Connection>(new ShmConnection(std::move(inner), address, blocks_, regions_, mappings_));
+  return std::unique_ptr<Connection>(new ShmConnection(std::move(inner), address, {blocks_, regions_, mappings_}));
 }
 
 Result<MemoryRegion> ShmDevice::RegisterMemory(void* data, size_t size) {

@@ -41,7 +41,6 @@ class ShmDevice : public Device {
   Result<std::unique_ptr<Connection>> Connect(const std::string& address) override;
   Result<MemoryRegion> RegisterMemory(void* data, size_t size) override;
 
-
  private:
   std::shared_ptr<shm::Blocks> blocks_;      // this process's blocks, as a sender
   std::shared_ptr<shm::Regions> regions_;    // its registered shared memory

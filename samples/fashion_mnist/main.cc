@@ -49,6 +49,14 @@ double Evaluate(Net& net, const een::samples::LabelledImages& test) {
   return 100.0 * correct / n;
 }
 
+// The training loss of one batch: the images at `indices`.
+torch::Tensor BatchLoss(Net& net, const een::samples::LabelledImages& train,
+                        const std::vector<size_t>& indices) {
+  auto take = torch::tensor(std::vector<int64_t>(indices.begin(), indices.end()), torch::kLong);
+  return torch::nn::functional::cross_entropy(net.forward(train.images.index_select(0, take)),
+                                              train.labels.index_select(0, take));
+}
+
 // --local: the same training in this one process with torch's own optimizer
 // and no EEN at all: the reference for EEN's overhead per step.
 int RunLocal(const std::shared_ptr<Net>& net, const std::string& optimizer, double lr,
@@ -69,12 +77,8 @@ int RunLocal(const std::shared_ptr<Net>& net, const std::string& optimizer, doub
   for (int epoch = 0; epoch < epochs; ++epoch) {
     sampler.set_epoch(epoch);
     for (int64_t position = 0; position < n; position += batch, ++steps) {
-      std::vector<size_t> mine = sampler.Batch(position, 0, 1, batch);
-      auto take = torch::tensor(std::vector<int64_t>(mine.begin(), mine.end()), torch::kLong);
       opt->zero_grad();
-      auto loss = torch::nn::functional::cross_entropy(
-          net->forward(train.images.index_select(0, take)), train.labels.index_select(0, take));
-      loss.backward();
+      BatchLoss(*net, train, sampler.Batch(position, 0, 1, batch)).backward();
       opt->step();
     }
   }
@@ -145,14 +149,11 @@ int main(int argc, char** argv) {
           int64_t steps = 0;
           while (position < n) {
             const int live = dp.live_count();
-            std::vector<size_t> mine = sampler.Batch(position, dp.live_index(), live, batch);
-            auto take = torch::tensor(std::vector<int64_t>(mine.begin(), mine.end()), torch::kLong);
-            auto x = train.images.index_select(0, take);
-            auto y = train.labels.index_select(0, take);
-            auto loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+            const std::vector<size_t> mine = sampler.Batch(position, dp.live_index(), live, batch);
+            auto loss = BatchLoss(*net, train, mine);
             loss.backward();
             const double l = loss.item<double>();
-            dp.Step(l, x.size(0));
+            dp.Step(l, static_cast<int64_t>(mine.size()));
             position += int64_t{live} * batch;
             epoch_loss += l;
             ++steps;

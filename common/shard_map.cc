@@ -253,6 +253,49 @@ std::vector<uint32_t> ShardMap::ChunksHeldBy(uint32_t ps) const {
   return out;
 }
 
+const char* TensorKindName(TensorKind k) {
+  switch (k) {
+    case TensorKind::kParameter: return "parameter";
+    case TensorKind::kBufferBroadcast: return "buffer (broadcast)";
+    case TensorKind::kBufferAverage: return "buffer (averaged)";
+    case TensorKind::kFrozen: return "frozen parameter";
+  }
+  return "?";
+}
+
+Result<TensorInfo> TensorFromWire(wire::TensorSpec::Reader t) {
+  const auto kind = static_cast<uint16_t>(t.getKind());
+  if (kind > static_cast<uint16_t>(TensorKind::kFrozen)) {
+    return InvalidArgument("tensor '" + std::string(t.getName().cStr()) + "' has kind " +
+                           std::to_string(kind) + ", which no EEN version defines");
+  }
+  TensorInfo info{t.getName(), t.getNumel(), static_cast<TensorKind>(kind), {}};
+  for (int64_t d : t.getShape()) info.shape.push_back(d);
+  return info;
+}
+
+void TensorToWire(const TensorInfo& tensor, wire::TensorSpec::Builder b) {
+  b.setName(tensor.name);
+  b.setNumel(tensor.numel);
+  b.setKind(static_cast<wire::TensorKind>(tensor.kind));
+  auto shape = b.initShape(tensor.shape.size());
+  for (size_t i = 0; i < tensor.shape.size(); ++i) shape.set(i, tensor.shape[i]);
+}
+
+Result<std::vector<TensorInfo>> TensorsFromWire(capnp::List<wire::TensorSpec>::Reader list) {
+  std::vector<TensorInfo> tensors;
+  for (auto t : list) {
+    EEN_ASSIGN_OR_RETURN(TensorInfo info, TensorFromWire(t));
+    tensors.push_back(std::move(info));
+  }
+  return tensors;
+}
+
+void TensorsToWire(const std::vector<TensorInfo>& tensors,
+                   capnp::List<wire::TensorSpec>::Builder list) {
+  for (size_t i = 0; i < tensors.size(); ++i) TensorToWire(tensors[i], list[i]);
+}
+
 void ShardMap::IndexChunks() {
   first_chunk_.assign(tensors_.size() + 1, 0);
   for (const Chunk& c : chunks_) first_chunk_[c.tensor + 1]++;
@@ -262,7 +305,7 @@ void ShardMap::IndexChunks() {
 Result<ShardMap> ShardMap::FromWire(wire::ShardMap::Reader reader) {
   ShardMap map;
   map.epoch_ = reader.getEpoch();
-  for (auto t : reader.getTensors()) map.tensors_.push_back({t.getName(), t.getNumel()});
+  EEN_ASSIGN_OR_RETURN(map.tensors_, TensorsFromWire(reader.getTensors()));
   for (auto a : reader.getPsAddresses()) map.ps_addresses_.push_back(a);
   for (auto o : reader.getShardOwner()) {
     if (o >= map.ps_addresses_.size()) return InvalidArgument("shard map: owner out of range");
@@ -311,11 +354,7 @@ Result<ShardMap> ShardMap::FromWire(wire::ShardMap::Reader reader) {
 
 void ShardMap::ToWire(wire::ShardMap::Builder b) const {
   b.setEpoch(epoch_);
-  auto ts = b.initTensors(tensors_.size());
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    ts[i].setName(tensors_[i].name);
-    ts[i].setNumel(tensors_[i].numel);
-  }
+  TensorsToWire(tensors_, b.initTensors(tensors_.size()));
   auto cs = b.initChunks(chunks_.size());
   for (size_t i = 0; i < chunks_.size(); ++i) {
     cs[i].setTensor(chunks_[i].tensor);

@@ -24,10 +24,33 @@
 
 namespace een {
 
+// How the PS treat a tensor (schema's TensorKind, same values).
+enum class TensorKind : uint8_t {
+  kParameter = 0,        // gradients in, the optimizer applied
+  kBufferBroadcast = 1,  // values in every step; the lowest live rank's are kept
+  kBufferAverage = 2,    // values in every step; their mean is kept
+  kFrozen = 3,           // rank 0's initial values, never pushed again
+};
+inline bool IsBuffer(TensorKind k) {
+  return k == TensorKind::kBufferBroadcast || k == TensorKind::kBufferAverage;
+}
+// Pushed and pulled every step (parameters and buffers; not frozen ones).
+inline bool IsTrained(TensorKind k) { return k != TensorKind::kFrozen; }
+const char* TensorKindName(TensorKind k);
+
 struct TensorInfo {
   std::string name;
   uint64_t numel = 0;
+  TensorKind kind = TensorKind::kParameter;
+  std::vector<int64_t> shape;  // for messages only; may be empty
 };
+// Reads and checks one TensorSpec (a kind the schema does not define is an error).
+Result<TensorInfo> TensorFromWire(wire::TensorSpec::Reader reader);
+void TensorToWire(const TensorInfo& tensor, wire::TensorSpec::Builder builder);
+Result<std::vector<TensorInfo>> TensorsFromWire(capnp::List<wire::TensorSpec>::Reader list);
+void TensorsToWire(const std::vector<TensorInfo>& tensors,
+                   capnp::List<wire::TensorSpec>::Builder list);
+
 
 struct Chunk {
   uint32_t tensor = 0;
@@ -62,6 +85,7 @@ class ShardMap {
   const std::vector<Chunk>& chunks() const { return chunks_; }
   const std::vector<std::string>& ps_addresses() const { return ps_addresses_; }
   uint32_t OwnerOfChunk(uint32_t chunk) const { return shard_owner_[chunks_[chunk].shard]; }
+  TensorKind KindOfChunk(uint32_t chunk) const { return tensors_[chunks_[chunk].tensor].kind; }
   // kNoPs when the chunk has no backup.
   uint32_t BackupOfChunk(uint32_t chunk) const {
     return shard_backup_.empty() ? kNoPs : shard_backup_[chunks_[chunk].shard];

@@ -4,19 +4,50 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/transport/shm/shm_device.h"
 
 namespace een {
 
+namespace {
+
+// fds[0]: the launcher's end (a pty master), fds[1]: the child's (its slave, raw).
+Status OpenTerminal(int fds[2]) {
+  const int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0) return Internal(std::string("posix_openpt: ") + std::strerror(errno));
+  const char* name = grantpt(master) == 0 && unlockpt(master) == 0 ? ptsname(master) : nullptr;
+  const int slave = name ? open(name, O_RDWR | O_NOCTTY | O_CLOEXEC) : -1;
+  if (slave < 0) {
+    const std::string why = std::strerror(errno);
+    close(master);
+    return Internal("opening a pseudo-terminal: " + why);
+  }
+  termios raw{};
+  if (tcgetattr(slave, &raw) == 0) {
+    cfmakeraw(&raw);  // no echo, no line editing, "\n" stays "\n"
+    tcsetattr(slave, TCSANOW, &raw);
+  }
+  fds[0] = master;
+  fds[1] = slave;
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ChildProcess::Start() {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return Internal(std::string("pipe: ") + std::strerror(errno));
+  if (terminal_) {
+    EEN_RETURN_IF_ERROR(OpenTerminal(fds));
+  } else if (pipe2(fds, O_CLOEXEC) != 0) {
+    return Internal(std::string("pipe: ") + std::strerror(errno));
+  }
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
@@ -37,6 +68,10 @@ Status ChildProcess::Start() {
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     for (int fd : keep_fds_) fcntl(fd, F_SETFD, 0);  // inherited on purpose
     for (const auto& [k, v] : env_) setenv(k.c_str(), v.c_str(), 1);
+    if (terminal_) {
+      setenv("TERM", "dumb", 1);
+      unsetenv("COLORTERM");
+    }
     std::vector<char*> args;
     for (const std::string& a : argv_) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -62,18 +97,23 @@ bool ChildProcess::Drain(bool flush_partial) {
       partial_.append(buf, n);
       continue;
     }
-    if (n == 0) open = false;
+    // A pty master reads EIO once every slave descriptor is closed: the end.
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) open = false;
     break;  // EAGAIN: nothing more now
   }
   size_t start = 0, nl;
   std::string out;
+  auto take = [&](const std::string& line) {  // without its "\n"
+    out += "[" + label_ + "] " + line + "\n";
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last_line_ = line;
+  };
   while ((nl = partial_.find('\n', start)) != std::string::npos) {
-    out += "[" + label_ + "] " + partial_.substr(start, nl - start + 1);
+    take(partial_.substr(start, nl - start));
     start = nl + 1;
   }
   partial_.erase(0, start);
   if ((!open || flush_partial) && !partial_.empty()) {
-    out += "[" + label_ + "] " + partial_ + "\n";
+    take(partial_);
     partial_.clear();
   }
   if (!out.empty()) {

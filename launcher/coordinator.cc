@@ -1,6 +1,10 @@
 #include "launcher/coordinator.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdio>
+#include <fstream>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +14,7 @@
 #include "common/optimizer_wire.h"
 #include "common/wire.h"
 #include "launcher/coordinator_internal.h"
+#include "launcher/model_check.h"
 
 namespace een {
 
@@ -63,17 +68,26 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
     auto envelope = listener_->Receive(milliseconds(20));
     if (envelope.ok()) Handle(*envelope);
     if (state_ == wire::JobState::STARTING && MillisSince(created_) > options_.job.startup_timeout.count()) {
-      std::string missing;
+      MaybeRefuseMismatchedModels();  // the better verdict, if models disagree
+    }
+    if (state_ == wire::JobState::STARTING && MillisSince(created_) > options_.job.startup_timeout.count()) {
+      std::string missing;  // "ps 1 and worker 0, 2 and 3"
       for (auto* nodes : {&ps_, &workers_}) {
+        std::vector<std::string> ranks;
         for (size_t r = 0; r < nodes->size(); ++r) {
-          if (!(*nodes)[r].registered) {
-            missing += fmt::format("{}{} {}", missing.empty() ? "" : ", ",
-                                   nodes == &ps_ ? "ps" : "worker", r);
-          }
+          if (!(*nodes)[r].registered) ranks.push_back(std::to_string(r));
         }
+        if (ranks.empty()) continue;
+        std::string list = ranks.back();
+        if (ranks.size() > 1) {
+          ranks.pop_back();
+          list = fmt::format("{} and {}", fmt::join(ranks, ", "), list);
+        }
+        missing += fmt::format("{}{} {}", missing.empty() ? "" : " and ",
+                               nodes == &ps_ ? "ps" : "worker", list);
       }
-      Abort(fmt::format("job did not start within {} ms: still missing {}",
-                        options_.job.startup_timeout.count(), missing));
+      RefuseJob(fmt::format("job did not start within {} ms (--startup-timeout): {} never "
+                            "registered", options_.job.startup_timeout.count(), missing));
     }
     if (membership_restart_needed_ && !membership_pending_) {
       bool reachable = true;
@@ -127,6 +141,7 @@ void Coordinator::Handle(const transport::Envelope& envelope) {
     NoteControlRoute(envelope.from, h);
     switch (h.which()) {
       case wire::Header::HELLO: return Status::Ok();
+      case wire::Header::WORKER_EXITED: return HandleWorkerExited(h.getWorkerExited());
       case wire::Header::ROLLED_BACK: return HandleRolledBack(envelope.from, h.getRolledBack());
       case wire::Header::MAP_REQUEST: {
         Node* n = NodeByControl(envelope.from);
@@ -142,7 +157,7 @@ void Coordinator::Handle(const transport::Envelope& envelope) {
       case wire::Header::SNAPSHOT_REQUEST: return HandleSnapshotRequest(envelope.from);
       case wire::Header::HEARTBEAT: return HandleHeartbeat(envelope.from, h.getHeartbeat());
       case wire::Header::BARRIER: return HandleBarrier(envelope.from, h.getBarrier().getSequence());
-      case wire::Header::DONE: return HandleDone(envelope.from);
+      case wire::Header::DONE: return HandleDone(envelope.from, h.getDone());
       case wire::Header::LEAVE: HandleLeave(envelope.from); return Status::Ok();
       case wire::Header::MEMBERSHIP_PREPARED:
         return HandleMembershipPrepared(envelope.from, h.getMembershipPrepared());
@@ -192,6 +207,7 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
     return ReplacePs(reg.getRank(), {peer, reg.getHost(), reg.getPid(), reg.getDataAddress()},
                      Describe(ps_[reg.getRank()]) + " was replaced by a new process");
   }
+  if (state_ == wire::JobState::ABORTED) return FailedPrecondition("job aborted: " + abort_reason_);
   if (state_ != wire::JobState::STARTING) {
     return FailedPrecondition("the job has already started (or ended); only a replacement for "
                               "a lost process of the running job can join it");
@@ -229,22 +245,28 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
     if (n.data_address.empty()) return InvalidArgument("a PS must give its data address");
     for (uint64_t step : reg.getSnapshotSteps()) n.snapshot_steps.push_back(step);
   } else {
-    std::vector<TensorInfo> model;
-    for (auto t : reg.getTensors()) model.push_back({t.getName(), t.getNumel()});
+    EEN_ASSIGN_OR_RETURN(std::vector<TensorInfo> model, TensorsFromWire(reg.getTensors()));
     if (model.empty()) return InvalidArgument("worker registered no parameters");
     EEN_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerFromWire(reg.getOptimizer()));
+    offered_models_[rank] = {peer, model};
     if (model_.empty()) {
       model_ = model;
       optimizer_ = opt;
-    } else if (Status same = CheckSameModel(rank, model); !same.ok()) {
-      // Workers must train one model: the job cannot start at all.
-      RefuseJob(same.message() + "; every worker must build the same model");
-      return same;
+    } else if (!CheckSameModel(rank, model).ok()) {
+      // Workers must train one model: the job cannot start. Not registered
+      // (it asks again each second); the verdict comes once every worker
+      // has said what it builds, naming who disagrees with whom.
+      MaybeRefuseMismatchedModels();
+      return Status::Ok();
     }
     if (rank == 0) optimizer_ = opt;  // rank 0's settings define the job
   }
   nodes[rank] = n;
   spdlog::info("registered {}", Describe(n));
+  if (role == wire::Role::WORKER) {
+    MaybeRefuseMismatchedModels();  // this one agrees, but one before it may not
+    if (state_ != wire::JobState::STARTING) return Status::Ok();
+  }
   for (auto* all : {&ps_, &workers_}) {
     for (const Node& x : *all) {
       if (!x.registered) return Status::Ok();
@@ -254,18 +276,22 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
 }
 
 Status Coordinator::CheckSameModel(int rank, const std::vector<TensorInfo>& model) {
-  if (model.size() != model_.size()) {
-    return InvalidArgument(fmt::format("worker {} has {} parameter tensors, others have {}", rank,
-                                       model.size(), model_.size()));
+  const std::string mismatch = DescribeModelMismatch(
+      {{"the running job", model_}, {fmt::format("worker {}", rank), model}});
+  return mismatch.empty() ? Status::Ok() : InvalidArgument(mismatch);
+}
+
+void Coordinator::MaybeRefuseMismatchedModels() {
+  std::map<std::string, std::vector<TensorInfo>> models;
+  for (const auto& [rank, offer] : offered_models_) {
+    models[fmt::format("worker {}", rank)] = offer.model;
   }
-  for (size_t i = 0; i < model.size(); ++i) {
-    if (model[i].name != model_[i].name || model[i].numel != model_[i].numel) {
-      return InvalidArgument(fmt::format(
-          "worker {}'s tensor {} is '{}' with {} elements, other workers have '{}' with {}", rank,
-          i, model[i].name, model[i].numel, model_[i].name, model_[i].numel));
-    }
-  }
-  return Status::Ok();
+  const std::string mismatch = DescribeModelMismatch(models);
+  if (mismatch.empty()) return;
+  // Wait for every worker's model (each refusal would blame the latest), unless time is up.
+  const bool timed_out = MillisSince(created_) > options_.job.startup_timeout.count();
+  if (offered_models_.size() < workers_.size() && !timed_out) return;
+  RefuseJob(mismatch + "; every worker must build the same model");
 }
 
 Result<ShardMap> Coordinator::CurrentMap() const {
@@ -470,17 +496,51 @@ void Coordinator::ReleaseBarriers() {
   }
 }
 
-Status Coordinator::HandleDone(const transport::PeerId& peer) {
+Status Coordinator::HandleDone(const transport::PeerId& peer, uint64_t steps) {
   Node* n = NodeByControl(peer);
   if (!n || n->role != wire::Role::WORKER) return InvalidArgument("done from a non-worker");
-  n->done = true;
-  spdlog::info("worker {} finished at step {}", n->rank, n->step);
-  ReleaseBarriers();
+  n->step = std::max(n->step, steps);  // newer than its last heartbeat
+  if (!n->done) WorkerFinished(*n, fmt::format("finished at step {}", n->step));  // else a repeat: our answer was lost
   capnp::MallocMessageBuilder b;
   b.initRoot<wire::Header>().setDoneReply();
-  EEN_RETURN_IF_ERROR(listener_->Send(peer, Message{{wire::Encode(b)}}));
+  return listener_->Send(peer, Message{{wire::Encode(b)}});
+}
+
+void Coordinator::WorkerFinished(Node& n, const std::string& how) {
+  n.done = true;
+  const std::vector<int> still = LiveWorkerRanks();
+  if (state_ == wire::JobState::RUNNING && !still.empty() && !n.lost) {
+    // Uneven data (DDP's join()): the others go on without it from the next step.
+    spdlog::info("worker {} {}; the {} other worker(s) go on without it (no step waits for it "
+                 "any more)", n.rank, how, still.size());
+    if (!membership_pending_) StartMembershipChange();
+  } else {
+    spdlog::info("worker {} {}", n.rank, how);
+  }
+  ReleaseBarriers();
   MaybeFinish();
   SaveState();
+}
+
+Status Coordinator::HandleWorkerExited(wire::WorkerExit::Reader exit) {
+  const int rank = exit.getRank();
+  if (rank < 0 || rank >= static_cast<int>(workers_.size())) {
+    return InvalidArgument(fmt::format("exit of worker rank {} (job has {})", rank, workers_.size()));
+  }
+  if (exit.getStatus() != 0) return Status::Ok();  // heartbeats tell a lost worker
+  Node& w = workers_[rank];
+  const bool same = w.registered && w.pid == exit.getPid();
+  if (state_ == wire::JobState::STARTING && !same) {
+    RefuseJob(fmt::format(
+        "worker {} (pid {}) exited with status 0 without joining the job: the program never "
+        "created een::DataParallel (een-launch runs PROGRAM once per worker; it must be an EEN "
+        "training program)", rank, exit.getPid()));
+    return Status::Ok();
+  }
+  if (state_ == wire::JobState::RUNNING && same && !w.done && !w.lost) {
+    WorkerFinished(w, fmt::format("exited (status 0) without Finish() (its last heartbeat was at "
+                                  "step {})", w.step));
+  }
   return Status::Ok();
 }
 
@@ -537,14 +597,17 @@ void Coordinator::CheckLiveness() {
 }
 
 void Coordinator::RefuseJob(const std::string& reason) {
+  Abort(reason);  // first: the verdict is written before anyone hears of it
+  const Message refusal =
+      wire::MakeError(wire::ErrorCode::FAILED_PRECONDITION, "the job cannot start: " + reason);
   for (auto* nodes : {&ps_, &workers_}) {
     for (const Node& n : *nodes) {
-      if (!n.registered) continue;
-      (void)listener_->Send(n.control, wire::MakeError(wire::ErrorCode::FAILED_PRECONDITION,
-                                                       "the job cannot start: " + reason));
+      if (n.registered) (void)listener_->Send(n.control, refusal);
     }
   }
-  Abort(reason);
+  for (const auto& [rank, offer] : offered_models_) {  // workers whose model disagreed
+    if (!workers_[rank].registered) (void)listener_->Send(offer.control, refusal);
+  }
 }
 
 void Coordinator::Abort(const std::string& reason) {
@@ -553,13 +616,23 @@ void Coordinator::Abort(const std::string& reason) {
   state_ = wire::JobState::ABORTED;
   abort_reason_ = reason;
   aborted_at_ = Clock::now();
+  if (!options_.verdict_path.empty()) {  // for een-launch's last line: the real cause
+    const std::string tmp = options_.verdict_path + ".tmp";
+    std::ofstream out(tmp, std::ios::trunc);
+    out << reason;
+    out.close();
+    if (!out || std::rename(tmp.c_str(), options_.verdict_path.c_str()) != 0) {
+      spdlog::warn("could not write the verdict to {}", options_.verdict_path);
+    }
+  }
 }
 
 void Coordinator::ReportProgress() {
   const double seconds = MillisSince(last_progress_) / 1000.0;
   uint64_t samples = 0;
   for (const Node& w : workers_) samples += w.samples;
-  const Node& lead = workers_[0];
+  const std::vector<int> live = LiveWorkerRanks();  // rank 0 may have finished early
+  const Node& lead = workers_[live.empty() ? 0 : live.front()];
   const double rate = seconds > 0 ? (samples - last_progress_samples_) / seconds : 0;
   spdlog::info("progress: step {} | loss {:.4f} | {:.0f} samples/s | sync {:.2f} ms", lead.step,
                lead.loss, rate, lead.sync_micros / 1000.0);

@@ -49,6 +49,7 @@ struct CoordinatorOptions {
   std::string state_path;  // RocksDB for the coordinator's own state ("": keep none)
   bool restore = false;    // restart: take the job up from state_path
   std::string snapshot_dir;  // with snapshots: where the membership history goes too
+  std::string verdict_path;  // "": none; else the reason the job was aborted is written there
 };
 
 class Coordinator {
@@ -94,7 +95,12 @@ class Coordinator {
   Status HandleRegister(const transport::PeerId& peer, wire::Register::Reader reg);
   Status HandleHeartbeat(const transport::PeerId& peer, wire::Heartbeat::Reader hb);
   Status HandleBarrier(const transport::PeerId& peer, uint64_t sequence);
-  Status HandleDone(const transport::PeerId& peer);
+  Status HandleDone(const transport::PeerId& peer, uint64_t steps);
+  // A worker done with its data (Finish(), or its process exited 0): with
+  // others still training, they go on without it (a membership change).
+  // `how`: "finished at step 12", for the log.
+  void WorkerFinished(Node& worker, const std::string& how);
+  Status HandleWorkerExited(wire::WorkerExit::Reader exit);
   void HandleLeave(const transport::PeerId& peer);
   Status StartJob();
   // Resuming: the newest step whose snapshot every PS holds intact.
@@ -147,6 +153,10 @@ class Coordinator {
   // one: it joins at the step the PS agree on (a membership change).
   Status AcceptReplacementWorker(const transport::PeerId& peer, wire::Register::Reader reg);
   Status CheckSameModel(int rank, const std::vector<TensorInfo>& model);
+  // Before the start: when workers' models disagree and every worker has
+  // offered its model (or the start-up time is up), refuses the job naming
+  // the first tensor they disagree on and who has what.
+  void MaybeRefuseMismatchedModels();
   // Agreeing, with every PS, the step from which the live workers re-shard
   // (a membership round: PS hold answers beyond their newest version until
   // the commit). A round also serves pending on-demand snapshot requests:
@@ -192,6 +202,11 @@ class Coordinator {
   std::vector<transport::PeerId> map_requests_;  // workers waiting for the new map
   std::vector<Node> ps_, workers_;
   std::vector<TensorInfo> model_;
+  struct OfferedModel {  // a worker's model, registered or not (it may disagree)
+    transport::PeerId control;
+    std::vector<TensorInfo> model;
+  };
+  std::map<int, OfferedModel> offered_models_;  // by worker rank, before the start
   OptimizerConfig optimizer_;
   wire::JobState state_ = wire::JobState::STARTING;
   std::string abort_reason_;

@@ -20,8 +20,7 @@ Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
     return InvalidArgument(fmt::format("worker rank {} is out of range (job has {}; a new worker "
                                        "takes rank {})", rank, workers_.size(), workers_.size()));
   }
-  std::vector<TensorInfo> model;
-  for (auto t : reg.getTensors()) model.push_back({t.getName(), t.getNumel()});
+  EEN_ASSIGN_OR_RETURN(std::vector<TensorInfo> model, TensorsFromWire(reg.getTensors()));
   EEN_RETURN_IF_ERROR(CheckSameModel(rank, model));
   const bool grows = rank == static_cast<int>(workers_.size());
   if (grows) {  // a new worker: the job grows
@@ -72,7 +71,9 @@ void Coordinator::WorkerLost(Node& w, const std::string& what) {
   w.lost = true;
   const std::vector<int> live = LiveWorkerRanks();
   const int restarts_left = options_.job.max_restarts - worker_replacements_;
-  if (static_cast<int>(live.size()) < options_.job.MinWorkers() && restarts_left <= 0) {
+  int finished = 0;  // done with their data: they count toward --min-workers
+  for (const Node& x : workers_) finished += x.done && !x.lost;
+  if (static_cast<int>(live.size()) + finished < options_.job.MinWorkers() && restarts_left <= 0) {
     Abort(fmt::format("{}; only {} worker(s) left, fewer than the {} the job needs "
                       "(--min-workers); ending the job",
                       what, live.size(), options_.job.MinWorkers()));
@@ -180,7 +181,7 @@ Status Coordinator::HandleSnapshotRequest(const transport::PeerId& peer) {
 std::vector<int> Coordinator::LiveWorkerRanks() const {
   std::vector<int> live;
   for (const Node& w : workers_) {
-    if (!w.lost) live.push_back(w.rank);
+    if (!w.lost && !w.done) live.push_back(w.rank);
   }
   return live;
 }

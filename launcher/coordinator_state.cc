@@ -18,11 +18,7 @@ void Coordinator::SaveState() {
   capnp::MallocMessageBuilder b;
   auto st = b.initRoot<wire::CoordinatorState>();
   st.setState(state_);
-  auto tensors = st.initTensors(model_.size());
-  for (size_t i = 0; i < model_.size(); ++i) {
-    tensors[i].setName(model_[i].name);
-    tensors[i].setNumel(model_[i].numel);
-  }
+  TensorsToWire(model_, st.initTensors(model_.size()));
   OptimizerToWire(optimizer_, st.initOptimizer());
   auto nodes = st.initNodes(ps_.size() + workers_.size());
   size_t i = 0;
@@ -82,7 +78,7 @@ Status Coordinator::RestoreState() {
       return FailedPrecondition("the saved job had ended; nothing to take up");
     }
     state_ = st.getState();
-    for (auto t : st.getTensors()) model_.push_back({t.getName(), t.getNumel()});
+    EEN_ASSIGN_OR_RETURN(model_, TensorsFromWire(st.getTensors()));
     EEN_ASSIGN_OR_RETURN(optimizer_, OptimizerFromWire(st.getOptimizer()));
     for (auto r : st.getNodes()) {
       std::vector<Node>& nodes = NodesOf(r.getRole());

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdio>
 #include <filesystem>
+#include <tuple>
 
 #include "common/job_config.h"
 #include "launcher/local_job.h"
@@ -47,14 +48,12 @@ int main(int argc, char** argv) {
   std::string config_path, threshold, heartbeat, startup, progress, transport, host;
   std::string backend = "local";
   int ps = 0, workers = 0;
-  auto* ps_opt = app.add_option("--ps", ps, "number of parameter-server processes")
-                     ->check(CLI::PositiveNumber);
-  auto* workers_opt = app.add_option("--workers", workers, "number of worker processes")
-                          ->check(CLI::PositiveNumber);
+  // Counts are checked after parsing, so each error says "--ps must be at least 1".
+  auto* ps_opt = app.add_option("--ps", ps, "number of parameter-server processes (>= 1)");
+  auto* workers_opt = app.add_option("--workers", workers, "number of worker processes (>= 1)");
   int min_workers = 0;
   auto* min_opt = app.add_option("--min-workers", min_workers,
-                                 "go on without lost workers while this many live (default: all)")
-                      ->check(CLI::PositiveNumber);
+                                 "go on without lost workers while this many live (default: all)");
   app.add_option("--config", config_path, "job spec (YAML); flags override its fields")
       ->check(CLI::ExistingFile);
   app.add_option("--failover-threshold", threshold,
@@ -72,16 +71,13 @@ int main(int argc, char** argv) {
   int max_restarts = 0;
   auto* restarts_opt = app.add_option("--max-restarts", max_restarts,
                                       "replacements to start for lost workers; each joins the "
-                                      "running job at the next agreed step (default 0)")
-                           ->check(CLI::NonNegativeNumber);
+                                      "running job at the next agreed step (default 0)");
   int spare_ps = 0;
   auto* spare_opt = app.add_option("--spare-ps", spare_ps,
                                    "standby PS processes that take over a lost PS first "
-                                   "(needs --replicas 2 or --snapshot-every)")
-                        ->check(CLI::NonNegativeNumber);
+                                   "(needs --replicas 2 or --snapshot-every)");
   int replicas = 0;
-  auto* replicas_opt = app.add_option("--replicas", replicas, "copies of each shard: 1 (a lost PS rolls back to a snapshot) or 2 (its backups take over)")
-                           ->check(CLI::PositiveNumber);
+  auto* replicas_opt = app.add_option("--replicas", replicas, "copies of each shard: 1 (a lost PS rolls back to a snapshot) or 2 (its backups take over)");
   uint64_t snapshot_every = 0;
   std::string snapshot_dir, resume_dir;
   auto* every_opt = app.add_option("--snapshot-every", snapshot_every,
@@ -96,6 +92,16 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
 
+  using Count = std::tuple<CLI::Option*, int, int>;  // option, value, least allowed
+  for (const auto& [opt, value, least] : std::initializer_list<Count>{
+           {ps_opt, ps, 1}, {workers_opt, workers, 1}, {min_opt, min_workers, 1},
+           {replicas_opt, replicas, 1}, {restarts_opt, max_restarts, 0},
+           {spare_opt, spare_ps, 0}}) {
+    if (*opt && value < least) {
+      return Usage(opt->get_name() + " must be at least " + std::to_string(least) + " (got " +
+                   std::to_string(value) + ")");
+    }
+  }
   een::JobConfig config;
   if (!config_path.empty()) {
     if (een::Status s = config.LoadYaml(config_path); !s.ok()) return Usage(s.message());

@@ -10,7 +10,10 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
+
+#include "common/wire.h"
 
 namespace een {
 namespace {
@@ -79,6 +82,7 @@ Status LocalJob::StartCoordinator(bool restore) {
       "--shards-per-ps", std::to_string(config_.sharding.shards_per_ps),
       "--listen", restore ? coordinator_address_ : "tcp://" + config_.host + ":0",
       "--state-dir", run_dir_ + "/coordinator-state",
+      "--verdict-file", VerdictPath(),
       "--ready-fd", std::to_string(ready[1])};
   if (config_.resume) argv.push_back("--resume");
   if (config_.snapshot_every > 0 || config_.resume) {
@@ -127,6 +131,13 @@ ChildProcess LocalJob::PsProcess(int rank) const {
                       RoleEnvironment("ps", rank));
 }
 
+ChildProcess LocalJob::WorkerProcess(int rank) const {
+  // The user's program: on a pseudo-terminal, so its lines show up as written.
+  ChildProcess worker("worker " + std::to_string(rank), command_, RoleEnvironment("worker", rank));
+  worker.UseTerminal();
+  return worker;
+}
+
 ChildProcess LocalJob::SpareProcess() {
   auto env = RoleEnvironment("ps", config_.ps + spares_started_);  // a placeholder rank
   env["EEN_SPARE"] = "1";
@@ -139,7 +150,7 @@ Status LocalJob::StartRoles() {
     EEN_RETURN_IF_ERROR(children_.back().Start());
   }
   for (int r = 0; r < config_.workers; ++r) {
-    children_.emplace_back("worker " + std::to_string(r), command_, RoleEnvironment("worker", r));
+    children_.push_back(WorkerProcess(r));
     EEN_RETURN_IF_ERROR(children_.back().Start());
   }
   for (int k = 0; k < config_.spare_ps; ++k) {
@@ -205,6 +216,32 @@ void LocalJob::StopAll() {
   }
 }
 
+std::string LocalJob::VerdictPath() const { return run_dir_ + "/verdict"; }
+
+std::string LocalJob::CoordinatorVerdict() const {
+  std::ifstream in(VerdictPath());
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void LocalJob::TellCoordinatorWorkerExited(int rank, const ChildProcess& worker) {
+  if (!coordinator_) {
+    auto device = transport::DeviceFor(coordinator_address_);
+    if (!device.ok()) return;
+    auto connection = (*device)->Connect(coordinator_address_);
+    if (!connection.ok()) return;
+    coordinator_ = std::move(connection).value();
+  }
+  capnp::MallocMessageBuilder b;
+  auto exit = b.initRoot<wire::Header>().initWorkerExited();
+  exit.setRank(rank);
+  exit.setPid(worker.pid());
+  exit.setStatus(worker.succeeded() ? 0 : 1);
+  if (Status s = coordinator_->Send(transport::Message{{wire::Encode(b)}}); !s.ok()) {
+    Say("could not tell the coordinator that worker " + std::to_string(rank) + " exited: " +
+        s.message());
+  }
+}
+
 int LocalJob::Fail(const std::string& reason) {
   Say("job failed: " + reason + "; stopping every process");
   StopAll();
@@ -258,12 +295,20 @@ int LocalJob::Run() {
         const ChildProcess& c = children_[i];
         if (!c.exited() || reported[i]) continue;
         reported[i] = true;
-        // A clean exit is never a failure by itself: a coordinator or PS
-        // that ends early leaves workers that fail loudly on their own.
-        if (c.succeeded()) continue;
-        const std::string what =
-            c.label() + " (pid " + std::to_string(c.pid()) + ") " + c.ExitDescription();
         const bool is_worker = i >= first_worker && i < first_worker + config_.workers;
+        // A clean exit is never a failure by itself: a coordinator or PS
+        // that ends early leaves workers that fail loudly on their own. A
+        // worker's is told to the coordinator: one that never joined ends
+        // the job, one that did leaves it like a finished one.
+        if (c.succeeded()) {
+          if (is_worker) TellCoordinatorWorkerExited(static_cast<int>(i - first_worker), c);
+          continue;
+        }
+        std::string what =
+            c.label() + " (pid " + std::to_string(c.pid()) + ") " + c.ExitDescription();
+        if (is_worker && !c.killed_by_signal() && !c.last_line().empty()) {
+          what += "; its last line: " + c.last_line();
+        }
         const bool is_ps = i >= 1 && !is_worker;  // a PS or a spare
         const bool recoverable = config_.replicas >= 2 || config_.snapshot_every > 0;
         if (is_ps && c.killed_by_signal() && recoverable && ps_restarts_ < 3 && !workers_done) {
@@ -287,8 +332,7 @@ int LocalJob::Run() {
           const int rank = static_cast<int>(i - first_worker);
           Say(what + "; starting a replacement that joins the running job (worker restart " +
               std::to_string(worker_restarts_) + " of " + std::to_string(config_.max_restarts) + ")");
-          children_[i] = ChildProcess("worker " + std::to_string(rank), command_,
-                                      RoleEnvironment("worker", rank));
+          children_[i] = WorkerProcess(rank);
           if (Status s = children_[i].Start(); !s.ok()) return Fail("restarting " + what + ": " + s.message());
           reported[i] = false;
           continue;
@@ -299,8 +343,11 @@ int LocalJob::Run() {
               " workers (--min-workers " + std::to_string(config_.MinWorkers()) + ")");
           continue;
         }
-        failure = what;
-        Say(failure);
+        Say(what);
+        // The coordinator ended the job first (a bad model, a lost PS, ...):
+        // this process only stopped because of it, and the verdict names the cause.
+        const std::string verdict = CoordinatorVerdict();
+        failure = verdict.empty() ? what : verdict;
         failure_at = Clock::now();
         break;
       }

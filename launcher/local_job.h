@@ -20,10 +20,12 @@
 // No child outlives Run(). Thread safety: call Run() once, from main.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/job_config.h"
+#include "common/transport/device.h"
 #include "launcher/child_process.h"
 
 namespace een {
@@ -43,11 +45,16 @@ class LocalJob {
   Status StartRoles();
   ChildProcess PsProcess(int rank) const;  // not started yet
   ChildProcess SpareProcess();             // a standby PS, not started yet
+  ChildProcess WorkerProcess(int rank) const;  // the user's program, not started yet
   std::map<std::string, std::string> RoleEnvironment(const std::string& role, int rank) const;
   void PumpOutput(int timeout_ms);
   void ReapChildren();
   void StopAll();
   int Fail(const std::string& reason);
+  // Where the coordinator writes why it aborted the job, and what it wrote ("": nothing).
+  std::string VerdictPath() const;
+  std::string CoordinatorVerdict() const;
+  void TellCoordinatorWorkerExited(int rank, const ChildProcess& worker);
 
   JobConfig config_;
   std::vector<std::string> command_;
@@ -59,6 +66,7 @@ class LocalJob {
   int ps_restarts_ = 0;
   int worker_restarts_ = 0;
   int spares_started_ = 0;
+  std::unique_ptr<transport::Connection> coordinator_;  // opened at the first worker exit
 };
 
 }  // namespace een

@@ -19,10 +19,24 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Create(const ShardMap& map, uint
   return store;
 }
 
+namespace {
+// A frozen chunk's contribution: no bytes, but present (a null data() means "not in").
+const std::byte kNoChange{0};
+}  // namespace
+
+size_t ChunkStore::ContributionBytes(uint32_t chunk, WireType type) const {
+  const TensorKind kind = Kind(chunk);
+  if (kind == TensorKind::kFrozen) return 0;
+  return size_t{Numel(chunk)} * (IsBuffer(kind) ? sizeof(float) : WireBytes(type));
+}
+
 Status ChunkStore::AddSlots(const std::vector<uint32_t>& chunks, uint32_t ps) {
-  const int slots_per_chunk = 1 + (optimizer_ ? optimizer_->state_slots() : 0);
+  // Only parameters have optimizer state.
+  auto slots_per_chunk = [&](uint32_t c) {
+    return 1 + (optimizer_ && Kind(c) == TensorKind::kParameter ? optimizer_->state_slots() : 0);
+  };
   size_t bytes = 0;
-  for (uint32_t c : chunks) bytes += slots_per_chunk * Arena::BytesFor(map_.chunks()[c].numel);
+  for (uint32_t c : chunks) bytes += slots_per_chunk(c) * Arena::BytesFor(map_.chunks()[c].numel);
   EEN_ASSIGN_OR_RETURN(Arena block, Arena::Create(bytes, shared_arenas_));
   auto arena = std::make_shared<Arena>(std::move(block));
   arenas_.push_back(arena);
@@ -30,10 +44,11 @@ Status ChunkStore::AddSlots(const std::vector<uint32_t>& chunks, uint32_t ps) {
     const uint32_t n = map_.chunks()[c].numel;
     Slot s;
     s.primary = map_.OwnerOfChunk(c) == ps;
+    s.kind = Kind(c);
     s.arena = arena;
     s.values = arena->Allocate(n);
-    for (int k = 1; k < slots_per_chunk; ++k) s.state.push_back(arena->Allocate(n));
-    if (optimizer_) optimizer_->InitState(s.state.data(), n);
+    for (int k = 1; k < slots_per_chunk(c); ++k) s.state.push_back(arena->Allocate(n));
+    if (!s.state.empty()) optimizer_->InitState(s.state.data(), n);
     s.contributions.resize(num_workers_);
     s.contribution_types.resize(num_workers_, WireType::kF32);
     slot_of_[c] = static_cast<int32_t>(slots_.size());
@@ -95,7 +110,7 @@ Result<bool> ChunkStore::ApplyReplica(uint32_t chunk, uint64_t step, const trans
   if (!BacksUp(chunk)) return InvalidArgument("chunk " + std::to_string(chunk) + " is not backed up here");
   Slot& s = slots_[slot_of_[chunk]];
   const uint32_t n = Numel(chunk);
-  if (mean.size() != size_t{n} * sizeof(float)) {
+  if (mean.size() != ContributionBytes(chunk, WireType::kF32)) {
     return InvalidArgument("replicated mean of chunk " + std::to_string(chunk) + " has " +
                            std::to_string(mean.size()) + " bytes");
   }
@@ -107,7 +122,12 @@ Result<bool> ChunkStore::ApplyReplica(uint32_t chunk, uint64_t step, const trans
                               std::to_string(s.version));
   }
   const float* m = reinterpret_cast<const float*>(mean.data());
-  if (optimizer_) {
+  if (s.kind == TensorKind::kFrozen) {
+    // nothing changes but the version
+  } else if (IsBuffer(s.kind)) {
+    std::memcpy(s.values, m, size_t{n} * sizeof(float));  // the primary's new values
+    if (!optimizer_) std::memcpy(MeanBuffer(s, n), m, size_t{n} * sizeof(float));
+  } else if (optimizer_) {
     optimizer_->Apply(s.values, m, s.state.data(), n, s.version + 1);
   } else {
     std::memcpy(MeanBuffer(s, n), m, size_t{n} * sizeof(float));
@@ -168,12 +188,17 @@ Result<bool> ChunkStore::Contribute(uint32_t chunk, int worker, uint64_t step,
                               std::to_string(step) + ", but the chunk is at step " +
                               std::to_string(s.version));
   }
-  if (grad.size() != Numel(chunk) * WireBytes(type)) {
-    return InvalidArgument("gradient of chunk " + std::to_string(chunk) + ": " +
-                           std::to_string(grad.size()) + " bytes, expected " +
-                           std::to_string(Numel(chunk) * WireBytes(type)) + " of " +
-                           WireTypeName(type));
+  if (IsBuffer(s.kind) && type != WireType::kF32) {
+    return InvalidArgument("buffer chunk " + std::to_string(chunk) + " came as " +
+                           WireTypeName(type) + "; buffers travel as f32");
   }
+  if (grad.size() != ContributionBytes(chunk, type)) {
+    return InvalidArgument("step contribution to chunk " + std::to_string(chunk) + " (" +
+                           TensorKindName(s.kind) + "): " + std::to_string(grad.size()) +
+                           " bytes, expected " + std::to_string(ContributionBytes(chunk, type)) +
+                           " of " + WireTypeName(type));
+  }
+  if (s.kind == TensorKind::kFrozen) grad = transport::Frame::Borrow(&kNoChange, 0, nullptr);
   if (s.contributions[worker].data() != nullptr) {
     return FailedPrecondition("duplicate gradient from worker " + std::to_string(worker) +
                               " for chunk " + std::to_string(chunk) + " step " +
@@ -282,12 +307,19 @@ void ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks) {
     Slot& s = slots_[slot_of_[chunks[k]]];
     const uint32_t n = Numel(chunks[k]);
     StepInputs& in = inputs[k];
+    if (s.kind == TensorKind::kFrozen) continue;  // only the version moves on
     for (size_t w = 0; w < s.contributions.size(); ++w) {  // rank order: the result does not depend on arrival
       if (s.contributions[w].data() == nullptr) continue;
       in.grads.push_back(s.contributions[w].data());
       in.types.push_back(s.contribution_types[w]);
+      if (s.kind == TensorKind::kBufferBroadcast) break;  // the lowest live rank's values
     }
     in.divisor = static_cast<float>(in.grads.size());
+    if (IsBuffer(s.kind)) {  // the new values: into the mean buffer, copied over below
+      in.mean_out = MeanBuffer(s, n);
+      for (size_t b = 0; b < n; b += kPiece) pieces.push_back({k, b, std::min<size_t>(n, b + kPiece)});
+      continue;
+    }
     // The mean is kept when it is pulled (sum mode) or sent to the backup.
     if (!optimizer_ || map_.replicated()) in.mean_out = MeanBuffer(s, n);
     in.optimizer = optimizer_.get();
@@ -309,6 +341,9 @@ void ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks) {
   }
   for (size_t k = 0; k < chunks.size(); ++k) {
     Slot& s = slots_[slot_of_[chunks[k]]];
+    if (IsBuffer(s.kind)) {
+      std::memcpy(s.values, inputs[k].mean_out, size_t{Numel(chunks[k])} * sizeof(float));
+    }
     for (auto& f : s.contributions) f = transport::Frame();
     s.version++;
     if (inputs[k].optimizer) s.wire_fresh = inputs[k].wire_out != nullptr;  // the values changed

@@ -12,6 +12,10 @@
 // same optimizer step, so both copies stay bitwise equal) or a whole image
 // (LoadImage); Adopt() follows the map when shards move (promotion, new
 // backups). A primary chunk's `acked` version is what its backup confirmed.
+// Buffer chunks (TensorKind) take values instead of gradients, always fp32:
+// a step keeps the lowest live rank's (broadcast) or their mean (average),
+// with no optimizer. Frozen chunks take an empty contribution each step:
+// their version moves on with the others', their values never change.
 // Callers validate messages first; methods here return InvalidArgument or
 // FailedPrecondition for anything inconsistent and change nothing then.
 // Thread safety: single-threaded (the PS event loop).
@@ -48,6 +52,9 @@ class ChunkStore {
   bool Owns(uint32_t chunk) const { return Holds(chunk) && SlotOf(chunk).primary; }
   bool BacksUp(uint32_t chunk) const { return Holds(chunk) && !SlotOf(chunk).primary; }
   uint32_t Numel(uint32_t chunk) const { return map_.chunks()[chunk].numel; }
+  TensorKind Kind(uint32_t chunk) const { return map_.KindOfChunk(chunk); }
+  // Bytes one worker's step contribution to `chunk` has in `type`.
+  size_t ContributionBytes(uint32_t chunk, WireType type) const;
   uint64_t Version(uint32_t chunk) const { return SlotOf(chunk).version; }
   bool Initialized(uint32_t chunk) const { return SlotOf(chunk).initialized; }
   bool AllInitialized() const;
@@ -130,6 +137,7 @@ class ChunkStore {
  private:
   struct Slot {
     bool primary = true;
+    TensorKind kind = TensorKind::kParameter;
     int64_t acked = -1;
     std::shared_ptr<Arena> arena;  // holds values and state; lent with frames
     float* values = nullptr;

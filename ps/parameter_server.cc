@@ -285,8 +285,8 @@ Status ParameterServer::HandleControl(const Message& message) {
         if (!keep[w] && store_->IsLive(w)) {
           const std::vector<uint32_t> done = store_->RemoveWorker(w);
           completed.insert(completed.end(), done.begin(), done.end());
-          spdlog::warn("worker {} is lost: no step waits for it any more ({} chunk(s) completed "
-                       "without it)", w, done.size());
+          spdlog::info("worker {} left the job (finished, or lost): no step waits for it any "
+                       "more ({} chunk(s) completed without it)", w, done.size());
         }
       }
       frozen_ = true;
@@ -439,8 +439,10 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
                            std::to_string(message.payload_count()) + " payload frames");
   }
   EEN_RETURN_IF_ERROR(CheckChunks(chunks));
+  const bool initial = push.getKind() == wire::PushKind::INITIAL;
   for (uint32_t i = 0; i < chunks.size(); ++i) {
-    const size_t want = size_t{store_->Numel(chunks[i])} * WireBytes(type);
+    const size_t want = initial ? size_t{store_->Numel(chunks[i])} * sizeof(float)
+                                : store_->ContributionBytes(chunks[i], type);
     if (message.payload(i).size() != want) {
       return InvalidArgument("chunk " + std::to_string(chunks[i]) + " payload has " +
                              std::to_string(message.payload(i).size()) + " bytes, expected " +
@@ -495,7 +497,7 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
   if (failed.ok() && push.getPullBack() != 0) {
     // Answered as soon as these chunks reach step+1: the values stream back
     // bucket by bucket while the worker's later buckets are still arriving.
-    PendingPull p{peer, push.getPullBack(), step + 1, store_->sum_mode(), type, {}};
+    PendingPull p{peer, push.getPullBack(), step + 1, store_->sum_mode(), type, {}, false};
     for (uint32_t c : chunks) p.chunks.push_back(c);
     pending_.push_back(std::move(p));
     if (completed.empty()) AnswerReadyPulls();  // a repeat: may be ready already
@@ -519,8 +521,12 @@ Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Re
     return InvalidArgument("gradients can be pulled only in sum mode, for a step that ran");
   }
   EEN_ASSIGN_OR_RETURN(const WireType type, PayloadType(pull.getDtype(), "pull"));
-  PendingPull p{peer, pull.getRequestId(), pull.getMinVersion(), pull.getGradients(), type, {}};
+  PendingPull p{peer,           pull.getRequestId(), pull.getMinVersion(), pull.getGradients(),
+                type,           {},                    pull.getFrozenValues()};
   for (uint32_t c : pull.getChunks()) {
+    if (p.gradients && store_->Kind(c) == TensorKind::kFrozen && p.frozen_values) {
+      return InvalidArgument("chunk " + std::to_string(c) + " is frozen: it has no gradient");
+    }
     if (p.gradients && store_->Version(c) > p.min_version) {
       return FailedPrecondition("the mean gradient of step " + std::to_string(p.min_version - 1) +
                                 " for chunk " + std::to_string(c) + " is gone (chunk at step " +
@@ -561,8 +567,12 @@ void ParameterServer::Answer(const PendingPull& p) {
   for (size_t i = 0; i < p.chunks.size(); ++i) {
     list.set(i, p.chunks[i]);
     version = std::min(version, store_->Version(p.chunks[i]));
-    m.frames.push_back(p.gradients ? store_->WireMeanGradient(p.chunks[i], p.type)
-                                   : store_->WireValues(p.chunks[i], p.type));
+    if (store_->Kind(p.chunks[i]) == TensorKind::kFrozen && !p.frozen_values) {
+      m.frames.emplace_back();  // the version is there; the values never change
+    } else {
+      m.frames.push_back(p.gradients ? store_->WireMeanGradient(p.chunks[i], p.type)
+                                     : store_->WireValues(p.chunks[i], p.type));
+    }
   }
   reply.setVersion(p.chunks.empty() ? 0 : version);
   auto membership = reply.initMembership();

@@ -63,6 +63,7 @@ class ParameterServer {
     bool gradients;
     WireType type;  // of the answer's payload
     std::vector<uint32_t> chunks;
+    bool frozen_values = false;  // frozen chunks: values, not just an empty frame
   };
 
   void Handle(const transport::Envelope& envelope);

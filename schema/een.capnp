@@ -40,9 +40,23 @@ struct OptimizerConfig {
   initialAccumulator @10 :Float64;
 }
 
+# What a registered tensor is, and so how the PS treat it. Parameters take
+# gradients and the optimizer; buffers (BatchNorm statistics and the like)
+# are pushed as values every step and the PS keep rank 0's (the lowest live
+# rank's) or their mean; frozen parameters (requires_grad false) keep rank
+# 0's initial values and are never pushed after.
+enum TensorKind {
+  parameter @0;
+  bufferBroadcast @1;
+  bufferAverage @2;
+  frozen @3;
+}
+
 struct TensorSpec {
   name @0 :Text;
   numel @1 :UInt64;
+  kind @2 :TensorKind;
+  shape @3 :List(Int64);           # as the worker's module has it (for error messages)
 }
 
 # A contiguous piece of one tensor; the unit of sharding and transfer.
@@ -146,6 +160,8 @@ struct Pull {
   requestId @4 :UInt64;
   gradients @5 :Bool;              # sum mode: the mean gradient of step minVersion-1
   dtype @6 :DType;                 # the answer's payload dtype (the PS keeps fp32)
+  frozenValues @7 :Bool;           # frozen chunks: their values (joining, after a rollback);
+                                   # false: an empty frame once the version is there
 }
 
 # Followed by one payload frame per chunk id.
@@ -208,7 +224,7 @@ struct Header {
     heartbeatReply @3 :HeartbeatReply;
     barrier @4 :Barrier;
     barrierReply @5 :Barrier;
-    done @6 :Void;                 # worker finished training
+    done @6 :UInt64;               # worker finished training after this many steps
     doneReply @7 :Void;
     push @8 :Push;
     pull @9 :Pull;
@@ -231,7 +247,17 @@ struct Header {
     snapshotRequest @26 :Void;     # eenctl -> coordinator: a snapshot now (at a step
                                    # agreed with every PS, as for a membership change)
     snapshotReply @27 :Text;       # coordinator -> eenctl: which step
+    workerExited @28 :WorkerExit;  # een-launch -> coordinator: a worker process ended
   }
+}
+
+# A worker process that een-launch saw end with `status` 0: before the job
+# started it never joined (the program is not an EEN program); while the
+# job runs without having called Finish(), it leaves like a finished one.
+struct WorkerExit {
+  rank @0 :Int32;
+  pid @1 :Int32;
+  status @2 :Int32;
 }
 
 # A primary PS keeps its backup in step: for each chunk either the mean

@@ -115,7 +115,7 @@ TEST(Launch, LostWorkerJobGoesOnWithinOnePointOfAccuracy) {
       << out;
   for (const char* w : {"worker 0", "worker 1", "worker 3"}) {
     EXPECT_TRUE(std::regex_search(out, std::regex(std::string("\\[") + w +
-                                                  "\\].*worker\\(s\\) 2 lost: from step")))
+                                                  "\\].*worker\\(s\\) 2 left \\(finished or lost\\): from step")))
         << w << " did not re-shard\n" << out;
   }
   const double before = Accuracy(undisturbed.output), after = Accuracy(out);

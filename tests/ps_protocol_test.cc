@@ -217,7 +217,7 @@ TEST_F(BadMessages, EachIsRefusedWithAnErrorAndChangesNothing) {
   }
   // A valid message that is not for a PS.
   capnp::MallocMessageBuilder b;
-  b.initRoot<wire::Header>().setDone();
+  b.initRoot<wire::Header>().setDone(0);
   EXPECT_EQ(Answer(Message{{wire::Encode(b)}}), wire::ErrorCode::INVALID_ARGUMENT);
   ExpectStillCorrect();
 }
@@ -258,7 +258,10 @@ TEST(Coordinator, RefusesAWorkerWithADifferentModelAndEndsTheJob) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(5000)) << "no fast verdict";
   for (auto& r : results) {
     ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.status().message().find("tensor 1 is 'b' with"), std::string::npos)
+    EXPECT_NE(r.status().message().find("model mismatch at tensor 1: worker 0 has parameter 'b' "
+                                        "of 10 elements; worker 1 has parameter 'b' of 11 "
+                                        "elements"),
+              std::string::npos)
         << r.status().ToString();
   }
   auto verdict = cluster.CoordinatorResult(milliseconds(5000));

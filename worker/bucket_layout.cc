@@ -10,6 +10,7 @@ BucketLayout::BucketLayout(const ShardMap& map, size_t bucket_bytes) {
   segments_.resize(tensors);
   size_t fill_bytes = 0;
   for (uint32_t t = tensors; t-- > 0;) {
+    if (map.tensors()[t].kind != TensorKind::kParameter) continue;  // no gradients
     const uint32_t first = map.FirstChunkOf(t);
     for (uint32_t c = first; c < first + map.ChunkCountOf(t); ++c) {
       const Chunk& chunk = map.chunks()[c];

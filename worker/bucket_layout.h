@@ -4,7 +4,8 @@
 // their gradients); each tensor's chunks go, in order, into the current
 // bucket until adding one would pass `bucket_bytes`, then a new bucket
 // starts (a chunk larger than that gets a bucket of its own). Every chunk of
-// the map sits in exactly one bucket. Pack() and Unpack() copy a tensor's
+// a parameter tensor sits in exactly one bucket; buffers and frozen
+// parameters take no gradients and have no segments. Pack() and Unpack() copy a tensor's
 // values into and out of bucket buffers. An immutable value; no LibTorch.
 #pragma once
 

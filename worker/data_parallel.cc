@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <algorithm>
 #include <mutex>
@@ -54,9 +55,31 @@ class DataParallel::Impl {
   void Recover();
   [[noreturn]] void RollBack(uint64_t step);
 
-  std::vector<torch::Tensor> params_;
-  std::vector<std::string> names_;
-  std::vector<unsigned> hooks_;
+  // Every registered tensor, in the shard map's order (its tensor index).
+  struct Registered {
+    torch::Tensor tensor;  // the module's own
+    std::string name;
+    TensorKind kind;
+    size_t staging = 0;  // buffers: offset into the staging vectors, in floats
+  };
+  void Register(torch::nn::Module& module, BufferSync buffers);
+  // Rank 0: every tensor's starting values to the PS.
+  void PushInitialValues();
+  // This step's buffer values, and an empty push for frozen parameters (their
+  // step goes by on the PS without them changing).
+  void PushValues();
+  // Pulled buffer values (in staging) into the module's buffers.
+  void StoreBuffers();
+  // Where pulled chunk `c` goes: the parameter (or, `gradients`, its .grad)
+  // or a buffer's staging.
+  float* Destination(uint32_t c, bool gradients);
+
+  std::vector<Registered> tensors_;
+  size_t staging_numel_ = 0;
+  std::shared_ptr<std::vector<float>> push_staging_;  // buffer values pushed (frames hold it)
+  std::vector<float> pull_staging_;                   // buffer values pulled
+  std::vector<unsigned> hooks_;  // per tensor (parameters only)
+  bool backward_seen_ = false;   // a gradient arrived since the last Step()
   std::unique_ptr<BucketLayout> layout_;
   std::vector<BucketState> buckets_;
   std::vector<float*> bucket_data_;
@@ -86,57 +109,172 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
     timeline_ = std::make_unique<Timeline>(
         env->timeline + ".worker-" + std::to_string(env->rank) + ".json", env->rank, 50);
   }
+  Register(module, options.buffers);
   std::vector<TensorInfo> tensors;
-  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
-    const torch::Tensor& p = item.value();
-    if (!p.requires_grad()) continue;
-    if (p.scalar_type() != torch::kFloat || !p.is_cpu() || !p.is_contiguous() || p.is_sparse()) {
-      throw Error("een: parameter '" + item.key() + "' must be a dense contiguous float32 CPU "
-                  "tensor (got " + std::string(c10::toString(p.scalar_type())) + " on " +
-                  p.device().str() + ")");
-    }
-    params_.push_back(p);
-    names_.push_back(item.key());
-    tensors.push_back({item.key(), static_cast<uint64_t>(p.numel())});
+  for (const Registered& r : tensors_) {
+    tensors.push_back({r.name, static_cast<uint64_t>(r.tensor.numel()), r.kind,
+                       r.tensor.sizes().vec()});
   }
-  if (params_.empty()) throw Error("een: the module has no trainable parameters");
   auto joined = WorkerClient::Join(*env, tensors, options.optimizer);
   ThrowIfError(joined.status(), "cannot join the job at " + env->coordinator);
   client_ = std::move(joined).value();
   BuildBuckets(options.bucket_bytes);
 
-  // Every worker starts from rank 0's parameters, or from the snapshot.
+  // Every worker starts from rank 0's values, or from the snapshot.
   step_ = client_->start_step();
-  if (client_->rank() == 0 && !client_->resumed()) {
-    const ShardMap& map = client_->map();
-    auto values = std::make_shared<std::vector<float>>(map.TotalNumel());
-    std::vector<uint32_t> chunks;
-    std::vector<const float*> data;
-    size_t at = 0;
-    for (uint32_t c = 0; c < map.chunks().size(); ++c) {
-      const Chunk& chunk = map.chunks()[c];
-      std::memcpy(values->data() + at, params_[chunk.tensor].data_ptr<float>() + chunk.offset,
-                  chunk.numel * sizeof(float));
-      chunks.push_back(c);
-      data.push_back(values->data() + at);
-      at += chunk.numel;
-    }
-    ThrowIfError(client_->Push(wire::PushKind::INITIAL, 0, chunks, data, values),
-                 "sending initial parameters");
-  }
+  if (client_->rank() == 0 && !client_->resumed()) PushInitialValues();
   PullInto(step_, /*gradients=*/false);
 
-  for (size_t i = 0; i < params_.size(); ++i) {
-    hooks_.push_back(params_[i].register_hook([this, i](torch::Tensor grad) { OnGradient(i, grad); }));
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (tensors_[i].kind != TensorKind::kParameter) continue;
+    hooks_.push_back(tensors_[i].tensor.register_hook(
+        [this, i](torch::Tensor grad) { OnGradient(i, grad); }));
   }
-  spdlog::info("joined as worker {} of {}: {} tensors, {} buckets, optimizer on {}{}",
-               client_->rank(), client_->world_size(), params_.size(), buckets_.size(),
+  size_t counts[4] = {0, 0, 0, 0};
+  for (const Registered& r : tensors_) counts[static_cast<int>(r.kind)]++;
+  spdlog::info("joined as worker {} of {}: {} parameter tensors, {} frozen, {} buffers ({}), "
+               "{} buckets, optimizer on {}{}",
+               client_->rank(), client_->world_size(), counts[0], counts[3], counts[1] + counts[2],
+               options.buffers == BufferSync::kBroadcast ? "rank 0's each step"
+               : options.buffers == BufferSync::kAverage ? "averaged each step"
+                                                         : "kept local",
+               buckets_.size(),
                client_->sum_mode() ? "this worker (sum mode)" : "the parameter servers",
                client_->resumed() ? ", resuming at step " + std::to_string(step_) : "");
 }
 
 DataParallel::Impl::~Impl() {
-  for (size_t i = 0; i < hooks_.size(); ++i) params_[i].remove_hook(hooks_[i]);
+  size_t h = 0;
+  for (Registered& r : tensors_) {
+    if (r.kind == TensorKind::kParameter && h < hooks_.size()) r.tensor.remove_hook(hooks_[h++]);
+  }
+}
+
+void DataParallel::Impl::Register(torch::nn::Module& module, BufferSync buffers) {
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    const torch::Tensor& p = item.value();
+    if (p.numel() == 0) continue;  // nothing to keep in step
+    if (p.scalar_type() != torch::kFloat || !p.is_cpu() || !p.is_contiguous() || p.is_sparse()) {
+      throw Error("een: parameter '" + item.key() + "' must be a dense contiguous float32 CPU "
+                  "tensor (got " + std::string(c10::toString(p.scalar_type())) + " on " +
+                  p.device().str() + ")");
+    }
+    tensors_.push_back({p, item.key(),
+                        p.requires_grad() ? TensorKind::kParameter : TensorKind::kFrozen});
+  }
+  if (buffers != BufferSync::kLocal) {
+    const TensorKind kind = buffers == BufferSync::kBroadcast ? TensorKind::kBufferBroadcast
+                                                              : TensorKind::kBufferAverage;
+    for (const auto& item : module.named_buffers(/*recurse=*/true)) {
+      const torch::Tensor& b = item.value();
+      if (!b.defined() || b.numel() == 0) continue;
+      if (!b.is_cpu() || b.is_sparse() || b.is_complex() || b.scalar_type() == torch::kBool) {
+        throw Error("een: buffer '" + item.key() + "' (" +
+                    std::string(c10::toString(b.scalar_type())) + " on " + b.device().str() +
+                    ") cannot be kept in step: buffers must be real-valued CPU tensors; keep "
+                    "this module's buffers local with DataParallelOptions::buffers = "
+                    "BufferSync::kLocal");
+      }
+      tensors_.push_back({b, item.key(), kind, staging_numel_});
+      staging_numel_ += static_cast<size_t>(b.numel());
+    }
+  }
+  bool trainable = false;
+  for (const Registered& r : tensors_) trainable |= r.kind == TensorKind::kParameter;
+  if (!trainable) throw Error("een: the module has no trainable parameters");
+  push_staging_ = std::make_shared<std::vector<float>>(staging_numel_);
+  pull_staging_.assign(staging_numel_, 0.0f);
+}
+
+namespace {
+
+// A buffer's values as float32, into `out`.
+void GatherBuffer(const torch::Tensor& buffer, float* out) {
+  torch::NoGradGuard no_grad;
+  torch::from_blob(out, {buffer.numel()}, torch::kFloat).copy_(buffer.reshape({-1}));
+}
+
+// Float32 values back into a buffer of any real dtype (integers rounded).
+void ScatterBuffer(const float* in, torch::Tensor& buffer) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor values =
+      torch::from_blob(const_cast<float*>(in), buffer.sizes(), torch::kFloat);
+  if (!torch::isFloatingType(buffer.scalar_type())) values = values.round();
+  buffer.copy_(values);
+}
+
+}  // namespace
+
+float* DataParallel::Impl::Destination(uint32_t c, bool gradients) {
+  const Chunk& chunk = client_->map().chunks()[c];
+  Registered& r = tensors_[chunk.tensor];
+  if (IsBuffer(r.kind)) return pull_staging_.data() + r.staging + chunk.offset;
+  if (gradients && r.kind == TensorKind::kParameter) {
+    return r.tensor.mutable_grad().data_ptr<float>() + chunk.offset;
+  }
+  return r.tensor.data_ptr<float>() + chunk.offset;
+}
+
+void DataParallel::Impl::PushInitialValues() {
+  const ShardMap& map = client_->map();
+  auto values = std::make_shared<std::vector<float>>(map.TotalNumel());
+  std::vector<uint32_t> chunks;
+  std::vector<const float*> data;
+  std::vector<float> buffer_values;
+  size_t at = 0;
+  for (uint32_t t = 0; t < tensors_.size(); ++t) {
+    const Registered& r = tensors_[t];
+    const float* source = nullptr;
+    if (IsBuffer(r.kind)) {
+      buffer_values.resize(static_cast<size_t>(r.tensor.numel()));
+      GatherBuffer(r.tensor, buffer_values.data());
+      source = buffer_values.data();
+    } else {
+      source = r.tensor.data_ptr<float>();
+    }
+    for (uint32_t c = map.FirstChunkOf(t); c < map.FirstChunkOf(t) + map.ChunkCountOf(t); ++c) {
+      const Chunk& chunk = map.chunks()[c];
+      std::memcpy(values->data() + at, source + chunk.offset, chunk.numel * sizeof(float));
+      chunks.push_back(c);
+      data.push_back(values->data() + at);
+      at += chunk.numel;
+    }
+  }
+  ThrowIfError(client_->Push(wire::PushKind::INITIAL, 0, chunks, data, values),
+               "sending initial parameters");
+}
+
+void DataParallel::Impl::PushValues() {
+  if (recovery_pending_) return;  // Step() recovers, then sends everything
+  const ShardMap& map = client_->map();
+  if (push_staging_.use_count() > 1) {  // a frame of the last push may still hold it
+    push_staging_ = std::make_shared<std::vector<float>>(staging_numel_);
+  }
+  std::vector<uint32_t> chunks;
+  std::vector<const float*> data;  // null for frozen chunks: nothing to send
+  for (uint32_t t = 0; t < tensors_.size(); ++t) {
+    const Registered& r = tensors_[t];
+    if (r.kind == TensorKind::kParameter) continue;
+    if (IsBuffer(r.kind)) GatherBuffer(r.tensor, push_staging_->data() + r.staging);
+    for (uint32_t c = map.FirstChunkOf(t); c < map.FirstChunkOf(t) + map.ChunkCountOf(t); ++c) {
+      chunks.push_back(c);
+      data.push_back(IsBuffer(r.kind) ? push_staging_->data() + r.staging + map.chunks()[c].offset
+                                      : nullptr);
+    }
+  }
+  if (chunks.empty()) return;
+  Status s = client_->Push(wire::PushKind::GRADIENT, step_, chunks, data, push_staging_);
+  if (!s.ok() && client_->NeedsRecovery()) {
+    recovery_pending_ = true;
+    return;
+  }
+  ThrowIfError(s, "pushing buffers of step " + std::to_string(step_));
+}
+
+void DataParallel::Impl::StoreBuffers() {
+  for (Registered& r : tensors_) {
+    if (IsBuffer(r.kind)) ScatterBuffer(pull_staging_.data() + r.staging, r.tensor);
+  }
 }
 
 void DataParallel::Impl::BuildBuckets(size_t bucket_bytes) {
@@ -156,7 +294,7 @@ void DataParallel::Impl::ResetBuckets() {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     buckets_[b].pending = layout_->buckets()[b].tensors.size();
   }
-  arrived_.assign(params_.size(), false);
+  arrived_.assign(tensors_.size(), false);
 }
 
 void DataParallel::Impl::Arrived(size_t t) {
@@ -171,14 +309,17 @@ void DataParallel::Impl::Arrived(size_t t) {
 
 void DataParallel::Impl::OnGradient(size_t t, const torch::Tensor& grad) {
   std::lock_guard<std::mutex> lock(mu_);
+  backward_seen_ = true;
   if (arrived_[t]) {
-    throw Error("een: the gradient of '" + names_[t] + "' arrived twice in step " +
+    throw Error("een: the gradient of '" + tensors_[t].name + "' arrived twice in step " +
                 std::to_string(step_) + "; call Step() after each backward()");
   }
   if (!trace_path_.empty()) arrival_.push_back(t);
   if (timeline_) timeline_->BackwardBegins(Timeline::Clock::now());
   torch::Tensor g = grad;
-  if (g.is_sparse()) throw Error("een: sparse gradient for '" + names_[t] + "' is not supported");
+  if (g.is_sparse()) {
+    throw Error("een: sparse gradient for '" + tensors_[t].name + "' is not supported");
+  }
   if (!g.is_cpu() || g.scalar_type() != torch::kFloat) g = g.to(torch::kCPU, torch::kFloat);
   g = g.contiguous();
   layout_->Pack(t, g.data_ptr<float>(), bucket_data_);
@@ -201,22 +342,26 @@ void DataParallel::Impl::PushBucket(uint32_t bucket) {
 }
 
 Status DataParallel::Impl::TryPullInto(uint64_t version, bool gradients) {
-  const ShardMap& map = client_->map();
   if (gradients) {
-    for (torch::Tensor& p : params_) {
-      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    for (Registered& r : tensors_) {
+      if (r.kind == TensorKind::kParameter && !r.tensor.grad().defined()) {
+        r.tensor.mutable_grad() = torch::zeros_like(r.tensor);
+      }
     }
   }
-  return client_->Pull(version, gradients, [&](uint32_t c) {
-    const Chunk& chunk = map.chunks()[c];
-    torch::Tensor& p = params_[chunk.tensor];
-    return (gradients ? p.grad() : p).data_ptr<float>() + chunk.offset;
-  });
+  EEN_RETURN_IF_ERROR(client_->Pull(version, gradients,
+                                    [&](uint32_t c) { return Destination(c, gradients); }));
+  StoreBuffers();
+  return Status::Ok();
 }
 
 void DataParallel::Impl::PullInto(uint64_t version, bool gradients) {
-  ThrowIfError(TryPullInto(version, gradients),
+  // Everything, frozen parameters too: joining, or back to a snapshot.
+  ThrowIfError(client_->Pull(version, gradients,
+                             [&](uint32_t c) { return Destination(c, gradients); },
+                             /*frozen_too=*/true),
                gradients ? "pulling mean gradients" : "pulling parameters");
+  StoreBuffers();
 }
 
 void DataParallel::Impl::Recover() {
@@ -227,6 +372,7 @@ void DataParallel::Impl::Recover() {
   recovery_pending_ = false;
   // Every bucket is complete by now; PS that already counted one drop the repeat.
   for (uint32_t b = 0; b < buckets_.size() && !recovery_pending_; ++b) PushBucket(b);
+  PushValues();
 }
 
 void DataParallel::Impl::RollBack(uint64_t step) {
@@ -236,6 +382,7 @@ void DataParallel::Impl::RollBack(uint64_t step) {
     step_ = step;
     recovery_pending_ = false;
     in_step_ = false;
+    backward_seen_ = false;
     ResetBuckets();
   }
   client_->ReportProgress(step_, 0.0, samples_, 0);
@@ -246,10 +393,11 @@ void DataParallel::Impl::WriteTrace() {
   std::ofstream out(trace_path_);
   out << "# een trace v1: recorded by worker 0 (EEN_TRACE_RECORD)\n"
       << "# one backward pass, in the order gradients became ready; name<TAB>numel\n";
-  for (size_t t : arrival_) out << names_[t] << '\t' << params_[t].numel() << '\n';
-  for (size_t t = 0; t < params_.size(); ++t) {  // parameters with no gradient: last
-    if (std::find(arrival_.begin(), arrival_.end(), t) == arrival_.end()) {
-      out << names_[t] << '\t' << params_[t].numel() << '\n';
+  for (size_t t : arrival_) out << tensors_[t].name << '\t' << tensors_[t].tensor.numel() << '\n';
+  for (size_t t = 0; t < tensors_.size(); ++t) {  // parameters with no gradient: last
+    if (tensors_[t].kind == TensorKind::kParameter &&
+        std::find(arrival_.begin(), arrival_.end(), t) == arrival_.end()) {
+      out << tensors_[t].name << '\t' << tensors_[t].tensor.numel() << '\n';
     }
   }
   out.flush();
@@ -263,17 +411,25 @@ void DataParallel::Impl::Step(double loss, int64_t samples) {
   const auto start = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!backward_seen_) {
+      throw Error("een: Step() at step " + std::to_string(step_) + " without a backward() "
+                  "since the last step: there is no gradient to push (zeros would still move "
+                  "Adam's parameters). Call loss.backward() before each Step(); a worker with "
+                  "no more data calls Finish() and the others go on without it");
+    }
+    backward_seen_ = false;
     in_step_ = true;
     if (timeline_) timeline_->StepBegins(step_);
     // Parameters without a gradient this step contribute zeros.
-    for (size_t t = 0; t < params_.size(); ++t) {
-      if (arrived_[t]) continue;
+    for (size_t t = 0; t < tensors_.size(); ++t) {
+      if (arrived_[t] || tensors_[t].kind != TensorKind::kParameter) continue;
       for (const BucketLayout::Segment& s : layout_->segments(t)) {
         std::memset(bucket_data_[s.bucket] + s.bucket_offset, 0, s.numel * sizeof(float));
       }
       Arrived(t);
     }
   }
+  PushValues();
   while (true) {
     if (!recovery_pending_) {
       Status s = TryPullInto(step_ + 1, client_->sum_mode());
@@ -299,6 +455,11 @@ DataParallel::DataParallel(torch::nn::Module& module, DataParallelOptions option
     : impl_(std::make_unique<Impl>(module, std::move(options))) {}
 
 DataParallel::~DataParallel() {
+  if (std::uncaught_exceptions() > 0) {
+    // Unwinding from an error: this worker did not finish; its exit tells.
+    impl_->client_->Abandon();
+    return;
+  }
   try {
     Finish();
   } catch (const std::exception& e) {

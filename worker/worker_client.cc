@@ -40,11 +40,7 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
     reg.setRank(env.rank);
     reg.setHost(HostName());
     reg.setPid(getpid());
-    auto ts = reg.initTensors(tensors.size());
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      ts[i].setName(tensors[i].name);
-      ts[i].setNumel(tensors[i].numel);
-    }
+    TensorsToWire(tensors, reg.initTensors(tensors.size()));
     OptimizerToWire(optimizer, reg.initOptimizer());
   }
   Status decoded;
@@ -202,24 +198,30 @@ Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<
                           const std::shared_ptr<const void>& owner) {
   EEN_RETURN_IF_ERROR(JobStatus());
   if (NeedsRecovery()) return Aborted("the shard map moved on (a PS was replaced)");
-  // Initial values go as fp32: they become the PS's fp32 master values.
-  const WireType type = kind == wire::PushKind::INITIAL ? WireType::kF32 : env_.wire_type;
-  // Each PS's chunks, in the order given, in one message, or cut into
-  // messages of at most message_bytes on the wire when that is set.
+  // Initial values go as fp32: they become the PS's fp32 master values;
+  // buffers too. Each PS's chunks of one dtype, in the order given, in one
+  // message, or cut into messages of at most message_bytes on the wire.
+  const bool initial = kind == wire::PushKind::INITIAL;
   std::vector<std::vector<size_t>> by_ps(ps_.size());
   for (size_t i = 0; i < chunks.size(); ++i) by_ps[map_.OwnerOfChunk(chunks[i])].push_back(i);
   for (size_t p = 0; p < ps_.size(); ++p) {
-    std::vector<size_t> message;
-    size_t bytes = 0;
-    for (size_t k = 0; k < by_ps[p].size(); ++k) {
-      const size_t i = by_ps[p][k];
-      message.push_back(i);
-      bytes += size_t{map_.chunks()[chunks[i]].numel} * WireBytes(type);
-      const bool full = env_.message_bytes > 0 && bytes >= env_.message_bytes;
-      if (full || k + 1 == by_ps[p].size()) {
-        EEN_RETURN_IF_ERROR(PushMessage(p, kind, type, step, chunks, message, data, owner));
-        message.clear();
-        bytes = 0;
+    for (const WireType type : TypesInUse()) {
+      std::vector<size_t> of_type;
+      for (size_t i : by_ps[p]) {
+        if ((initial ? WireType::kF32 : TypeOf(chunks[i])) == type) of_type.push_back(i);
+      }
+      std::vector<size_t> message;
+      size_t bytes = 0;
+      for (size_t k = 0; k < of_type.size(); ++k) {
+        const size_t i = of_type[k];
+        message.push_back(i);
+        bytes += size_t{map_.chunks()[chunks[i]].numel} * WireBytes(type);
+        const bool full = env_.message_bytes > 0 && bytes >= env_.message_bytes;
+        if (full || k + 1 == of_type.size()) {
+          EEN_RETURN_IF_ERROR(PushMessage(p, kind, type, step, chunks, message, data, owner));
+          message.clear();
+          bytes = 0;
+        }
       }
     }
   }
@@ -248,11 +250,14 @@ Status WorkerClient::PushMessage(size_t p, wire::PushKind kind, WireType type, u
     for (size_t i : indices) numel += map_.chunks()[chunks[i]].numel;
     converted = WireBuffer(numel);
   }
+  const bool step_push = kind == wire::PushKind::GRADIENT;
   for (size_t k = 0; k < indices.size(); ++k) {
     const size_t i = indices[k];
     const size_t numel = map_.chunks()[chunks[i]].numel;
     list.set(k, chunks[i]);
-    if (converted) {
+    if (step_push && map_.KindOfChunk(chunks[i]) == TensorKind::kFrozen) {
+      m.frames.emplace_back();  // the step goes by; the values stay
+    } else if (converted) {
       uint16_t* out = converted->data() + at;
       EncodeWire(type, data[i], out, numel);
       m.frames.push_back(transport::Frame::Borrow(out, numel * 2, converted));
@@ -261,8 +266,8 @@ Status WorkerClient::PushMessage(size_t p, wire::PushKind kind, WireType type, u
       m.frames.push_back(transport::Frame::Borrow(data[i], numel * sizeof(float), owner));
     }
   }
-  if (env_.pull_back && kind == wire::PushKind::GRADIENT) {
-    PullRequest r{static_cast<uint32_t>(p), next_request_++, step + 1, sum_mode(), {}};
+  if (env_.pull_back && step_push) {  // frozen chunks are answered empty
+    PullRequest r{static_cast<uint32_t>(p), next_request_++, step + 1, sum_mode(), type, {}};
     for (size_t i : indices) r.chunks.push_back(chunks[i]);
     push.setPullBack(r.id);
     outstanding_.push_back(std::move(r));
@@ -300,7 +305,7 @@ std::shared_ptr<std::vector<uint16_t>> WorkerClient::WireBuffer(size_t numel) {
 }
 
 Status WorkerClient::Pull(uint64_t min_version, bool gradients,
-                          const std::function<float*(uint32_t)>& destination) {
+                          const std::function<float*(uint32_t)>& destination, bool frozen_too) {
   // Pull-backs of another version (pushes never pulled) are forgotten: their
   // answers are dropped when they come.
   std::erase_if(outstanding_, [&](const PullRequest& r) {
@@ -311,26 +316,30 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
     for (uint32_t c : r.chunks) covered[c] = true;
   }
   for (size_t p = 0; p < ps_.size(); ++p) {
-    PullRequest r{static_cast<uint32_t>(p), 0, min_version, gradients, {}};
-    for (uint32_t c : ps_chunks_[p]) {
-      if (!covered[c]) r.chunks.push_back(c);
+    for (const WireType type : TypesInUse()) {  // one request per dtype
+      PullRequest r{static_cast<uint32_t>(p), 0, min_version, gradients, type, {}, frozen_too};
+      for (uint32_t c : ps_chunks_[p]) {
+        if (!covered[c] && TypeOf(c) == type) r.chunks.push_back(c);
+      }
+      if (!r.chunks.empty()) {
+        r.id = next_request_++;
+        capnp::MallocMessageBuilder b;
+        auto pull = b.initRoot<wire::Header>().initPull();
+        pull.setEpoch(map_.epoch());
+        pull.setMinVersion(min_version);
+        pull.setWorker(rank_);
+        pull.setGradients(gradients);
+        pull.setDtype(static_cast<wire::DType>(type));
+        pull.setRequestId(r.id);
+        pull.setFrozenValues(frozen_too);
+        auto list = pull.initChunks(r.chunks.size());
+        for (size_t k = 0; k < r.chunks.size(); ++k) list.set(k, r.chunks[k]);
+        if (Status s = ps_[p]->Send(Message{{wire::Encode(b)}}); !s.ok()) {
+          return Unavailable(fmt::format("pull from PS {} failed: {}", p, s.message()));
+        }
+        outstanding_.push_back(std::move(r));
+      }
     }
-    if (r.chunks.empty()) continue;
-    r.id = next_request_++;
-    capnp::MallocMessageBuilder b;
-    auto pull = b.initRoot<wire::Header>().initPull();
-    pull.setEpoch(map_.epoch());
-    pull.setMinVersion(min_version);
-    pull.setWorker(rank_);
-    pull.setGradients(gradients);
-    pull.setDtype(static_cast<wire::DType>(env_.wire_type));
-    pull.setRequestId(r.id);
-    auto list = pull.initChunks(r.chunks.size());
-    for (size_t k = 0; k < r.chunks.size(); ++k) list.set(k, r.chunks[k]);
-    if (Status s = ps_[p]->Send(Message{{wire::Encode(b)}}); !s.ok()) {
-      return Unavailable(fmt::format("pull from PS {} failed: {}", p, s.message()));
-    }
-    outstanding_.push_back(std::move(r));
   }
   for (size_t p = 0; p < ps_.size(); ++p) {
     auto waiting_since = Clock::now();
@@ -378,23 +387,29 @@ Status WorkerClient::TakePullReply(size_t p, const Message& m, uint64_t min_vers
     });
     if (request == outstanding_.end()) return Status::Ok();  // for a request forgotten since
     auto chunks = reply.getChunks();
+    const WireType type = request->type;
     if (chunks.size() != request->chunks.size() || m.payload_count() != chunks.size() ||
-        reply.getDtype() != static_cast<wire::DType>(env_.wire_type)) {
+        reply.getDtype() != static_cast<wire::DType>(type)) {
       return Internal(fmt::format("PS {} answered a pull with {} chunks in {} frames of dtype {}; "
                                   "asked for {} in {}",
                                   p, chunks.size(), m.payload_count(), int(reply.getDtype()),
-                                  request->chunks.size(), WireTypeName(env_.wire_type)));
+                                  request->chunks.size(), WireTypeName(type)));
     }
+    // Frozen chunks come empty (their version is there) unless their values were asked for.
+    auto values_of = [&](uint32_t c) {
+      return request->frozen_values || map_.KindOfChunk(c) != TensorKind::kFrozen;
+    };
     for (uint32_t k = 0; k < chunks.size(); ++k) {
       const uint32_t c = chunks[k];
-      if (c != request->chunks[k] ||
-          m.payload(k).size() != size_t{map_.chunks()[c].numel} * WireBytes(env_.wire_type)) {
+      const size_t want = values_of(c) ? size_t{map_.chunks()[c].numel} * WireBytes(type) : 0;
+      if (c != request->chunks[k] || m.payload(k).size() != want) {
         return Internal(fmt::format("PS {} answered chunk {} with {} bytes", p, c,
                                     m.payload(k).size()));
       }
     }
     for (uint32_t k = 0; k < chunks.size(); ++k) {
-      DecodeWire(env_.wire_type, m.payload(k).data(), destination(chunks[k]),
+      if (!values_of(chunks[k])) continue;
+      DecodeWire(type, m.payload(k).data(), destination(chunks[k]),
                  map_.chunks()[chunks[k]].numel);
     }
     outstanding_.erase(request);
@@ -448,7 +463,7 @@ Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t versio
   changes_.push_back({m.getEffectiveStep(), static_cast<int>(live_workers_.size())});
   spdlog::warn("{}{}{}: from step {} the {} live workers share the data (this worker takes part "
                "{} of {})",
-               lost.empty() ? "" : "worker(s) " + lost + " lost",
+               lost.empty() ? "" : "worker(s) " + lost + " left (finished or lost)",
                !lost.empty() && !joined.empty() ? ", " : "",
                joined.empty() ? "" : "worker(s) " + joined + " joined", m.getEffectiveStep(),
                live_workers_.size(), live_index() + 1, live_workers_.size());
@@ -475,11 +490,16 @@ Status WorkerClient::Finish() {
   capnp::MallocMessageBuilder b;
   auto header = b.initRoot<wire::Header>();
   wire::SetSender(header, wire::Role::WORKER, rank_);
-  header.setDone();
+  header.setDone(step_.load());
   Status s = Request(Message{{wire::Encode(b)}}, [](wire::Header::Reader h) { return h.isDoneReply(); },
                      env_.failover_threshold * 10, "the end of the job");
   heartbeat_.reset();  // a finished worker stops its heartbeats
   return s;
+}
+
+void WorkerClient::Abandon() {
+  finished_ = true;  // the destructor says nothing either
+  heartbeat_.reset();
 }
 
 void WorkerClient::ReportProgress(uint64_t step, double loss, uint64_t samples,

@@ -55,16 +55,23 @@ class WorkerClient {
   const std::vector<MembershipChange>& membership_changes() const { return changes_; }
   int live_index() const;
 
+  // Buffer chunks always travel as fp32 (values, not gradients); a frozen
+  // chunk's step push carries no bytes (its data pointer may be null).
   Status Push(wire::PushKind kind, uint64_t step, const std::vector<uint32_t>& chunks,
               const std::vector<const float*>& data, const std::shared_ptr<const void>& owner);
+  // Frozen chunks (they never change after the start) are only waited for
+  // (the PS answers them empty), unless `frozen_too` (joining, after a rollback).
   Status Pull(uint64_t min_version, bool gradients,
-              const std::function<float*(uint32_t chunk)>& destination);
+              const std::function<float*(uint32_t chunk)>& destination, bool frozen_too = false);
   // Zero-filled memory for `numel` gradients to push: with the shm
   // transport it lives in shared memory registered with the data device, so
   // pushes from it are not copied at all; otherwise on the heap.
   Result<std::shared_ptr<float>> GradientBuffer(size_t numel);
   Status Barrier();
   Status Finish();  // tells the coordinator this worker is done; idempotent
+  // Stops heartbeats without saying done (the program is failing): the
+  // coordinator and een-launch see a lost worker, not a finished one.
+  void Abandon();
 
   // Shown by the coordinator's progress line (read by the heartbeat thread).
   void ReportProgress(uint64_t step, double loss, uint64_t samples, uint64_t sync_micros);
@@ -124,8 +131,19 @@ class WorkerClient {
     uint32_t ps;
     uint64_t id, min_version;
     bool gradients;
+    WireType type;  // of the answer's payloads
     std::vector<uint32_t> chunks;
+    bool frozen_values = false;  // frozen chunks come with values (else empty: version only)
   };
+  // What chunk `c` travels as: fp32 for buffers, else the job's wire dtype.
+  WireType TypeOf(uint32_t c) const {
+    return IsBuffer(map_.KindOfChunk(c)) ? WireType::kF32 : env_.wire_type;
+  }
+  // The dtypes chunks travel in: fp32, and the wire dtype if it is another.
+  std::vector<WireType> TypesInUse() const {
+    if (env_.wire_type == WireType::kF32) return {WireType::kF32};
+    return {WireType::kF32, env_.wire_type};
+  }
   std::vector<PullRequest> outstanding_;
   // Converted pushes (bf16/fp16 wire): reused once no frame holds them.
   std::vector<std::shared_ptr<std::vector<uint16_t>>> wire_buffers_;

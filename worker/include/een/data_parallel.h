@@ -11,15 +11,25 @@
 //   dp.Finish();
 //
 // The constructor joins the job from the EEN_* environment, registers the
-// module's parameters (same names and sizes on every worker) and gives every
-// worker rank 0's initial values. During backward, hooks copy each gradient
-// into fixed buckets (backward order, `bucket_bytes` each) and push a bucket
-// as soon as all of its gradients are in. Step() pushes what is left
-// (parameters that got no gradient count as zero), then pulls the new
-// parameters into the module's own storage (server optimizer), or the mean
-// gradient into each parameter's .grad (OptimizerConfig::Sum(), for a torch
-// optimizer the program steps itself).
-// Parameters must be dense, contiguous float32 CPU tensors.
+// module's parameters, frozen parameters (requires_grad false) and buffers
+// (same names and shapes on every worker) and gives every worker rank 0's
+// values of all of them. During backward, hooks copy each gradient into
+// fixed buckets (backward order, `bucket_bytes` each) and push a bucket as
+// soon as all of its gradients are in. Step() pushes what is left
+// (parameters that got no gradient count as zero) and the buffers' values,
+// then pulls the new parameters into the module's own storage (server
+// optimizer), or the mean gradient into each parameter's .grad
+// (OptimizerConfig::Sum(), for a torch optimizer the program steps itself),
+// and the buffers as `buffers` says. Frozen parameters keep rank 0's values.
+// Buffers and frozen parameters are part of snapshots, --resume, rollback
+// and failover, and a worker that joins later gets them.
+// Parameters must be dense, contiguous float32 CPU tensors; buffers may be
+// any real dtype (they travel as float32: integers are exact up to 2^24).
+// Step() with no backward() since the last step is an error (it would push
+// zero gradients that still move Adam's parameters).
+// Finish() (or the destructor) leaves the job: the others go on without this
+// worker from the next step, as with DDP's join() (the mean is over the
+// workers still training), so workers may run different numbers of steps.
 // Errors throw een::Error, naming the cause (job aborted, PS lost, ...).
 // Thread safety: one DataParallel per process, used from the training thread.
 #pragma once
@@ -37,9 +47,19 @@
 
 namespace een {
 
+// What happens to the module's registered buffers (BatchNorm running
+// statistics, num_batches_tracked, ...) at every Step().
+enum class BufferSync {
+  kBroadcast,  // every worker takes rank 0's (the lowest live rank's), like
+               // DDP's broadcast_buffers=True; bitwise equal on every rank
+  kAverage,    // every worker takes the mean over the live workers
+  kLocal,      // each worker keeps its own; not in snapshots
+};
+
 struct DataParallelOptions {
   OptimizerConfig optimizer = OptimizerConfig::SGD(0.01);
   size_t bucket_bytes = 25u << 20;  // like DDP's bucket_cap_mb=25; EEN_BUCKET_BYTES overrides
+  BufferSync buffers = BufferSync::kBroadcast;
 };
 
 class DataParallel {

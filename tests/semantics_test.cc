@@ -1,0 +1,284 @@
+// Training semantics a DDP user assumes, through een-launch with a model of
+// the user's kind (tests/semantics_train.cc: embedding, BatchNorm, dropout,
+// a frozen layer, an unused layer): buffers and frozen parameters follow
+// rank 0, uneven data ends cleanly, a Step() without backward() is refused,
+// buffers survive --resume and a PS failover bitwise.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+#include <thread>
+
+#include "support/files.h"
+#include "support/job_output.h"
+#include "support/subprocess.h"
+
+namespace een {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+const std::string kBin = EEN_BIN_DIR;
+
+std::vector<float> Floats(const std::string& bytes) {
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
+}
+
+double MaxAbsDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = a.size() == b.size() ? 0 : INFINITY;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    worst = std::max(worst, double(std::abs(a[i] - b[i])));
+  }
+  return worst;
+}
+
+class Semantics : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = "/tmp/een-semantics-test-" + std::to_string(getpid());
+    std::filesystem::remove_all(base_);
+    std::filesystem::create_directories(base_);
+  }
+  void TearDown() override { std::filesystem::remove_all(base_); }
+
+  std::vector<std::string> Job(int ps, int workers, const std::string& out,
+                               std::vector<std::string> program_flags,
+                               std::vector<std::string> launch_flags = {}) {
+    std::vector<std::string> argv = {kBin + "/een-launch", "--ps", std::to_string(ps), "--workers",
+                                     std::to_string(workers)};
+    argv.insert(argv.end(), launch_flags.begin(), launch_flags.end());
+    argv.insert(argv.end(), {"--", kBin + "/semantics_train", "--out", base_ + "/" + out});
+    argv.insert(argv.end(), program_flags.begin(), program_flags.end());
+    return argv;
+  }
+  std::string Rank(const std::string& out, int rank) {
+    return testing::ReadBytes(base_ + "/" + out + ".rank-" + std::to_string(rank) + ".bin");
+  }
+  std::vector<float> Reference(std::vector<std::string> flags) {
+    std::vector<std::string> argv = {kBin + "/semantics_train",
+                                     "--reference",
+                                     "--no-bn",
+                                     "--no-dropout",
+                                     "--out",
+                                     base_ + "/ref"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    auto r = testing::Run(argv, seconds(60));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return Floats(testing::ReadBytes(base_ + "/ref.reference.bin"));
+  }
+  std::string base_;
+};
+
+// Every rank builds its model from another seed: parameters, frozen ones
+// and BatchNorm buffers must all end bitwise equal to rank 0's.
+TEST_F(Semantics, ParametersFrozenLayersAndBuffersFollowRankZero) {
+  auto r = testing::Run(Job(2, 3, "bcast", {"--rank-seed", "--steps", "20"}), seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string zero = Rank("bcast", 0);
+  ASSERT_FALSE(zero.empty());
+  EXPECT_EQ(Rank("bcast", 1), zero) << "rank 1 differs from rank 0";
+  EXPECT_EQ(Rank("bcast", 2), zero) << "rank 2 differs from rank 0";
+  // The buffers moved: num_batches_tracked (the last value) counts rank 0's 20 steps.
+  const std::vector<float> v = Floats(zero);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v.back(), 20.0f);
+}
+
+TEST_F(Semantics, AveragedBuffersAreEqualOnEveryRankAndLocalOnesAreNot) {
+  auto avg =
+      testing::Run(Job(1, 2, "avg", {"--steps", "10", "--buffers", "average"}), seconds(120));
+  ASSERT_EQ(avg.exit_code, 0) << avg.output;
+  ASSERT_FALSE(Rank("avg", 0).empty());
+  EXPECT_EQ(Rank("avg", 1), Rank("avg", 0));
+  auto local =
+      testing::Run(Job(1, 2, "local", {"--steps", "10", "--buffers", "local"}), seconds(120));
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  const auto a = Floats(Rank("local", 0)), b = Floats(Rank("local", 1));
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  EXPECT_NE(a, b) << "each rank's own BatchNorm statistics should differ";
+}
+
+// SGD, no BatchNorm, no dropout: 4 workers of batch b equal one process with
+// batch 4b (embedding, frozen and unused layers included).
+TEST_F(Semantics, MatchesOneProcessWithTheGlobalBatch) {
+  auto r =
+      testing::Run(Job(2, 4, "even", {"--no-bn", "--no-dropout", "--steps", "25"}), seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto reference = Reference({"--workers", "4", "--steps", "25"});
+  ASSERT_FALSE(reference.empty());
+  const double diff = MaxAbsDifference(Floats(Rank("even", 0)), reference);
+  RecordProperty("max_abs_difference", std::to_string(diff));
+  EXPECT_LE(diff, 1e-5);
+}
+
+// Rank 1 runs out of data after 12 of 30 steps: it leaves, the others
+// finish without waiting for it, and the result is DDP's join(): from step
+// 12 on, the mean over the workers still training.
+TEST_F(Semantics, UnevenInputsFinishCleanlyWithTheExpectedParameters) {
+  const std::vector<std::string> flags = {
+      "--no-bn", "--no-dropout", "--steps", "30", "--short-rank", "1", "--short-steps", "12"};
+  std::vector<std::string> program = flags;
+  auto r = testing::Run(Job(2, 3, "uneven", program, {"--failover-threshold", "2s"}), seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 1 done after step 12"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 0 done after step 30"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("worker 1 finished at step 12; the 2 other worker(s) go on"),
+            std::string::npos)
+      << r.output;
+  std::vector<std::string> ref_flags = {"--workers", "3"};
+  ref_flags.insert(ref_flags.end(), flags.begin() + 2, flags.end());
+  const auto reference = Reference(ref_flags);
+  ASSERT_FALSE(reference.empty());
+  EXPECT_LE(MaxAbsDifference(Floats(Rank("uneven", 0)), reference), 1e-5);
+  EXPECT_EQ(Rank("uneven", 2), Rank("uneven", 0));
+}
+
+// The same when the short rank's process just exits 0 (no Finish()): een-launch
+// tells the coordinator, which lets it leave like a finished one.
+TEST_F(Semantics, AWorkerThatExitsZeroLeavesLikeAFinishedOne) {
+  const std::vector<std::string> flags = {
+      "--no-bn", "--no-dropout", "--steps", "30", "--short-rank", "1", "--short-steps", "12"};
+  std::vector<std::string> program = flags;
+  program.push_back("--short-exits");
+  auto r = testing::Run(Job(2, 3, "exits", program, {"--failover-threshold", "5s"}), seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("worker 1 exited (status 0) without Finish()"), std::string::npos)
+      << r.output;
+  std::vector<std::string> ref_flags = {"--workers", "3"};
+  ref_flags.insert(ref_flags.end(), flags.begin() + 2, flags.end());
+  const auto reference = Reference(ref_flags);
+  ASSERT_FALSE(reference.empty());
+  EXPECT_LE(MaxAbsDifference(Floats(Rank("exits", 0)), reference), 1e-5);
+}
+
+TEST_F(Semantics, StepWithoutBackwardIsRefusedWithAMessage) {
+  auto r = testing::Run(Job(1, 2, "nobackward", {"--steps", "5", "--skip-backward-at", "3"}),
+                        seconds(120));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Step() at step 3 without a backward()"), std::string::npos) << r.output;
+}
+
+// BatchNorm buffers are part of the snapshot: a killed job resumed from it
+// ends bitwise where the uninterrupted one does.
+TEST_F(Semantics, BuffersSurviveResumeBitwise) {
+  const std::vector<std::string> program = {"--no-dropout", "--steps", "1500"};
+  auto whole = testing::Run(
+      Job(2, 2, "whole", program, {"--snapshot-every", "100", "--snapshot-dir", base_ + "/w"}),
+      seconds(180));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  const std::string dir = base_ + "/snapshots";
+  {
+    testing::Subprocess job(
+        Job(2, 2, "resumed", program, {"--snapshot-every", "100", "--snapshot-dir", dir}));
+    ASSERT_TRUE(job.WaitForOutput("snapshot of step 300 complete on all 2 PS", seconds(120)))
+        << job.output();
+    job.Signal(SIGKILL);
+    ASSERT_TRUE(job.Wait(seconds(10)).has_value());
+  }
+  ASSERT_TRUE(Rank("resumed", 0).empty()) << "the kill came too late";
+  auto resumed = testing::Run(
+      Job(2, 2, "resumed", program, {"--snapshot-every", "100", "--resume", dir}), seconds(180));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming from the snapshot of step"), std::string::npos)
+      << resumed.output;
+  ASSERT_FALSE(Rank("whole", 0).empty());
+  EXPECT_EQ(Rank("resumed", 0), Rank("whole", 0)) << "parameters or buffers differ after resume";
+  EXPECT_EQ(Rank("resumed", 1), Rank("whole", 1));
+}
+
+// With --replicas 2 a killed PS's backups hold the buffers too.
+TEST_F(Semantics, BuffersSurviveAPsFailoverBitwise) {
+  const std::vector<std::string> program = {"--no-dropout", "--steps", "3000"};
+  const std::vector<std::string> launch = {"--replicas", "2", "--progress-interval", "200ms"};
+  auto whole = testing::Run(Job(3, 2, "whole", program, launch), seconds(180));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  testing::Subprocess job(Job(3, 2, "killed", program, launch));
+  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
+  std::this_thread::sleep_for(milliseconds(500));
+  const pid_t ps = testing::NewestPid(job.output(), "ps 1");
+  ASSERT_GT(ps, 0) << job.output();
+  const size_t mark = job.output().size();
+  ASSERT_EQ(kill(ps, SIGKILL), 0);
+  ASSERT_TRUE(job.WaitForOutput("failing over: its", seconds(30), mark)) << job.output();
+  auto code = job.Wait(seconds(180));
+  ASSERT_TRUE(code.has_value()) << job.output();
+  ASSERT_EQ(*code, 0) << job.output();
+  ASSERT_FALSE(Rank("whole", 0).empty());
+  EXPECT_EQ(Rank("killed", 0), Rank("whole", 0)) << "parameters or buffers differ after failover";
+}
+
+// een-launch's last line names the real cause of a failed job, never a
+// process that only stopped because of it.
+std::string LastLine(const std::string& output) {
+  size_t end = output.find_last_not_of('\n');
+  if (end == std::string::npos) return "";
+  size_t begin = output.rfind('\n', end);
+  return output.substr(begin == std::string::npos ? 0 : begin + 1, end - begin);
+}
+
+TEST_F(Semantics, VerdictsNameTheRealCause) {
+  auto no_program = testing::Run(
+      {kBin + "/een-launch", "--ps", "1", "--workers", "2", "--", "/bin/true"}, seconds(60));
+  EXPECT_EQ(no_program.exit_code, 1);
+  EXPECT_TRUE(std::regex_search(LastLine(no_program.output),
+                                std::regex("^\\[een-launch\\] job failed: worker [01] \\(pid "
+                                           "[0-9]+\\) exited with status 0 without joining the "
+                                           "job")))
+      << no_program.output;
+
+  auto never = testing::Run({kBin + "/een-launch", "--ps", "1", "--workers", "2",
+                             "--startup-timeout", "2s", "--", "sleep", "60"},
+                            seconds(60));
+  EXPECT_EQ(never.exit_code, 1);
+  EXPECT_NE(LastLine(never.output)
+                .find("job failed: job did not start within 2000 ms "
+                      "(--startup-timeout): worker 0 and 1 never registered"),
+            std::string::npos)
+      << never.output;
+
+  auto mismatch = testing::Run(Job(1, 3, "mismatch", {"--mismatch-rank", "1"}), seconds(60));
+  EXPECT_EQ(mismatch.exit_code, 1);
+  EXPECT_NE(LastLine(mismatch.output)
+                .find("job failed: model mismatch at tensor 1: worker 0 and worker 2 have "
+                      "parameter 'fc1.weight' of shape [32, 20]; worker 1 has parameter "
+                      "'fc1.weight' of shape [33, 20]"),
+            std::string::npos)
+      << mismatch.output;
+
+  auto no_backward =
+      testing::Run(Job(1, 2, "nb", {"--steps", "5", "--skip-backward-at", "3"}), seconds(60));
+  EXPECT_EQ(no_backward.exit_code, 1);
+  EXPECT_NE(LastLine(no_backward.output).find("Step() at step 3 without a backward()"),
+            std::string::npos)
+      << no_backward.output;
+
+  auto zero_ps = testing::Run({kBin + "/een-launch", "--ps", "0", "--workers", "2", "--", "true"},
+                              seconds(10));
+  EXPECT_EQ(zero_ps.exit_code, 2);
+  EXPECT_NE(zero_ps.output.find("--ps must be at least 1"), std::string::npos) << zero_ps.output;
+}
+
+// A worker's own lines (printf, std::cout) reach the launcher as they are
+// written, whole, even if the job is then interrupted.
+TEST_F(Semantics, WorkerOutputShowsUpLineByLine) {
+  testing::Subprocess job({kBin + "/een-launch", "--ps", "1", "--workers", "1", "--startup-timeout",
+                           "60s", "--", "sh", "-c",
+                           "printf 'epoch 1 '; sleep 0.3; printf 'done\\n'; exec " + kBin +
+                               "/semantics_train --out /dev/null --print-and-wait"});
+  ASSERT_TRUE(job.WaitForOutput("[worker 0] epoch 2\n", seconds(30))) << job.output();
+  EXPECT_NE(job.output().find("[worker 0] epoch 1 done\n"), std::string::npos) << job.output();
+  job.Signal(SIGINT);
+  auto code = job.Wait(seconds(10));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 130);
+}
+
+}  // namespace
+}  // namespace een

@@ -28,6 +28,13 @@ Status ReadInt(const char* name, long min, long* out) {
 
 }  // namespace
 
+Result<bool> LocalModeRequested() {
+  long local = 0;
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_LOCAL", 0, &local));
+  if (local > 1) return InvalidArgument("EEN_LOCAL='" + std::to_string(local) + "' must be 0 or 1");
+  return local == 1;
+}
+
 std::string HostName() {
   char buf[256] = {0};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
@@ -41,7 +48,8 @@ Result<JobEnvironment> JobEnvironment::FromProcess(const std::string& program) {
     return FailedPrecondition(
         program + " is not part of an EEN job: EEN_COORDINATOR is not set. Start it with "
         "`een-launch --ps N --workers M -- " + program + " ARGS...`, or set EEN_COORDINATOR, "
-        "EEN_ROLE, EEN_RANK, EEN_WORLD_SIZE and EEN_NUM_PS as een-launch does.");
+        "EEN_ROLE, EEN_RANK, EEN_WORLD_SIZE and EEN_NUM_PS as een-launch does (or, to debug "
+        "one process alone, EEN_LOCAL=1).");
   }
   env.coordinator = coordinator;
   if (const char* r = Get("EEN_ROLE")) env.role = r;

@@ -45,6 +45,11 @@ struct JobEnvironment {
   std::string DataListenAddress() const;
 };
 
+// EEN_LOCAL=1: a training program run by hand (no een-launch, no
+// EEN_COORDINATOR) trains in its own process as the only worker, for
+// debugging. Ok(false) when unset or 0; an error for any other value.
+Result<bool> LocalModeRequested();
+
 std::string HostName();
 
 }  // namespace een

@@ -41,6 +41,7 @@ void OptimizerToWire(const OptimizerConfig& c, wire::OptimizerConfig::Builder b)
   b.setEps(c.eps);
   b.setLrDecay(c.lr_decay);
   b.setInitialAccumulator(c.initial_accumulator);
+  b.setClipGradNorm(c.clip_grad_norm);
 }
 
 Result<OptimizerConfig> OptimizerFromWire(wire::OptimizerConfig::Reader r) {
@@ -63,6 +64,7 @@ Result<OptimizerConfig> OptimizerFromWire(wire::OptimizerConfig::Reader r) {
   c.eps = r.getEps();
   c.lr_decay = r.getLrDecay();
   c.initial_accumulator = r.getInitialAccumulator();
+  c.clip_grad_norm = r.getClipGradNorm();
   EEN_RETURN_IF_ERROR(ValidateOptimizer(c));
   return c;
 }
@@ -82,6 +84,13 @@ Status ValidateOptimizer(const OptimizerConfig& c) {
   if (!(c.beta1 >= 0 && c.beta1 < 1)) return bad("beta1", "must be in [0, 1)");
   if (!(c.beta2 >= 0 && c.beta2 < 1)) return bad("beta2", "must be in [0, 1)");
   if (!finite(c.eps) || c.eps < 0) return bad("eps", "must be >= 0");
+  if (!finite(c.clip_grad_norm) || c.clip_grad_norm < 0) {
+    return bad("clip_grad_norm", "must be a finite number >= 0 (0: no clipping)");
+  }
+  if (c.clip_grad_norm > 0 && c.kind == OptimizerConfig::Kind::kSum) {
+    return bad("clip_grad_norm", "does not apply in sum mode: Step() leaves the mean gradient in "
+                                 ".grad, clip it there with torch::nn::utils::clip_grad_norm_");
+  }
   return Status::Ok();
 }
 

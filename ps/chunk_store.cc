@@ -1,5 +1,6 @@
 #include "ps/chunk_store.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "ps/step_kernel.h"
@@ -14,6 +15,7 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Create(const ShardMap& map, uint
   std::unique_ptr<ChunkStore> store(new ChunkStore(map, num_workers));
   store->shared_arenas_ = shared_arenas;
   EEN_ASSIGN_OR_RETURN(store->optimizer_, Optimizer::Create(optimizer));
+  store->max_norm_ = optimizer.clip_grad_norm;
   store->slot_of_.assign(map.chunks().size(), -1);
   EEN_RETURN_IF_ERROR(store->AddSlots(map.ChunksHeldBy(ps), ps));
   return store;
@@ -89,6 +91,7 @@ Result<ChunkStore::Adoption> ChunkStore::Adopt(const ShardMap& next, uint32_t ps
     if (primary && !s.primary) adoption.promoted.push_back(c);
     if (!primary && s.primary) {  // moved to another PS, which this one now backs up
       for (auto& f : s.contributions) f = transport::Frame();
+      s.awaiting_clip = false;  // the new owner aggregates the resent gradients
       s.acked = -1;
     }
     s.primary = primary;
@@ -106,7 +109,8 @@ Result<ChunkStore::Adoption> ChunkStore::Adopt(const ShardMap& next, uint32_t ps
   return adoption;
 }
 
-Result<bool> ChunkStore::ApplyReplica(uint32_t chunk, uint64_t step, const transport::Frame& mean) {
+Result<bool> ChunkStore::ApplyReplica(uint32_t chunk, uint64_t step, const transport::Frame& mean,
+                                      double lr, double norm) {
   if (!BacksUp(chunk)) return InvalidArgument("chunk " + std::to_string(chunk) + " is not backed up here");
   Slot& s = slots_[slot_of_[chunk]];
   const uint32_t n = Numel(chunk);
@@ -128,10 +132,13 @@ Result<bool> ChunkStore::ApplyReplica(uint32_t chunk, uint64_t step, const trans
     std::memcpy(s.values, m, size_t{n} * sizeof(float));  // the primary's new values
     if (!optimizer_) std::memcpy(MeanBuffer(s, n), m, size_t{n} * sizeof(float));
   } else if (optimizer_) {
-    optimizer_->Apply(s.values, m, s.state.data(), n, s.version + 1);
+    s.applied_lr = lr > 0 ? lr : optimizer_->configured_lr();
+    optimizer_->Apply(s.values, m, s.state.data(), n, s.version + 1, s.applied_lr);
   } else {
     std::memcpy(MeanBuffer(s, n), m, size_t{n} * sizeof(float));
   }
+  s.applied_norm = norm;  // the mean came clipped already; kept to answer NormOf
+  s.norm_known = norm >= 0;
   s.version++;
   s.wire_fresh = false;
   return true;
@@ -145,7 +152,8 @@ float* ChunkStore::MeanBuffer(Slot& s, uint32_t n) {
 }
 
 bool ChunkStore::HasContribution(uint32_t chunk, int worker) const {
-  return SlotOf(chunk).contributions[worker].data() != nullptr;
+  const Slot& s = SlotOf(chunk);
+  return s.awaiting_clip || s.contributions[worker].data() != nullptr;
 }
 
 Status ChunkStore::SetInitial(uint32_t chunk, const transport::Frame& values) {
@@ -174,7 +182,7 @@ Result<bool> ChunkStore::AddGradient(uint32_t chunk, int worker, uint64_t step,
 }
 
 Result<bool> ChunkStore::Contribute(uint32_t chunk, int worker, uint64_t step,
-                                     transport::Frame grad, WireType type) {
+                                     transport::Frame grad, WireType type, double lr) {
   if (!Owns(chunk)) return InvalidArgument("chunk " + std::to_string(chunk) + " is not here");
   if (worker < 0 || worker >= num_workers_) {
     return InvalidArgument("worker rank " + std::to_string(worker) + " out of range");
@@ -199,7 +207,7 @@ Result<bool> ChunkStore::Contribute(uint32_t chunk, int worker, uint64_t step,
                            " of " + WireTypeName(type));
   }
   if (s.kind == TensorKind::kFrozen) grad = transport::Frame::Borrow(&kNoChange, 0, nullptr);
-  if (s.contributions[worker].data() != nullptr) {
+  if (s.awaiting_clip || s.contributions[worker].data() != nullptr) {
     return FailedPrecondition("duplicate gradient from worker " + std::to_string(worker) +
                               " for chunk " + std::to_string(chunk) + " step " +
                               std::to_string(step));
@@ -215,13 +223,26 @@ Result<bool> ChunkStore::Contribute(uint32_t chunk, int worker, uint64_t step,
   }
   bool first = true;
   for (const auto& f : s.contributions) first &= f.data() == nullptr;
-  if (first) s.first_contribution = std::chrono::steady_clock::now();
+  if (s.kind == TensorKind::kParameter && !first && lr != s.step_lr) {
+    auto name = [](double x) { return x > 0 ? std::to_string(x) : std::string("the configured one"); };
+    return FailedPrecondition("worker " + std::to_string(worker) + " asks learning rate " +
+                              name(lr) + " for step " + std::to_string(step) + ", worker " +
+                              std::to_string(s.step_lr_from) + " asked " + name(s.step_lr) +
+                              ": every worker must call set_learning_rate() with the same value "
+                              "at the same step");
+  }
+  if (first) {
+    s.first_contribution = std::chrono::steady_clock::now();
+    s.step_lr = lr;
+    s.step_lr_from = worker;
+  }
   s.contributions[worker] = std::move(grad);
   s.contribution_types[worker] = type;
   return Complete(s);
 }
 
 bool ChunkStore::Complete(const Slot& s) const {
+  if (s.awaiting_clip) return false;  // complete and aggregated already
   bool any = false;
   for (int w = 0; w < num_workers_; ++w) {
     const bool in = s.contributions[w].data() != nullptr;
@@ -240,8 +261,7 @@ std::vector<uint32_t> ChunkStore::RemoveWorker(int worker) {
     Slot& s = slots_[slot_of_[c]];
     if (s.initialized && Complete(s)) completed.push_back(c);
   }
-  ApplySteps(completed);
-  return completed;
+  return ApplySteps(completed);
 }
 
 Status ChunkStore::AddWorker(int worker, uint64_t step) {
@@ -294,15 +314,46 @@ std::vector<int> ChunkStore::LiveWorkers() const {
   return out;
 }
 
-void ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks) {
+void ChunkStore::Run(const std::vector<StepInputs>& inputs, const std::vector<uint32_t>& chunks) {
   // Work items of at most kPiece elements, so one large chunk spreads over
   // every apply thread too.
   constexpr size_t kPiece = 1 << 16;
   struct Piece {
     size_t input, begin, end;
   };
-  std::vector<StepInputs> inputs(chunks.size());
   std::vector<Piece> pieces;
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    if (inputs[k].grads.empty()) continue;  // frozen: only the version moves on
+    const uint32_t n = Numel(chunks[k]);
+    for (size_t b = 0; b < n; b += kPiece) pieces.push_back({k, b, std::min<size_t>(n, b + kPiece)});
+  }
+  auto run = [&](size_t i) { StepRange(inputs[pieces[i].input], pieces[i].begin, pieces[i].end); };
+  if (pool_) {
+    pool_->ParallelFor(pieces.size(), run);
+  } else {
+    for (size_t i = 0; i < pieces.size(); ++i) run(i);
+  }
+}
+
+void ChunkStore::Advance(Slot& s, const StepInputs& in) {
+  for (auto& f : s.contributions) f = transport::Frame();
+  s.version++;
+  s.applied_lr = in.lr;
+  s.step_lr = 0;
+  s.step_lr_from = -1;
+  if (in.optimizer) s.wire_fresh = in.wire_out != nullptr;  // the values changed
+}
+
+std::vector<uint32_t> ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks) {
+  if (clipping()) {
+    Aggregate(chunks);
+    std::vector<uint32_t> known;  // completed a step whose total norm came already
+    for (uint32_t c : chunks) {
+      if (SlotOf(c).version == known_norm_step_) known.push_back(c);
+    }
+    return ApplyHeld(known);
+  }
+  std::vector<StepInputs> inputs(chunks.size());
   for (size_t k = 0; k < chunks.size(); ++k) {
     Slot& s = slots_[slot_of_[chunks[k]]];
     const uint32_t n = Numel(chunks[k]);
@@ -317,7 +368,6 @@ void ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks) {
     in.divisor = static_cast<float>(in.grads.size());
     if (IsBuffer(s.kind)) {  // the new values: into the mean buffer, copied over below
       in.mean_out = MeanBuffer(s, n);
-      for (size_t b = 0; b < n; b += kPiece) pieces.push_back({k, b, std::min<size_t>(n, b + kPiece)});
       continue;
     }
     // The mean is kept when it is pulled (sum mode) or sent to the backup.
@@ -326,28 +376,124 @@ void ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks) {
     in.values = s.values;
     in.state = s.state;
     in.step = s.version + 1;
+    if (optimizer_) in.lr = s.step_lr > 0 ? s.step_lr : optimizer_->configured_lr();
     // Values a bf16/fp16 wire pulled before are converted while in cache.
     if (optimizer_ && s.wire_type != WireType::kF32) {
       in.wire_type = s.wire_type;
       in.wire_out = WireBuffer(s, n);
     }
-    for (size_t b = 0; b < n; b += kPiece) pieces.push_back({k, b, std::min<size_t>(n, b + kPiece)});
   }
-  auto run = [&](size_t i) { StepRange(inputs[pieces[i].input], pieces[i].begin, pieces[i].end); };
-  if (pool_) {
-    pool_->ParallelFor(pieces.size(), run);
-  } else {
-    for (size_t i = 0; i < pieces.size(); ++i) run(i);
-  }
+  Run(inputs, chunks);
   for (size_t k = 0; k < chunks.size(); ++k) {
     Slot& s = slots_[slot_of_[chunks[k]]];
     if (IsBuffer(s.kind)) {
       std::memcpy(s.values, inputs[k].mean_out, size_t{Numel(chunks[k])} * sizeof(float));
     }
-    for (auto& f : s.contributions) f = transport::Frame();
-    s.version++;
-    if (inputs[k].optimizer) s.wire_fresh = inputs[k].wire_out != nullptr;  // the values changed
+    Advance(s, inputs[k]);
   }
+  return chunks;
+}
+
+void ChunkStore::Aggregate(const std::vector<uint32_t>& chunks) {
+  std::vector<StepInputs> inputs(chunks.size());
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    Slot& s = slots_[slot_of_[chunks[k]]];
+    StepInputs& in = inputs[k];
+    if (s.kind == TensorKind::kFrozen) continue;
+    for (size_t w = 0; w < s.contributions.size(); ++w) {  // rank order, as unclipped
+      if (s.contributions[w].data() == nullptr) continue;
+      in.grads.push_back(s.contributions[w].data());
+      in.types.push_back(s.contribution_types[w]);
+      if (s.kind == TensorKind::kBufferBroadcast) break;
+    }
+    in.divisor = static_cast<float>(in.grads.size());
+    in.mean_out = MeanBuffer(s, Numel(chunks[k]));  // no optimizer: the mean only
+  }
+  Run(inputs, chunks);
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    Slot& s = slots_[slot_of_[chunks[k]]];
+    for (auto& f : s.contributions) f = transport::Frame();
+    s.awaiting_clip = true;
+    s.sum_squares = 0;
+    if (s.kind != TensorKind::kParameter) continue;
+    const float* m = inputs[k].mean_out;
+    double sum = 0;
+    for (uint32_t i = 0, n = Numel(chunks[k]); i < n; ++i) sum += double(m[i]) * m[i];
+    s.sum_squares = sum;
+  }
+}
+
+ChunkStore::NormShare ChunkStore::NormOf(uint64_t step) const {
+  NormShare share;
+  bool waiting = false;
+  double sum = 0;
+  for (uint32_t c = 0; c < slot_of_.size(); ++c) {  // chunk order: the same sum every time
+    if (!Owns(c)) continue;
+    const Slot& s = SlotOf(c);
+    if (s.version == step + 1) {
+      if (!s.norm_known) return {NormShare::State::kGone, 0};
+      return {NormShare::State::kApplied, s.applied_norm};
+    }
+    if (s.version > step + 1) return {NormShare::State::kGone, 0};
+    if (s.version < step || !s.awaiting_clip) {
+      waiting = true;
+    } else if (s.kind == TensorKind::kParameter) {
+      sum += s.sum_squares;
+    }
+  }
+  if (waiting) return share;
+  return {NormShare::State::kPartial, sum};
+}
+
+std::vector<uint32_t> ChunkStore::ApplyClipped(uint64_t step, double total_norm) {
+  known_norm_step_ = step;
+  known_norm_ = total_norm;
+  std::vector<uint32_t> held;
+  for (uint32_t c = 0; c < slot_of_.size(); ++c) {
+    if (Owns(c) && SlotOf(c).awaiting_clip && SlotOf(c).version == step) held.push_back(c);
+  }
+  return ApplyHeld(held);
+}
+
+std::vector<uint32_t> ChunkStore::ApplyHeld(const std::vector<uint32_t>& chunks) {
+  // torch::nn::utils::clip_grad_norm_: coefficient max / (norm + 1e-6),
+  // applied only when below 1.
+  const double coefficient = max_norm_ / (known_norm_ + 1e-6);
+  const bool scale = coefficient < 1;
+  const float factor = static_cast<float>(coefficient);
+  std::vector<StepInputs> inputs(chunks.size());
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    Slot& s = slots_[slot_of_[chunks[k]]];
+    const uint32_t n = Numel(chunks[k]);
+    if (s.kind != TensorKind::kParameter) continue;  // buffers: copied below; frozen: nothing
+    float* mean = s.mean->data();
+    if (scale) {
+      for (uint32_t i = 0; i < n; ++i) mean[i] *= factor;  // what the backup gets too
+    }
+    StepInputs& in = inputs[k];
+    in.grads = {mean};
+    in.types = {WireType::kF32};
+    in.optimizer = optimizer_.get();
+    in.values = s.values;
+    in.state = s.state;
+    in.step = s.version + 1;
+    in.lr = s.step_lr > 0 ? s.step_lr : optimizer_->configured_lr();
+    if (s.wire_type != WireType::kF32) {
+      in.wire_type = s.wire_type;
+      in.wire_out = WireBuffer(s, n);
+    }
+  }
+  Run(inputs, chunks);
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    Slot& s = slots_[slot_of_[chunks[k]]];
+    if (IsBuffer(s.kind)) std::memcpy(s.values, s.mean->data(), size_t{Numel(chunks[k])} * sizeof(float));
+    s.awaiting_clip = false;
+    s.applied_norm = known_norm_;
+    s.norm_known = true;
+    Advance(s, inputs[k]);
+    if (s.kind != TensorKind::kParameter) s.applied_lr = 0;
+  }
+  return chunks;
 }
 
 uint64_t ChunkStore::MinVersion() const {
@@ -402,6 +548,8 @@ Status ChunkStore::LoadImage(const ChunkImage& image) {
   s.initialized = true;
   s.wire_fresh = false;
   for (auto& f : s.contributions) f = transport::Frame();
+  s.awaiting_clip = false;
+  s.norm_known = false;
   return Status::Ok();
 }
 
@@ -423,6 +571,7 @@ Status ChunkStore::Restore(const std::vector<ChunkImage>& images) {
     if (!seen[i]) return DataLoss("the snapshot lacks chunks this PS holds");
   }
   for (const ChunkImage& image : images) EEN_RETURN_IF_ERROR(LoadImage(image));
+  known_norm_step_ = UINT64_MAX;  // the steps after the snapshot run again
   return Status::Ok();
 }
 

@@ -12,6 +12,11 @@
 // same optimizer step, so both copies stay bitwise equal) or a whole image
 // (LoadImage); Adopt() follows the map when shards move (promotion, new
 // backups). A primary chunk's `acked` version is what its backup confirmed.
+// With gradient clipping (the optimizer's clip_grad_norm > 0) a complete
+// step is only aggregated: the chunk holds its mean back (awaiting the
+// total norm, NormOf() gives this PS's share of it) until ApplyClipped()
+// brings the total every worker computed; then each mean is scaled as
+// torch::nn::utils::clip_grad_norm_ scales and the optimizer applied.
 // Buffer chunks (TensorKind) take values instead of gradients, always fp32:
 // a step keeps the lowest live rank's (broadcast) or their mean (average),
 // with no optimizer. Frozen chunks take an empty contribution each step:
@@ -36,6 +41,7 @@
 #include "ps/arena.h"
 #include "ps/optimizer.h"
 #include "ps/snapshot_store.h"
+#include "ps/step_kernel.h"
 
 namespace een::ps {
 
@@ -77,9 +83,15 @@ class ChunkStore {
   // dropped, the new owner has them resent), makes room for new backups (a
   // fresh arena block), forgets chunks it no longer holds.
   Result<Adoption> Adopt(const ShardMap& next, uint32_t ps);
-  // Backup: the primary's mean gradient of step `step`. Returns false for a
-  // step already applied (a repeat), FailedPrecondition for a gap.
-  Result<bool> ApplyReplica(uint32_t chunk, uint64_t step, const transport::Frame& mean);
+  // Backup: the primary's mean gradient of step `step`, applied with the
+  // learning rate the primary used (0: the configured one). Returns false
+  // for a step already applied (a repeat), FailedPrecondition for a gap.
+  // `norm`: the total norm the primary clipped that step with (< 0: unknown).
+  Result<bool> ApplyReplica(uint32_t chunk, uint64_t step, const transport::Frame& mean,
+                            double lr = 0, double norm = -1);
+  // The learning rate and (clipping) total norm the chunk's last step was applied with.
+  double AppliedLr(uint32_t chunk) const { return SlotOf(chunk).applied_lr; }
+  double AppliedNorm(uint32_t chunk) const { return SlotOf(chunk).applied_norm; }
   // The whole chunk (values, optimizer state, version), e.g. to build a backup.
   ChunkImage CaptureChunk(uint32_t chunk) const;
   Status LoadImage(const ChunkImage& image);
@@ -93,9 +105,27 @@ class ChunkStore {
   // applied together on the apply threads: Contribute() only records the
   // gradient and says whether the step is complete; ApplySteps() then
   // aggregates and applies those chunks (each must be complete).
+  // `lr`: the learning rate the worker asks for this step (0: the configured
+  // one); every worker must ask the same (FailedPrecondition otherwise).
   Result<bool> Contribute(uint32_t chunk, int worker, uint64_t step, transport::Frame grad,
-                          WireType type = WireType::kF32);
-  void ApplySteps(const std::vector<uint32_t>& chunks);
+                          WireType type = WireType::kF32, double lr = 0);
+  // Returns the chunks whose version moved on (with clipping: none, unless
+  // that step's total norm is known already; the rest await ApplyClipped).
+  std::vector<uint32_t> ApplySteps(const std::vector<uint32_t>& chunks);
+  // Clipping: this PS's share of step `step`'s squared norm, once every
+  // chunk it owns has aggregated that step (kWaiting before); kApplied with
+  // the total norm if a chunk here applied that step already (a promoted
+  // backup); kGone if the step is long past or its norm unknown here.
+  struct NormShare {
+    enum class State { kWaiting, kPartial, kApplied, kGone } state = State::kWaiting;
+    double value = 0;  // kPartial: the sum of squares; kApplied: the total norm
+  };
+  NormShare NormOf(uint64_t step) const;
+  // Clipping: step `step`'s total norm (the same on every worker): applies
+  // every chunk holding that step back, and any that completes it later.
+  // Returns the chunks applied now.
+  std::vector<uint32_t> ApplyClipped(uint64_t step, double total_norm);
+  bool clipping() const { return optimizer_ && max_norm_ > 0; }
   // Threads for ApplySteps (null: the caller's thread only). Must outlive the store.
   void SetApplyPool(ApplyPool* pool) { pool_ = pool; }
   // The lowest version over every chunk held here (the step all have reached).
@@ -106,7 +136,7 @@ class ChunkStore {
   // Loads a snapshot; it must hold every chunk here, each of the right size.
   Status Restore(const std::vector<ChunkImage>& images);
   // A lost worker: no step waits for it any more (a contribution of it that
-  // already arrived still counts). Returns the chunks this completed.
+  // already arrived still counts). Returns the chunks this applied.
   std::vector<uint32_t> RemoveWorker(int worker);
   bool IsLive(int worker) const { return worker >= 0 && worker < num_workers_ && live_[worker]; }
   // A worker (a replacement, or a new rank: the store grows) that trains
@@ -153,6 +183,15 @@ class ChunkStore {
     bool wire_fresh = false;
     std::chrono::steady_clock::time_point first_contribution;  // of step `version`
     std::shared_ptr<std::vector<float>> mean;     // last step's mean (sum mode, replicas)
+    double step_lr = 0;      // asked by the contributions of step `version` (0: configured)
+    int step_lr_from = -1;   // the worker that asked first
+    double applied_lr = 0;   // the last applied step's
+    // Clipping: the step is aggregated (mean in `mean`, `sum_squares` its
+    // squared norm) and held back for the total norm.
+    bool awaiting_clip = false;
+    double sum_squares = 0;
+    double applied_norm = 0;   // the total norm the last applied step was clipped with
+    bool norm_known = false;   // applied_norm is (false after an image or a snapshot)
   };
 
   ChunkStore(const ShardMap& map, int num_workers)
@@ -166,6 +205,15 @@ class ChunkStore {
   uint16_t* WireBuffer(Slot& slot, uint32_t numel);
   const Slot& SlotOf(uint32_t chunk) const { return slots_[slot_of_[chunk]]; }
   bool Complete(const Slot& slot) const;  // every live worker's gradient is in
+  // The pieces of `inputs` (one per chunk; those with no gradient skipped)
+  // on the apply threads.
+  void Run(const std::vector<StepInputs>& inputs, const std::vector<uint32_t>& chunks);
+  // After a step ran: contributions released, version moved on.
+  void Advance(Slot& slot, const StepInputs& in);
+  // Clipping: the means of complete chunks, held back.
+  void Aggregate(const std::vector<uint32_t>& chunks);
+  // Clipping: held-back chunks scaled by the known norm's coefficient and applied.
+  std::vector<uint32_t> ApplyHeld(const std::vector<uint32_t>& chunks);
 
   ShardMap map_;
   int num_workers_;
@@ -177,6 +225,9 @@ class ChunkStore {
   std::vector<Slot> slots_;
   ApplyPool* pool_ = nullptr;
   bool shared_arenas_ = false;
+  double max_norm_ = 0;                   // clip_grad_norm (0: no clipping)
+  uint64_t known_norm_step_ = UINT64_MAX;  // the step whose total norm is known
+  double known_norm_ = 0;
 };
 
 }  // namespace een::ps

@@ -16,29 +16,31 @@ class Sgd : public Optimizer {
       : lr_(c.lr), momentum_(c.momentum), dampening_(c.dampening), wd_(c.weight_decay),
         nesterov_(c.nesterov) {}
   int state_slots() const override { return momentum_ != 0 ? 1 : 0; }
-  void Apply(float* p, const float* g, float* const* state, size_t n,
-             uint64_t step) const override {
+  double configured_lr() const override { return lr_; }
+  void Apply(float* p, const float* g, float* const* state, size_t n, uint64_t step,
+             double lr) const override {
     // One loop per case, each free of branches, so the compiler vectorises it.
     const bool decay = wd_ != 0, first = step == 1;
     if (momentum_ == 0) {
-      decay ? Plain<true>(p, g, n) : Plain<false>(p, g, n);
+      decay ? Plain<true>(p, g, n, lr) : Plain<false>(p, g, n, lr);
     } else if (decay) {
-      first ? (nesterov_ ? Momentum<true, true, true>(p, g, state[0], n)
-                         : Momentum<true, true, false>(p, g, state[0], n))
-            : (nesterov_ ? Momentum<true, false, true>(p, g, state[0], n)
-                         : Momentum<true, false, false>(p, g, state[0], n));
+      first ? (nesterov_ ? Momentum<true, true, true>(p, g, state[0], n, lr)
+                         : Momentum<true, true, false>(p, g, state[0], n, lr))
+            : (nesterov_ ? Momentum<true, false, true>(p, g, state[0], n, lr)
+                         : Momentum<true, false, false>(p, g, state[0], n, lr));
     } else {
-      first ? (nesterov_ ? Momentum<false, true, true>(p, g, state[0], n)
-                         : Momentum<false, true, false>(p, g, state[0], n))
-            : (nesterov_ ? Momentum<false, false, true>(p, g, state[0], n)
-                         : Momentum<false, false, false>(p, g, state[0], n));
+      first ? (nesterov_ ? Momentum<false, true, true>(p, g, state[0], n, lr)
+                         : Momentum<false, true, false>(p, g, state[0], n, lr))
+            : (nesterov_ ? Momentum<false, false, true>(p, g, state[0], n, lr)
+                         : Momentum<false, false, false>(p, g, state[0], n, lr));
     }
   }
 
  private:
   template <bool kDecay>
-  EEN_VECTOR_CLONES void Plain(float* __restrict p, const float* __restrict g, size_t n) const {
-    const float neg_lr = -lr_, wd = wd_;
+  EEN_VECTOR_CLONES void Plain(float* __restrict p, const float* __restrict g, size_t n,
+                               double lr) const {
+    const float neg_lr = -static_cast<float>(lr), wd = wd_;
     for (size_t i = 0; i < n; ++i) {
       float d = g[i];
       if (kDecay) d = d + wd * p[i];
@@ -47,8 +49,8 @@ class Sgd : public Optimizer {
   }
   template <bool kDecay, bool kFirst, bool kNesterov>
   EEN_VECTOR_CLONES void Momentum(float* __restrict p, const float* __restrict g, float* __restrict buf,
-                size_t n) const {
-    const float neg_lr = -lr_, wd = wd_, mom = momentum_, keep = 1 - dampening_;
+                size_t n, double lr) const {
+    const float neg_lr = -static_cast<float>(lr), wd = wd_, mom = momentum_, keep = 1 - dampening_;
     for (size_t i = 0; i < n; ++i) {
       float d = g[i];
       if (kDecay) d = d + wd * p[i];
@@ -59,7 +61,8 @@ class Sgd : public Optimizer {
   }
 
  private:
-  float lr_, momentum_, dampening_, wd_;
+  double lr_;
+  float momentum_, dampening_, wd_;
   bool nesterov_;
 };
 
@@ -94,16 +97,17 @@ class Adam : public Optimizer {
       : lr_(c.lr), beta1_(c.beta1), beta2_(c.beta2), eps_(c.eps), wd_(c.weight_decay),
         decoupled_(decoupled) {}
   int state_slots() const override { return 2; }
-  void Apply(float* p, const float* g, float* const* state, size_t n,
-             uint64_t step) const override {
+  double configured_lr() const override { return lr_; }
+  void Apply(float* p, const float* g, float* const* state, size_t n, uint64_t step,
+             double lr) const override {
     const double bc1 = 1 - std::pow(beta1_, static_cast<double>(step));
     const double bc2 = 1 - std::pow(beta2_, static_cast<double>(step));
     AdamStep k;
     k.b1 = beta1_, k.b2 = beta2_, k.one_b1 = 1 - beta1_, k.one_b2 = 1 - beta2_;
     k.eps = eps_, k.wd = wd_;
     k.sqrt_bc2 = static_cast<float>(std::sqrt(bc2));
-    k.neg_step = static_cast<float>(-(lr_ / bc1));
-    k.decay = static_cast<float>(1 - lr_ * wd_);
+    k.neg_step = static_cast<float>(-(lr / bc1));
+    k.decay = static_cast<float>(1 - lr * wd_);
     k.decoupled = decoupled_;
     AdamLoop(k, p, g, state[0], state[1], n);
   }
@@ -123,10 +127,11 @@ class Adagrad : public Optimizer {
   void InitState(float* const* state, size_t n) const override {
     for (size_t i = 0; i < n; ++i) state[0][i] = static_cast<float>(initial_);
   }
-  void Apply(float* p, const float* g, float* const* state, size_t n,
-             uint64_t step) const override {
+  double configured_lr() const override { return lr_; }
+  void Apply(float* p, const float* g, float* const* state, size_t n, uint64_t step,
+             double lr) const override {
     float* sum = state[0];
-    const float neg_clr = static_cast<float>(-(lr_ / (1 + (step - 1) * lr_decay_)));
+    const float neg_clr = static_cast<float>(-(lr / (1 + (step - 1) * lr_decay_)));
     const float wd = wd_, eps = eps_;
     for (size_t i = 0; i < n; ++i) {
       float d = g[i];

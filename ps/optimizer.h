@@ -27,9 +27,12 @@ class Optimizer {
   virtual int state_slots() const = 0;
   virtual void InitState(float* const* /*state*/, size_t /*n*/) const {}
   // One update of `n` parameters with the mean gradient; `step` counts this
-  // chunk's updates from 1 (Adam's bias correction, SGD's first momentum).
+  // chunk's updates from 1 (Adam's bias correction, SGD's first momentum);
+  // `lr` is this step's learning rate (configured_lr(), or a schedule's).
   virtual void Apply(float* param, const float* grad, float* const* state, size_t n,
-                     uint64_t step) const = 0;
+                     uint64_t step, double lr) const = 0;
+  // The learning rate the job was configured with.
+  virtual double configured_lr() const = 0;
 };
 
 }  // namespace een::ps

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -280,7 +281,7 @@ Status ParameterServer::HandleControl(const Message& message) {
         if (w < 0 || w > kMaxWorkers) return InvalidArgument("live worker out of range");
         if (w < store_->num_workers()) keep[w] = true;  // a new rank is added at the commit
       }
-      std::vector<uint32_t> completed;
+      std::vector<uint32_t> completed;  // applied (with clipping, maybe only aggregated)
       for (int w = 0; w < store_->num_workers(); ++w) {
         if (!keep[w] && store_->IsLive(w)) {
           const std::vector<uint32_t> done = store_->RemoveWorker(w);
@@ -298,7 +299,7 @@ Status ParameterServer::HandleControl(const Message& message) {
       prepared.setEpoch(prepare.getEpoch());
       prepared.setMaxVersion(freeze_above_);
       EEN_RETURN_IF_ERROR(control_->Send(Message{{wire::Encode(b)}}));
-      if (!completed.empty()) StepsCompleted(completed);
+      AfterCompletion(completed);
       return Status::Ok();
     }
     if (h.isRollback()) {
@@ -312,6 +313,7 @@ Status ParameterServer::HandleControl(const Message& message) {
       epoch_ = epoch;
       NoteChunksReady();
       pending_.clear();  // asked under the old map: the workers ask again
+      pending_norms_.clear();
       step_ = step;
       next_snapshot_ = (step / env_.snapshot_every + 1) * env_.snapshot_every;
       spdlog::warn("rolled back to the snapshot of step {}; shard map epoch {}", step, epoch);
@@ -382,6 +384,8 @@ void ParameterServer::Handle(const transport::Envelope& envelope) {
     const uint64_t epoch = h.isPush()        ? h.getPush().getEpoch()
                            : h.isPull()      ? h.getPull().getEpoch()
                            : h.isReplicate() ? h.getReplicate().getEpoch()
+                           : h.isNormQuery() ? h.getNormQuery().getEpoch()
+                           : h.isClipNorm()  ? h.getClipNorm().getEpoch()
                                              : 0;
     if (epoch > epoch_) {  // routed with a map this PS has not received yet
       if (future_.size() >= 100000) return Unavailable("too many messages of a future map epoch");
@@ -392,7 +396,9 @@ void ParameterServer::Handle(const transport::Envelope& envelope) {
     if (h.isPull()) return HandlePull(envelope.from, h.getPull());
     if (h.isReplicate()) return HandleReplicate(h.getReplicate(), envelope.message);
     if (h.isReplicated()) return HandleReplicated(h.getReplicated());
-    return InvalidArgument("a PS takes only push, pull and replication messages");
+    if (h.isNormQuery()) return HandleNormQuery(envelope.from, h.getNormQuery());
+    if (h.isClipNorm()) return HandleClipNorm(h.getClipNorm());
+    return InvalidArgument("a PS takes only push, pull, norm and replication messages");
   });
   if (!s.ok()) {
     wire::ErrorCode code = s.code() == StatusCode::kFailedPrecondition
@@ -468,6 +474,10 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     return Status::Ok();
   }
   const uint64_t step = push.getStep();
+  const double lr = push.getLr();
+  if (!std::isfinite(lr) || lr < 0) {
+    return InvalidArgument("learning rate " + std::to_string(lr) + " is not a finite value >= 0");
+  }
   std::vector<uint32_t> fresh;  // a resent push repeats chunks already counted: those are dropped
   for (uint32_t i = 0; i < chunks.size(); ++i) {
     const uint32_t c = chunks[i];
@@ -486,14 +496,15 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
   std::vector<uint32_t> completed;
   Status failed;  // the chunks completed before a failure are still applied
   for (uint32_t i : fresh) {
-    Result<bool> done = store_->Contribute(chunks[i], worker, step, message.payload(i), type);
+    Result<bool> done = store_->Contribute(chunks[i], worker, step, message.payload(i), type, lr);
     if (!done.ok()) {
       failed = done.status();
       break;
     }
     if (*done) completed.push_back(chunks[i]);
   }
-  store_->ApplySteps(completed);  // together: the apply threads share the message's chunks
+  // Together: the apply threads share the message's chunks.
+  const std::vector<uint32_t> applied = store_->ApplySteps(completed);
   if (failed.ok() && push.getPullBack() != 0) {
     // Answered as soon as these chunks reach step+1: the values stream back
     // bucket by bucket while the worker's later buckets are still arriving.
@@ -502,8 +513,88 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     pending_.push_back(std::move(p));
     if (completed.empty()) AnswerReadyPulls();  // a repeat: may be ready already
   }
-  if (!completed.empty()) StepsCompleted(completed);
+  AfterCompletion(applied);
   return failed;
+}
+
+void ParameterServer::AfterCompletion(const std::vector<uint32_t>& applied) {
+  if (!applied.empty()) StepsCompleted(applied);
+  if (store_->clipping()) AnswerReadyNorms();
+}
+
+Status ParameterServer::HandleNormQuery(const transport::PeerId& peer,
+                                        wire::NormQuery::Reader query) {
+  if (!store_->clipping()) return InvalidArgument("norm query, but this job does not clip gradients");
+  if (query.getEpoch() != epoch_) {
+    return Unavailable("norm query with shard map epoch " + std::to_string(query.getEpoch()) +
+                       ", current epoch is " + std::to_string(epoch_));
+  }
+  const int worker = query.getWorker();
+  if (worker < 0 || worker >= store_->num_workers() || !store_->IsLive(worker)) {
+    return InvalidArgument("norm query from worker rank " + std::to_string(worker) +
+                           ", which does not train in this job now");
+  }
+  constexpr size_t kMaxPendingNorms = 4096;  // a few per worker are ever outstanding
+  if (pending_norms_.size() >= kMaxPendingNorms) {
+    return FailedPrecondition("too many norm queries outstanding");
+  }
+  pending_norms_.push_back({peer, query.getRequestId(), query.getStep()});
+  AnswerReadyNorms();
+  return Status::Ok();
+}
+
+void ParameterServer::AnswerReadyNorms() {
+  for (auto it = pending_norms_.begin(); it != pending_norms_.end();) {
+    const ChunkStore::NormShare share = store_->NormOf(it->step);
+    if (share.state == ChunkStore::NormShare::State::kWaiting) {
+      ++it;
+      continue;
+    }
+    if (share.state == ChunkStore::NormShare::State::kGone) {
+      SendError(it->peer, wire::ErrorCode::FAILED_PRECONDITION,
+                "PS " + std::to_string(env_.rank) + ": the gradient norm of step " +
+                    std::to_string(it->step) + " is no longer known here (chunks at step " +
+                    std::to_string(store_->MinVersion()) + ")",
+                it->request_id);
+    } else {
+      capnp::MallocMessageBuilder b;
+      auto header = b.initRoot<wire::Header>();
+      wire::SetSender(header, wire::Role::PS, env_.rank);
+      auto reply = header.initNormReply();
+      reply.setRequestId(it->request_id);
+      reply.setStep(it->step);
+      const bool applied = share.state == ChunkStore::NormShare::State::kApplied;
+      reply.setApplied(applied);
+      if (applied) reply.setTotalNorm(share.value);
+      else reply.setSumSquares(share.value);
+      if (Status s = listener_->Send(it->peer, Message{{wire::Encode(b)}}); !s.ok()) {
+        spdlog::warn("could not answer a norm query: {}", s.ToString());
+      }
+    }
+    it = pending_norms_.erase(it);
+  }
+}
+
+Status ParameterServer::HandleClipNorm(wire::ClipNorm::Reader clip) {
+  if (!store_->clipping()) return InvalidArgument("clip norm, but this job does not clip gradients");
+  if (clip.getEpoch() != epoch_) {
+    return Unavailable("clip norm with shard map epoch " + std::to_string(clip.getEpoch()) +
+                       ", current epoch is " + std::to_string(epoch_));
+  }
+  const int worker = clip.getWorker();
+  if (worker < 0 || worker >= store_->num_workers() || !store_->IsLive(worker)) {
+    return InvalidArgument("clip norm from worker rank " + std::to_string(worker) +
+                           ", which does not train in this job now");
+  }
+  const double norm = clip.getTotalNorm();
+  if (!std::isfinite(norm) || norm < 0) {
+    // Every worker computed it from the same shares: a NaN or inf gradient.
+    return InvalidArgument("the total gradient norm of step " + std::to_string(clip.getStep()) +
+                           " is " + std::to_string(norm) + " (a NaN or infinite gradient)");
+  }
+  // Every worker sends the same total; the first one applies the step.
+  AfterCompletion(store_->ApplyClipped(clip.getStep(), norm));
+  return Status::Ok();
 }
 
 Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Reader pull) {

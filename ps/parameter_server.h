@@ -23,6 +23,10 @@
 // shards (mapChange: a PS lost, or one joined), backups become primaries
 // and new backups get a whole image. Data messages for a newer map epoch
 // than this PS knows wait until its mapChange arrives.
+// With gradient clipping each step's chunks are held back once aggregated:
+// workers ask for this PS's share of the squared norm (NormQuery, answered
+// once every chunk here has aggregated the step) and send the total back
+// (ClipNorm), which applies them (see ChunkStore).
 // A spare (EEN_SPARE=1) registers as a standby and waits, with no deadline,
 // until the coordinator gives it a lost PS's rank (then it joins like a
 // replacement) or says the job ended (then Join returns Ok, not_needed()).
@@ -66,6 +70,12 @@ class ParameterServer {
     bool frozen_values = false;  // frozen chunks: values, not just an empty frame
   };
 
+  struct PendingNorm {
+    transport::PeerId peer;
+    uint64_t request_id;
+    uint64_t step;
+  };
+
   void Handle(const transport::Envelope& envelope);
   // Messages from the coordinator on the control connection (membership).
   Status HandleControl(const transport::Message& message);
@@ -84,6 +94,15 @@ class ParameterServer {
   Status HandlePush(const transport::PeerId& peer, wire::Push::Reader push,
                     const transport::Message& message);
   Status HandlePull(const transport::PeerId& peer, wire::Pull::Reader pull);
+  // Gradient clipping: a worker asks for this PS's share of a step's norm, or
+  // brings the total.
+  Status HandleNormQuery(const transport::PeerId& peer, wire::NormQuery::Reader query);
+  Status HandleClipNorm(wire::ClipNorm::Reader clip);
+  // Answers the norm queries whose step every chunk here has aggregated.
+  void AnswerReadyNorms();
+  // After chunks completed a step: `applied` moved on (snapshots, backups,
+  // pulls); with clipping, norm queries may be answerable now.
+  void AfterCompletion(const std::vector<uint32_t>& applied);
   Status CheckChunks(capnp::List<uint32_t>::Reader chunks);
   bool Ready(const PendingPull& pull) const;
   void Answer(const PendingPull& pull);
@@ -107,6 +126,7 @@ class ParameterServer {
   std::unique_ptr<ChunkStore> store_;
   transport::MemoryRegion registered_;  // the store's first arena, with the data device
   std::deque<PendingPull> pending_;
+  std::deque<PendingNorm> pending_norms_;
   std::atomic<uint64_t> step_{0};
   std::unique_ptr<SnapshotStore> snapshots_;   // until the writer takes it
   std::unique_ptr<SnapshotWriter> writer_;

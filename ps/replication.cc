@@ -1,6 +1,7 @@
 // ParameterServer, replicas 2: keeping each chunk's backup in step, and
 // following the coordinator's map changes (see parameter_server.h).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -21,6 +22,8 @@ struct ReplicateBatch {
   std::vector<uint32_t> chunks;
   std::vector<uint64_t> versions;
   std::vector<Frame> frames;
+  std::vector<double> lrs;    // mean gradients: each step's learning rate
+  std::vector<double> norms;  // and the total norm it was clipped with (clipping only)
 };
 
 Message EncodeReplicate(uint64_t epoch, int from, bool image, ReplicateBatch batch,
@@ -37,6 +40,10 @@ Message EncodeReplicate(uint64_t epoch, int from, bool image, ReplicateBatch bat
     chunks.set(i, batch.chunks[i]);
     versions.set(i, batch.versions[i]);
   }
+  auto lrs = r.initLrs(batch.lrs.size());
+  for (size_t i = 0; i < batch.lrs.size(); ++i) lrs.set(i, batch.lrs[i]);
+  auto norms = r.initNorms(batch.norms.size());
+  for (size_t i = 0; i < batch.norms.size(); ++i) norms.set(i, batch.norms[i]);
   Message m;
   m.frames.push_back(wire::Encode(b));
   for (Frame& f : batch.frames) m.frames.push_back(std::move(f));
@@ -97,6 +104,8 @@ void ParameterServer::ReplicateSteps(const std::vector<uint32_t>& completed) {
     batch.chunks.push_back(c);
     batch.versions.push_back(store_->Version(c) - 1);  // the step this mean belongs to
     batch.frames.push_back(store_->MeanGradient(c));
+    batch.lrs.push_back(store_->AppliedLr(c));
+    if (store_->clipping()) batch.norms.push_back(store_->AppliedNorm(c));
   }
   SendToBackups(std::move(by_backup), epoch_, env_.rank, /*image=*/false,
                 [this](uint32_t ps) { return Peer(ps); });
@@ -124,7 +133,11 @@ Status ParameterServer::HandleReplicate(wire::Replicate::Reader r, const Message
   const int from = r.getFrom();
   auto chunks = r.getChunks();
   auto versions = r.getVersions();
-  if (chunks.size() != versions.size() || chunks.size() != message.payload_count()) {
+  auto lrs = r.getLrs();
+  auto norms = r.getNorms();
+  if (chunks.size() != versions.size() || chunks.size() != message.payload_count() ||
+      (lrs.size() != 0 && lrs.size() != chunks.size()) ||
+      (norms.size() != 0 && norms.size() != chunks.size())) {
     return InvalidArgument("replicate lists " + std::to_string(chunks.size()) + " chunks, " +
                            std::to_string(versions.size()) + " versions and " +
                            std::to_string(message.payload_count()) + " frames");
@@ -145,7 +158,11 @@ Status ParameterServer::HandleReplicate(wire::Replicate::Reader r, const Message
       std::memcpy(image.data.data(), payload.data(), image.data.size() * sizeof(float));
       EEN_RETURN_IF_ERROR(store_->LoadImage(image));
     } else {
-      EEN_ASSIGN_OR_RETURN(bool applied, store_->ApplyReplica(c, versions[i], payload));
+      const double lr = lrs.size() ? lrs[i] : 0;
+      if (!std::isfinite(lr) || lr < 0) return InvalidArgument("replicated learning rate out of range");
+      const double norm = norms.size() ? norms[i] : -1;
+      if (std::isnan(norm) || std::isinf(norm)) return InvalidArgument("replicated norm out of range");
+      EEN_ASSIGN_OR_RETURN(bool applied, store_->ApplyReplica(c, versions[i], payload, lr, norm));
       (void)applied;  // a repeat is confirmed all the same
     }
     answer.chunks.push_back(c);
@@ -185,6 +202,7 @@ Status ParameterServer::AdoptMap(ShardMap next) {
   map_ = std::move(next);
   epoch_ = map_.epoch();
   pending_.clear();  // asked under the old map: the workers ask again
+  pending_norms_.clear();
   // Primary chunks whose backup is new (another PS, or a replacement
   // process at the same index) get a whole image.
   std::vector<uint32_t> rebuild;

@@ -30,6 +30,7 @@ struct StepInputs {
   float* values = nullptr;
   std::vector<float*> state;  // the optimizer's state arrays (whole chunk)
   uint64_t step = 0;          // the optimizer step number (from 1)
+  double lr = 0;              // this step's learning rate
   void* wire_out = nullptr;   // whole chunk: the new values converted to `wire_type`, or null
   WireType wire_type = WireType::kF32;
 };

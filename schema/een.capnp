@@ -38,6 +38,8 @@ struct OptimizerConfig {
   eps @8 :Float64 = 1e-8;
   lrDecay @9 :Float64;
   initialAccumulator @10 :Float64;
+  clipGradNorm @11 :Float64;       # > 0: the mean gradient's global L2 norm is clipped to
+                                   # this before each step (torch's clip_grad_norm_)
 }
 
 # What a registered tensor is, and so how the PS treat it. Parameters take
@@ -150,6 +152,8 @@ struct Push {
   chunks @5 :List(UInt32);
   pullBack @6 :UInt64;             # gradients: answer this request id (a PullReply in `dtype`)
                                    # with these chunks once step+1 is there (0: no answer)
+  lr @7 :Float64;                  # gradients: this step's learning rate (0: the configured one);
+                                   # every worker must ask the same
 }
 
 struct Pull {
@@ -171,6 +175,35 @@ struct PullReply {
   dtype @2 :DType;
   chunks @3 :List(UInt32);
   membership @4 :Membership;       # the workers that train from `version` on
+}
+
+# Gradient clipping (clipGradNorm > 0). Each PS holds a step's mean
+# gradient back once it is aggregated; a worker asks every PS for its share
+# of the squared norm (NormQuery), sums the shares in PS order (every worker
+# gets the same total) and sends the total to every PS (ClipNorm), which
+# then scales its chunks' means and applies the optimizer. A PS that applied
+# some chunk of that step already (its backup took over) answers with the
+# total it was clipped with instead, and the worker sends that one.
+struct NormQuery {
+  epoch @0 :UInt64;
+  worker @1 :Int32;
+  step @2 :UInt64;
+  requestId @3 :UInt64;
+}
+
+struct NormReply {
+  requestId @0 :UInt64;
+  step @1 :UInt64;
+  sumSquares @2 :Float64;          # over this PS's parameter chunks' mean gradients
+  applied @3 :Bool;                # the step was applied already, clipped with totalNorm
+  totalNorm @4 :Float64;
+}
+
+struct ClipNorm {
+  epoch @0 :UInt64;
+  worker @1 :Int32;
+  step @2 :UInt64;
+  totalNorm @3 :Float64;
 }
 
 # Which workers take part, from step `effectiveStep` on. `epoch` 0 is the
@@ -248,6 +281,9 @@ struct Header {
                                    # agreed with every PS, as for a membership change)
     snapshotReply @27 :Text;       # coordinator -> eenctl: which step
     workerExited @28 :WorkerExit;  # een-launch -> coordinator: a worker process ended
+    normQuery @29 :NormQuery;      # worker -> PS (gradient clipping)
+    normReply @30 :NormReply;      # PS -> worker
+    clipNorm @31 :ClipNorm;        # worker -> PS
   }
 }
 
@@ -271,6 +307,8 @@ struct Replicate {
   image @2 :Bool;
   chunks @3 :List(UInt32);
   versions @4 :List(UInt64);
+  lrs @5 :List(Float64);           # mean gradients: the learning rate each step was applied with
+  norms @6 :List(Float64);         # and the total norm it was clipped with (0: not clipped)
 }
 
 # Every PS goes back to its snapshot of `step` and takes map epoch `epoch`.

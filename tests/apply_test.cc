@@ -100,7 +100,8 @@ std::vector<std::vector<float>> RunPlain(const ShardMap& map, const OptimizerCon
       for (float& x : mean) x /= float(kWorkers);
       std::vector<float*> st;
       for (auto& s : states[c]) st.push_back(s.data());
-      optimizer->Apply(values[c].data(), mean.data(), st.data(), n, step + 1);
+      optimizer->Apply(values[c].data(), mean.data(), st.data(), n, step + 1,
+                       optimizer->configured_lr());
     }
   }
   return values;

@@ -68,7 +68,8 @@ double MaxRelativeDifference(const OptimizerConfig& config) {
     torch::Tensor grad = torch::randn({kN}) * 0.5;
     reference.mutable_grad() = grad.clone();
     torch_opt->step();
-    (*ours)->Apply(values.data(), grad.data_ptr<float>(), state_ptrs.data(), kN, step);
+    (*ours)->Apply(values.data(), grad.data_ptr<float>(), state_ptrs.data(), kN, step,
+                   (*ours)->configured_lr());
     const float* expect = reference.data_ptr<float>();
     for (int64_t i = 0; i < kN; ++i) {
       const double diff = std::abs(double(values[i]) - expect[i]) /

@@ -11,6 +11,15 @@
 //   --buffers broadcast|average|local.
 //   --skip-backward-at S: a buggy loop that calls Step() without backward().
 //   --short-exits: the short rank exits 0 without Finish() instead.
+//   --schedule: the learning rate halves every 10 steps (torch's StepLR in the
+//     reference, DataParallel::set_learning_rate in the job); --momentum M.
+//   --accumulate K: each step is K micro-batches (K-1 backward passes inside
+//     no_sync(), loss / K each); the reference takes the K micro-batches at once.
+//   --clip-after-backward: a loop that clips .grad between backward() and Step().
+//   --clip MAX: the mean gradient clipped to global norm MAX before each step
+//     (torch::nn::utils::clip_grad_norm_ in the reference, the servers'
+//     OptimizerConfig::WithClipGradNorm in the job); each rank prints how
+//     many steps were clipped.
 //   --mismatch-rank R: rank R builds another model (fc1 33 wide, not 32).
 // Worker r's batch at step s is samples (s*W + r)*b ... +b (mod n): the
 // reference can take the union of the live workers' batches.
@@ -99,7 +108,14 @@ int main(int argc, char** argv) {
                "the short rank exits 0 at once, without Finish() (std::_Exit)");
   app.add_flag("--print-and-wait", print_and_wait,
                "print 'epoch 2' with stdio (no flush) and wait a minute: does the line show?");
-  int mismatch_rank = -1;
+  int mismatch_rank = -1, accumulate = 1;
+  bool schedule = false, clip_after_backward = false;
+  double momentum = 0, clip = 0;
+  app.add_option("--clip", clip, "max global norm of the mean gradient");
+  app.add_flag("--schedule", schedule, "halve the learning rate every 10 steps");
+  app.add_option("--momentum", momentum);
+  app.add_option("--accumulate", accumulate, "micro-batches per step")->check(CLI::PositiveNumber);
+  app.add_flag("--clip-after-backward", clip_after_backward);
   app.add_option("--mismatch-rank", mismatch_rank, "this rank builds a wider fc1 (a bug)");
   app.add_option("--skip-backward-at", skip_backward_at,
                  "a buggy loop: no backward() at this step");
@@ -121,35 +137,57 @@ int main(int argc, char** argv) {
       std::make_shared<Net>(!no_bn, no_dropout ? 0.0 : 0.2, env_rank == mismatch_rank ? 33 : 32);
   try {
     if (reference) {
-      torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(lr));
+      torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(lr).momentum(momentum));
+      torch::optim::StepLR scheduler(opt, 10, 0.5);
       for (int64_t s = 0; s < steps; ++s) {
         std::vector<torch::Tensor> parts;
         for (int r = 0; r < workers; ++r) {
           if (r == short_rank && s >= short_steps) continue;  // it left the job
-          parts.push_back(data.Batch(s, r, workers, batch));
+          parts.push_back(data.Batch(s, r, workers, batch * accumulate));
         }
         opt.zero_grad();
         Loss(*net, data, torch::cat(parts)).backward();
+        if (clip > 0) torch::nn::utils::clip_grad_norm_(net->parameters(), clip);
         opt.step();
+        if (schedule) scheduler.step();
       }
       Save(*net, out + ".reference.bin");
       return 0;
     }
     een::DataParallelOptions options;
-    options.optimizer = een::OptimizerConfig::SGD(lr);
+    options.optimizer = een::OptimizerConfig::SGD(lr, momentum).WithClipGradNorm(clip);
     options.bucket_bytes = 2048;  // several buckets
     options.buffers = buffers == "broadcast" ? een::BufferSync::kBroadcast
                       : buffers == "average" ? een::BufferSync::kAverage
                                              : een::BufferSync::kLocal;
     een::DataParallel dp(*net, options);
+    // A torch scheduler drives the PS's learning rate: it steps a stand-in
+    // optimizer, and each step's value goes to set_learning_rate().
+    torch::optim::SGD stand_in(std::vector<torch::Tensor>{torch::zeros({1}, torch::requires_grad())},
+                               torch::optim::SGDOptions(lr));
+    torch::optim::StepLR scheduler(stand_in, 10, 0.5);
     const int mine = dp.rank() == short_rank ? short_steps : steps;
+    int clipped = 0;
     while (true) {
       try {
         for (int64_t s = dp.step(); s < mine; ++s) {
+          if (schedule) dp.set_learning_rate(stand_in.param_groups()[0].options().get_lr());
           net->zero_grad();
-          auto loss = Loss(*net, data, data.Batch(s, dp.rank(), dp.world_size(), batch));
+          const auto all = data.Batch(s, dp.rank(), dp.world_size(), batch * accumulate);
+          {
+            auto guard = dp.no_sync();  // micro-batches 0..K-2 stay in .grad
+            for (int k = 0; k + 1 < accumulate; ++k) {
+              (Loss(*net, data, all.slice(0, k * batch, (k + 1) * batch)) / accumulate).backward();
+            }
+          }
+          auto loss = Loss(*net, data, all.slice(0, (accumulate - 1) * batch, accumulate * batch)) /
+                      accumulate;
           if (s != skip_backward_at) loss.backward();
-          dp.Step(loss.item<double>(), batch);
+          if (clip_after_backward) torch::nn::utils::clip_grad_norm_(net->parameters(), 0.01);
+          dp.Step(loss.item<double>(), batch * accumulate);
+          if (clip > 0 && dp.grad_norm() > clip) clipped++;
+          if (clip > 0 && dp.rank() == 0 && s % 10 == 0) std::printf("step %lld grad norm %.4f\n", (long long)s, dp.grad_norm());
+          if (schedule) scheduler.step();
         }
         if (short_exits && dp.rank() == short_rank) {
           std::printf("rank %d exits after step %llu without Finish()\n", dp.rank(),
@@ -164,6 +202,7 @@ int main(int argc, char** argv) {
     }
     std::printf("rank %d done after step %llu\n", dp.rank(),
                 static_cast<unsigned long long>(dp.step()));
+    if (clip > 0) std::printf("rank %d clipped %d steps\n", dp.rank(), clipped);
     std::fflush(stdout);
     dp.Finish();
     Save(*net, out + ".rank-" + std::to_string(dp.rank()) + ".bin");

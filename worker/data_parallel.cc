@@ -1,4 +1,5 @@
-// The LibTorch integration: the only worker file that includes torch.
+// The LibTorch integration (with worker/local_optimizer, the only worker
+// files that include torch).
 #include "een/data_parallel.h"
 
 #include <chrono>
@@ -10,7 +11,11 @@
 #include <algorithm>
 #include <mutex>
 
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+
 #include "common/logging.h"
+#include "common/optimizer_wire.h"
+#include "worker/local_optimizer.h"
 #include "worker/bucket_layout.h"
 #include "worker/timeline.h"
 #include "worker/worker_client.h"
@@ -30,10 +35,22 @@ class DataParallel::Impl {
   Impl(torch::nn::Module& module, DataParallelOptions options);
   ~Impl();
 
-  void OnGradient(size_t tensor, const torch::Tensor& grad);
+  // After backward accumulated parameter `tensor`'s .grad (an autograd post hook).
+  void OnGradient(size_t tensor);
+  void SetNoSync(bool on);
+  // Throws if a pushed .grad was replaced or changed since (version counter,
+  // and a few elements of each chunk compared with the bucket).
+  void CheckGradientsUnchanged() const;
+  bool SameAsPushed(size_t tensor) const;
+  void SetLearningRate(double lr);
+  double LearningRate() const;
   void Step(double loss, int64_t samples);
+  bool SumMode() const { return optimizer_.kind == OptimizerConfig::Kind::kSum; }
 
-  std::unique_ptr<WorkerClient> client_;
+  std::unique_ptr<WorkerClient> client_;  // null in local mode
+  // EEN_LOCAL=1: the optimizer steps here; no job, no PS, world size 1.
+  std::unique_ptr<LocalOptimizer> local_;
+  double grad_norm_ = NAN;  // the last step's total gradient norm (clipping only)
   uint64_t step_ = 0;
   uint64_t samples_ = 0;
 
@@ -63,6 +80,12 @@ class DataParallel::Impl {
     size_t staging = 0;  // buffers: offset into the staging vectors, in floats
   };
   void Register(torch::nn::Module& module, BufferSync buffers);
+  // A post hook on each parameter's grad accumulator (OnGradient).
+  void HookGradients();
+  // Local mode: the checks of a job's Step(), then the optimizer here.
+  void LocalStep(double loss, int64_t samples);
+  // Checks shared by both: throws for a Step() the job would refuse.
+  void CheckStepAllowed();
   // Rank 0: every tensor's starting values to the PS.
   void PushInitialValues();
   // This step's buffer values, and an empty push for frozen parameters (their
@@ -78,8 +101,21 @@ class DataParallel::Impl {
   size_t staging_numel_ = 0;
   std::shared_ptr<std::vector<float>> push_staging_;  // buffer values pushed (frames hold it)
   std::vector<float> pull_staging_;                   // buffer values pulled
-  std::vector<unsigned> hooks_;  // per tensor (parameters only)
+  // Each parameter's grad accumulator and our post hook on it (kept alive:
+  // the parameter only holds it weakly, as DDP's reducer knows).
+  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> accumulators_;
   bool backward_seen_ = false;   // a gradient arrived since the last Step()
+  bool no_sync_ = false;         // inside DataParallel::no_sync(): gradients stay in .grad
+  // The .grad each parameter's push was read from, and its version then: a
+  // change before Step() (clip_grad_norm_, ...) would be lost.
+  struct PushedGrad {
+    const c10::TensorImpl* impl = nullptr;
+    int64_t version = 0;
+  };
+  std::vector<PushedGrad> pushed_grads_;
+  std::vector<torch::Tensor> local_grads_;  // local mode: a copy of each .grad as backward left it
+  OptimizerConfig optimizer_;  // the job's (rank 0's), or this program's in local mode
+  double lr_ = 0;  // set_learning_rate()'s (0: the configured one), from the next step's pushes
   std::unique_ptr<BucketLayout> layout_;
   std::vector<BucketState> buckets_;
   std::vector<float*> bucket_data_;
@@ -97,6 +133,31 @@ class DataParallel::Impl {
 };
 
 DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options) {
+  Result<bool> local = LocalModeRequested();
+  ThrowIfError(local.status(), "local mode");
+  if (*local) {
+    if (std::getenv("EEN_COORDINATOR")) {
+      throw Error("een: EEN_LOCAL=1, but this process is part of a job (EEN_COORDINATOR is "
+                  "set, een-launch started it): unset EEN_LOCAL to train in the job");
+    }
+    if (spdlog::get("een:worker 0 (local)") == nullptr) InitLogging("worker 0 (local)");
+    ThrowIfError(ValidateOptimizer(options.optimizer), "bad optimizer");
+    optimizer_ = options.optimizer;
+    Register(module, options.buffers);  // the job's checks, though nothing travels
+    std::vector<torch::Tensor> trainable;
+    for (const Registered& r : tensors_) {
+      if (r.kind == TensorKind::kParameter) trainable.push_back(r.tensor);
+    }
+    local_ = std::make_unique<LocalOptimizer>(trainable, optimizer_);
+    local_grads_.resize(tensors_.size());
+    arrived_.assign(tensors_.size(), false);
+    HookGradients();
+    spdlog::warn("EEN_LOCAL=1: training in this process alone (rank 0 of 1, no parameter "
+                 "servers), {} optimizer{} applied here as the PS would; for debugging",
+                 OptimizerName(optimizer_.kind),
+                 optimizer_.clip_grad_norm > 0 ? " with clipping" : "");
+    return;
+  }
   auto env = JobEnvironment::FromProcess("this program");
   ThrowIfError(env.status(), "cannot join a job");
   if (spdlog::get("een:worker " + std::to_string(env->rank)) == nullptr) {
@@ -118,18 +179,14 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   auto joined = WorkerClient::Join(*env, tensors, options.optimizer);
   ThrowIfError(joined.status(), "cannot join the job at " + env->coordinator);
   client_ = std::move(joined).value();
+  optimizer_ = client_->optimizer();
   BuildBuckets(options.bucket_bytes);
 
   // Every worker starts from rank 0's values, or from the snapshot.
   step_ = client_->start_step();
   if (client_->rank() == 0 && !client_->resumed()) PushInitialValues();
   PullInto(step_, /*gradients=*/false);
-
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    if (tensors_[i].kind != TensorKind::kParameter) continue;
-    hooks_.push_back(tensors_[i].tensor.register_hook(
-        [this, i](torch::Tensor grad) { OnGradient(i, grad); }));
-  }
+  HookGradients();
   size_t counts[4] = {0, 0, 0, 0};
   for (const Registered& r : tensors_) counts[static_cast<int>(r.kind)]++;
   spdlog::info("joined as worker {} of {}: {} parameter tensors, {} frozen, {} buffers ({}), "
@@ -143,11 +200,25 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
                client_->resumed() ? ", resuming at step " + std::to_string(step_) : "");
 }
 
-DataParallel::Impl::~Impl() {
-  size_t h = 0;
-  for (Registered& r : tensors_) {
-    if (r.kind == TensorKind::kParameter && h < hooks_.size()) r.tensor.remove_hook(hooks_[h++]);
+void DataParallel::Impl::HookGradients() {
+  pushed_grads_.resize(tensors_.size());
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (tensors_[i].kind != TensorKind::kParameter) continue;
+    auto accumulator = torch::autograd::impl::grad_accumulator(tensors_[i].tensor);
+    if (!accumulator) throw Error("een: parameter '" + tensors_[i].name + "' is not a leaf tensor");
+    const uintptr_t key =
+        accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+            [this, i](const torch::autograd::variable_list& outputs,
+                      const torch::autograd::variable_list&) {
+              OnGradient(i);
+              return outputs;
+            }));
+    accumulators_.emplace_back(std::move(accumulator), key);
   }
+}
+
+DataParallel::Impl::~Impl() {
+  for (auto& [accumulator, key] : accumulators_) accumulator->del_post_hook(key);
 }
 
 void DataParallel::Impl::Register(torch::nn::Module& module, BufferSync buffers) {
@@ -307,24 +378,93 @@ void DataParallel::Impl::Arrived(size_t t) {
   }
 }
 
-void DataParallel::Impl::OnGradient(size_t t, const torch::Tensor& grad) {
+void DataParallel::Impl::OnGradient(size_t t) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (no_sync_) return;  // accumulating: the first backward after no_sync() pushes the sum
+  if (!backward_seen_ && client_) client_->set_learning_rate(lr_);  // the step's first gradient: its lr
   backward_seen_ = true;
   if (arrived_[t]) {
     throw Error("een: the gradient of '" + tensors_[t].name + "' arrived twice in step " +
-                std::to_string(step_) + "; call Step() after each backward()");
+                std::to_string(step_) + "; call Step() after each backward(), or accumulate "
+                "several backward passes inside dp.no_sync()");
   }
   if (!trace_path_.empty()) arrival_.push_back(t);
   if (timeline_) timeline_->BackwardBegins(Timeline::Clock::now());
-  torch::Tensor g = grad;
-  if (g.is_sparse()) {
+  const torch::Tensor& grad = tensors_[t].tensor.grad();
+  if (!grad.defined()) return;  // no gradient after all: counts as zero at Step()
+  if (grad.is_sparse()) {
     throw Error("een: sparse gradient for '" + tensors_[t].name + "' is not supported");
   }
+  pushed_grads_[t] = {grad.unsafeGetTensorImpl(), grad._version()};
+  if (local_) {  // nothing to push: kept to check at Step() as a job would
+    local_grads_[t] = grad.detach().clone();
+    arrived_[t] = true;
+    return;
+  }
+  torch::Tensor g = grad;
   if (!g.is_cpu() || g.scalar_type() != torch::kFloat) g = g.to(torch::kCPU, torch::kFloat);
   g = g.contiguous();
   layout_->Pack(t, g.data_ptr<float>(), bucket_data_);
   Arrived(t);
 }
+
+bool DataParallel::Impl::SameAsPushed(size_t t) const {
+  const torch::Tensor& g = tensors_[t].tensor.grad();
+  if (!g.defined() || g.unsafeGetTensorImpl() != pushed_grads_[t].impl ||
+      g._version() != pushed_grads_[t].version) {
+    return false;
+  }
+  if (local_) return torch::equal(g, local_grads_[t]);
+  // Changes through .data() (clip_grad_norm_ uses it) keep the version: a
+  // few elements of each chunk are compared with what was pushed.
+  if (g.scalar_type() != torch::kFloat || !g.is_contiguous()) return true;
+  const float* now = g.data_ptr<float>();
+  for (const BucketLayout::Segment& s : layout_->segments(t)) {
+    const float* pushed = bucket_data_[s.bucket] + s.bucket_offset;
+    for (size_t i : {size_t{0}, s.numel / 3, s.numel / 2, s.numel - 1}) {
+      if (std::memcmp(&pushed[i], &now[s.tensor_offset + i], sizeof(float)) != 0) return false;
+    }
+  }
+  return true;
+}
+
+void DataParallel::Impl::CheckGradientsUnchanged() const {
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    if (!arrived_[t] || pushed_grads_[t].impl == nullptr || SameAsPushed(t)) continue;
+    throw Error(
+        "een: the gradient of '" + tensors_[t].name + "' changed between backward() and "
+        "Step() (torch::nn::utils::clip_grad_norm_, or another change of .grad?): EEN pushed it "
+        "as backward produced it, so the change cannot take effect. " +
+        (SumMode()
+             ? std::string("In sum mode change the mean gradient after Step(), before your "
+                           "optimizer's step().")
+             : std::string("With a server optimizer, clip on the servers with "
+                           "OptimizerConfig::WithClipGradNorm(max_norm) (torch's clip_grad_norm_ "
+                           "of the mean gradient), and use set_learning_rate() for schedules.")));
+  }
+}
+
+void DataParallel::Impl::SetNoSync(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (on && no_sync_) throw Error("een: dp.no_sync() scopes do not nest");
+  no_sync_ = on;
+}
+
+void DataParallel::Impl::SetLearningRate(double lr) {
+  if (SumMode()) {
+    throw Error("een: set_learning_rate() in sum mode (OptimizerConfig::Sum()): your own torch "
+                "optimizer steps there; set the learning rate of its param groups");
+  }
+  if (!std::isfinite(lr) || lr <= 0) {
+    throw Error("een: the learning rate must be a positive finite number (got " +
+                std::to_string(lr) + ")");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  lr_ = lr;  // taken by the next step's first gradient
+  if (local_) local_->SetLearningRate(lr);
+}
+
+double DataParallel::Impl::LearningRate() const { return lr_ > 0 ? lr_ : optimizer_.lr; }
 
 void DataParallel::Impl::PushBucket(uint32_t bucket) {
   if (recovery_pending_) return;  // Step() recovers, then sends every bucket
@@ -406,17 +546,53 @@ void DataParallel::Impl::WriteTrace() {
   trace_path_.clear();
 }
 
+void DataParallel::Impl::CheckStepAllowed() {
+  if (no_sync_) {
+    throw Error("een: Step() inside dp.no_sync(): end the scope and run the last backward() "
+                "outside it first (it pushes the accumulated gradients)");
+  }
+  if (!backward_seen_) {
+    throw Error("een: Step() at step " + std::to_string(step_) + " without a backward() "
+                "since the last step: there is no gradient to push (zeros would still move "
+                "Adam's parameters). Call loss.backward() before each Step() (backward passes "
+                "inside no_sync() are pushed by the first one after it); a worker with no more "
+                "data calls Finish() and the others go on without it");
+  }
+  CheckGradientsUnchanged();
+}
+
+void DataParallel::Impl::LocalStep(double loss, int64_t samples) {
+  std::lock_guard<std::mutex> lock(mu_);
+  CheckStepAllowed();
+  backward_seen_ = false;
+  for (Registered& r : tensors_) {  // as in a job: no gradient counts as a zero one
+    if (r.kind == TensorKind::kParameter && !r.tensor.grad().defined()) {
+      r.tensor.mutable_grad() = torch::zeros_like(r.tensor);
+    }
+  }
+  {
+    torch::NoGradGuard no_grad;
+    grad_norm_ = local_->Step();
+  }
+  if (!SumMode()) {
+    for (Registered& r : tensors_) {
+      if (r.kind == TensorKind::kParameter) r.tensor.mutable_grad().reset();
+    }
+  }
+  for (torch::Tensor& g : local_grads_) g = torch::Tensor();
+  arrived_.assign(tensors_.size(), false);
+  step_++;
+  samples_ += samples > 0 ? samples : 0;
+  (void)loss;
+}
+
 void DataParallel::Impl::Step(double loss, int64_t samples) {
+  if (local_) return LocalStep(loss, samples);
   if (!trace_path_.empty()) WriteTrace();
   const auto start = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!backward_seen_) {
-      throw Error("een: Step() at step " + std::to_string(step_) + " without a backward() "
-                  "since the last step: there is no gradient to push (zeros would still move "
-                  "Adam's parameters). Call loss.backward() before each Step(); a worker with "
-                  "no more data calls Finish() and the others go on without it");
-    }
+    CheckStepAllowed();
     backward_seen_ = false;
     in_step_ = true;
     if (timeline_) timeline_->StepBegins(step_);
@@ -432,7 +608,13 @@ void DataParallel::Impl::Step(double loss, int64_t samples) {
   PushValues();
   while (true) {
     if (!recovery_pending_) {
-      Status s = TryPullInto(step_ + 1, client_->sum_mode());
+      Status s = Status::Ok();
+      if (client_->clipping()) {  // the servers hold the step back until they know the norm
+        Result<double> norm = client_->ClipGradients(step_);
+        s = norm.status();
+        if (norm.ok()) grad_norm_ = *norm;
+      }
+      if (s.ok()) s = TryPullInto(step_ + 1, client_->sum_mode());
       if (s.ok()) break;
       if (!client_->NeedsRecovery()) {
         ThrowIfError(s, "pulling parameters of step " + std::to_string(step_ + 1));
@@ -441,6 +623,11 @@ void DataParallel::Impl::Step(double loss, int64_t samples) {
     Recover();
   }
   std::lock_guard<std::mutex> lock(mu_);
+  if (!client_->sum_mode()) {  // pushed and applied: cleared, as optimizer.zero_grad() would
+    for (Registered& r : tensors_) {
+      if (r.kind == TensorKind::kParameter) r.tensor.mutable_grad().reset();
+    }
+  }
   ResetBuckets();
   in_step_ = false;
   if (timeline_) timeline_->StepEnds();
@@ -455,6 +642,7 @@ DataParallel::DataParallel(torch::nn::Module& module, DataParallelOptions option
     : impl_(std::make_unique<Impl>(module, std::move(options))) {}
 
 DataParallel::~DataParallel() {
+  if (!impl_->client_) return;  // local mode: no job to leave
   if (std::uncaught_exceptions() > 0) {
     // Unwinding from an error: this worker did not finish; its exit tells.
     impl_->client_->Abandon();
@@ -467,18 +655,36 @@ DataParallel::~DataParallel() {
   }
 }
 
-int DataParallel::rank() const { return impl_->client_->rank(); }
-int DataParallel::world_size() const { return impl_->client_->world_size(); }
+// Local mode: rank 0 of 1, nobody joins or leaves.
+int DataParallel::rank() const { return impl_->client_ ? impl_->client_->rank() : 0; }
+int DataParallel::world_size() const { return impl_->client_ ? impl_->client_->world_size() : 1; }
 uint64_t DataParallel::step() const { return impl_->step_; }
 int DataParallel::live_count() const {
-  return static_cast<int>(impl_->client_->live_workers().size());
+  return impl_->client_ ? static_cast<int>(impl_->client_->live_workers().size()) : 1;
 }
-int DataParallel::live_index() const { return impl_->client_->live_index(); }
+int DataParallel::live_index() const { return impl_->client_ ? impl_->client_->live_index() : 0; }
 std::vector<MembershipChange> DataParallel::membership_changes() const {
+  if (!impl_->client_) return {};
   return impl_->client_->membership_changes();
 }
 void DataParallel::Step(double loss, int64_t samples) { impl_->Step(loss, samples); }
-void DataParallel::Barrier() { ThrowIfError(impl_->client_->Barrier(), "barrier"); }
-void DataParallel::Finish() { ThrowIfError(impl_->client_->Finish(), "finishing"); }
+void DataParallel::set_learning_rate(double lr) { impl_->SetLearningRate(lr); }
+double DataParallel::learning_rate() const { return impl_->LearningRate(); }
+double DataParallel::grad_norm() const { return impl_->grad_norm_; }
+
+DataParallel::NoSync DataParallel::no_sync() {
+  impl_->SetNoSync(true);
+  return NoSync(this);
+}
+DataParallel::NoSync::NoSync(NoSync&& other) noexcept : dp_(other.dp_) { other.dp_ = nullptr; }
+DataParallel::NoSync::~NoSync() {
+  if (dp_) dp_->impl_->SetNoSync(false);
+}
+void DataParallel::Barrier() {
+  if (impl_->client_) ThrowIfError(impl_->client_->Barrier(), "barrier");
+}
+void DataParallel::Finish() {
+  if (impl_->client_) ThrowIfError(impl_->client_->Finish(), "finishing");
+}
 
 }  // namespace een

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <optional>
 
 #include <algorithm>
 
@@ -96,6 +98,7 @@ Status WorkerClient::ApplyJobStart(wire::JobStart::Reader js) {
 Status WorkerClient::ConnectToPs() {
   ps_.clear();
   outstanding_.clear();  // answers to requests routed with the old map never come
+  deferred_.assign(map_.num_ps(), {});
   ps_chunks_.assign(map_.num_ps(), {});
   for (uint32_t i = 0; i < map_.chunks().size(); ++i) ps_chunks_[map_.OwnerOfChunk(i)].push_back(i);
   for (const std::string& address : map_.ps_addresses()) {
@@ -240,6 +243,7 @@ Status WorkerClient::PushMessage(size_t p, wire::PushKind kind, WireType type, u
   push.setWorker(rank_);
   push.setKind(kind);
   push.setDtype(static_cast<wire::DType>(type));
+  if (kind == wire::PushKind::GRADIENT) push.setLr(lr_);
   auto list = push.initChunks(indices.size());
   Message m;
   m.frames.emplace_back();
@@ -342,41 +346,125 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
     }
   }
   for (size_t p = 0; p < ps_.size(); ++p) {
-    auto waiting_since = Clock::now();
-    auto next_warning = waiting_since + std::chrono::seconds(30);
     auto waiting = [&] {
       return std::any_of(outstanding_.begin(), outstanding_.end(),
                          [&](const PullRequest& r) { return r.ps == p; });
     };
-    while (waiting()) {
-      EEN_RETURN_IF_ERROR(JobStatus());
-      if (NeedsRecovery()) return Aborted("the shard map moved on (a PS was replaced)");
-      if (Clock::now() > next_warning) {
-        spdlog::warn("still waiting for PS {} ({}) to reach version {} after {} s", p,
-                     ps_[p]->address(), min_version,
-                     std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - waiting_since)
-                         .count());
-        next_warning += std::chrono::seconds(30);
-      }
-      auto reply = ps_[p]->Receive(milliseconds(50));
-      if (!reply.ok()) continue;
-      EEN_RETURN_IF_ERROR(TakePullReply(p, *reply, min_version, destination));
-    }
+    EEN_RETURN_IF_ERROR(WaitForPs(
+        p, waiting, fmt::format("to reach version {}", min_version),
+        [&](const Message& m) { return TakePullReply(p, m, min_version, destination); }));
   }
   return Status::Ok();
+}
+
+Status WorkerClient::WaitForPs(size_t p, const std::function<bool()>& waiting,
+                               const std::string& what,
+                               const std::function<Status(const Message&)>& take,
+                               bool set_aside_first) {
+  const auto waiting_since = Clock::now();
+  auto next_warning = waiting_since + std::chrono::seconds(30);
+  while (waiting()) {
+    if (set_aside_first && !deferred_[p].empty()) {  // came while another answer was awaited
+      Message m = std::move(deferred_[p].front());
+      deferred_[p].pop_front();
+      EEN_RETURN_IF_ERROR(take(m));
+      continue;
+    }
+    EEN_RETURN_IF_ERROR(JobStatus());
+    if (NeedsRecovery()) return Aborted("the shard map moved on (a PS was replaced)");
+    if (Clock::now() > next_warning) {
+      spdlog::warn("still waiting for PS {} ({}) {} after {} s", p, ps_[p]->address(), what,
+                   std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - waiting_since)
+                       .count());
+      next_warning += std::chrono::seconds(30);
+    }
+    auto reply = ps_[p]->Receive(milliseconds(50));
+    if (!reply.ok()) continue;
+    EEN_RETURN_IF_ERROR(take(*reply));
+  }
+  return Status::Ok();
+}
+
+Result<double> WorkerClient::ClipGradients(uint64_t step) {
+  EEN_RETURN_IF_ERROR(JobStatus());
+  if (NeedsRecovery()) return Aborted("the shard map moved on (a PS was replaced)");
+  struct Share {
+    uint64_t id = 0;
+    bool answered = false, applied = false;
+    double value = 0;
+  };
+  std::vector<Share> shares(ps_.size());
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    shares[p].id = next_request_++;
+    capnp::MallocMessageBuilder b;
+    auto header = b.initRoot<wire::Header>();
+    wire::SetSender(header, wire::Role::WORKER, rank_);
+    auto query = header.initNormQuery();
+    query.setEpoch(map_.epoch());
+    query.setWorker(rank_);
+    query.setStep(step);
+    query.setRequestId(shares[p].id);
+    if (Status s = ps_[p]->Send(Message{{wire::Encode(b)}}); !s.ok()) {
+      return Unavailable(fmt::format("norm query to PS {} failed: {}", p, s.message()));
+    }
+  }
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    auto take = [&](const Message& m) {
+      return wire::Visit(m, [&](wire::Header::Reader h) -> Status {
+        if (h.isNormReply() && h.getNormReply().getRequestId() == shares[p].id) {
+          auto reply = h.getNormReply();
+          shares[p] = {shares[p].id, true, reply.getApplied(),
+                       reply.getApplied() ? reply.getTotalNorm() : reply.getSumSquares()};
+          return Status::Ok();
+        }
+        if (h.isError()) return PsError(p, h.getError());
+        if (!h.isNormReply()) deferred_[p].push_back(m);  // a pull answer: for Pull()
+        return Status::Ok();
+      });
+    };
+    EEN_RETURN_IF_ERROR(WaitForPs(p, [&] { return !shares[p].answered; },
+                                  fmt::format("for its share of step {}'s gradient norm", step),
+                                  take, /*set_aside_first=*/false));
+  }
+  // The same shares in the same order on every worker: the same total.
+  double sum = 0;
+  std::optional<double> applied;
+  for (const Share& share : shares) {
+    if (share.applied) applied = share.value;  // a backup took over: its primary's total
+    else sum += share.value;
+  }
+  const double total = applied ? *applied : std::sqrt(sum);
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    capnp::MallocMessageBuilder b;
+    auto header = b.initRoot<wire::Header>();
+    wire::SetSender(header, wire::Role::WORKER, rank_);
+    auto clip = header.initClipNorm();
+    clip.setEpoch(map_.epoch());
+    clip.setWorker(rank_);
+    clip.setStep(step);
+    clip.setTotalNorm(total);
+    if (Status s = ps_[p]->Send(Message{{wire::Encode(b)}}); !s.ok()) {
+      return Unavailable(fmt::format("sending the gradient norm to PS {} failed: {}", p,
+                                     s.message()));
+    }
+  }
+  return total;
+}
+
+Status WorkerClient::PsError(size_t p, wire::Error::Reader error) {
+  if (error.getCode() == wire::ErrorCode::STALE_EPOCH) {
+    stale_seen_ = true;  // the PS has a newer map than ours
+    return Aborted(fmt::format("PS {} has a newer shard map", p));
+  }
+  return FailedPrecondition(
+      fmt::format("PS {} refused this worker's request: {}", p, error.getMessage().cStr()));
 }
 
 Status WorkerClient::TakePullReply(size_t p, const Message& m, uint64_t min_version,
                                    const std::function<float*(uint32_t)>& destination) {
   return wire::Visit(m, [&](wire::Header::Reader h) -> Status {
-    if (h.isError()) {
-      if (h.getError().getCode() == wire::ErrorCode::STALE_EPOCH) {
-        stale_seen_ = true;  // the PS has a newer map than ours
-        return Aborted(fmt::format("PS {} has a newer shard map", p));
-      }
-      return FailedPrecondition(fmt::format("PS {} refused this worker's request: {}", p,
-                                            h.getError().getMessage().cStr()));
-    }
+    if (h.isError()) return PsError(p, h.getError());
+    if (h.isNormReply()) return Status::Ok();  // of a norm query given up since
     if (!h.isPullReply()) {
       spdlog::warn("dropped an unexpected message from PS {}", p);
       return Status::Ok();

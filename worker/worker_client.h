@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -46,6 +47,7 @@ class WorkerClient {
   int world_size() const { return world_size_; }
   const ShardMap& map() const { return map_; }
   bool sum_mode() const { return optimizer_.kind == OptimizerConfig::Kind::kSum; }
+  const OptimizerConfig& optimizer() const { return optimizer_; }
   // Resuming from a snapshot: the PS hold step start_step()'s values already.
   bool resumed() const { return resumed_; }
   uint64_t start_step() const { return start_step_; }
@@ -67,6 +69,14 @@ class WorkerClient {
   // transport it lives in shared memory registered with the data device, so
   // pushes from it are not copied at all; otherwise on the heap.
   Result<std::shared_ptr<float>> GradientBuffer(size_t numel);
+  // Gradient clipping (the optimizer's clip_grad_norm > 0), after every
+  // gradient of `step` was pushed: asks each PS for its share of the mean
+  // gradient's squared norm, and sends every PS the total (the same on every
+  // worker), which lets them apply the step. Returns the total norm.
+  Result<double> ClipGradients(uint64_t step);
+  bool clipping() const { return optimizer_.clip_grad_norm > 0; }
+  // The learning rate gradient pushes ask the PS to apply (0: the configured one).
+  void set_learning_rate(double lr) { lr_ = lr; }
   Status Barrier();
   Status Finish();  // tells the coordinator this worker is done; idempotent
   // Stops heartbeats without saying done (the program is failing): the
@@ -102,6 +112,14 @@ class WorkerClient {
   // decoded into place; answers to forgotten requests are dropped.
   Status TakePullReply(size_t p, const transport::Message& m, uint64_t min_version,
                        const std::function<float*(uint32_t)>& destination);
+  // Receives from PS `p` (first, with `set_aside_first`, what an earlier wait set aside) and hands each
+  // message to `take` while `waiting()`; ends early if the job was aborted or
+  // the map moved on, and logs every 30 s what it still waits for.
+  Status WaitForPs(size_t p, const std::function<bool()>& waiting, const std::string& what,
+                   const std::function<Status(const transport::Message&)>& take,
+                   bool set_aside_first = true);
+  // A PS's Error answer as a Status (a stale epoch marks recovery as needed).
+  Status PsError(size_t p, wire::Error::Reader error);
   // Adopts a membership stamped on a pull answer of `version`, if it is
   // newer and already in effect; fails if it no longer includes this worker.
   Status AdoptMembership(wire::Membership::Reader m, uint64_t version);
@@ -145,6 +163,10 @@ class WorkerClient {
     return {WireType::kF32, env_.wire_type};
   }
   std::vector<PullRequest> outstanding_;
+  // Per PS: messages that came while another answer was awaited (pull
+  // answers during a norm query), taken first by the next wait. At most one
+  // step's pull answers.
+  std::vector<std::deque<transport::Message>> deferred_;
   // Converted pushes (bf16/fp16 wire): reused once no frame holds them.
   std::vector<std::shared_ptr<std::vector<uint16_t>>> wire_buffers_;
   std::shared_ptr<std::vector<uint16_t>> WireBuffer(size_t numel);
@@ -154,6 +176,7 @@ class WorkerClient {
                      const std::vector<const float*>& data,
                      const std::shared_ptr<const void>& owner);
   uint64_t membership_epoch_ = 0;
+  double lr_ = 0;
   bool resumed_ = false;
   bool stale_seen_ = false;  // a PS refused our map epoch
   uint64_t start_step_ = 0;

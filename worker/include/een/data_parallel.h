@@ -26,10 +26,24 @@
 // Parameters must be dense, contiguous float32 CPU tensors; buffers may be
 // any real dtype (they travel as float32: integers are exact up to 2^24).
 // Step() with no backward() since the last step is an error (it would push
-// zero gradients that still move Adam's parameters).
+// zero gradients that still move Adam's parameters). Gradients are read from
+// .grad once backward has accumulated them (so no_sync() accumulation works)
+// and pushed at once: changing .grad between backward() and Step() (e.g.
+// torch::nn::utils::clip_grad_norm_) cannot take effect and is an error at
+// Step(): clip on the servers instead, with
+// OptimizerConfig::WithClipGradNorm(max_norm) (the global norm of the mean
+// gradient over every PS, as clip_grad_norm_ computes it; grad_norm() then
+// returns it). With a server optimizer Step() clears .grad (as
+// optimizer.zero_grad() would); in sum mode it holds the mean gradient,
+// for your optimizer (clip it there, after Step()).
 // Finish() (or the destructor) leaves the job: the others go on without this
 // worker from the next step, as with DDP's join() (the mean is over the
 // workers still training), so workers may run different numbers of steps.
+// Local mode, for debugging without a job: with EEN_LOCAL=1 and no
+// een-launch, the program trains in its own process as rank 0 of 1; the
+// optimizer (and clipping, set_learning_rate) steps here with torch::optim's
+// equivalent of the server optimizer, and every check of a job's Step()
+// still holds (backward before Step, no .grad changes, no_sync rules).
 // Errors throw een::Error, naming the cause (job aborted, PS lost, ...).
 // Thread safety: one DataParallel per process, used from the training thread.
 #pragma once
@@ -95,6 +109,41 @@ class DataParallel {
   // module then holds that step's parameters and step() says which step;
   // carry on from there (as after --resume).
   void Step(double loss = std::numeric_limits<double>::quiet_NaN(), int64_t samples = 0);
+
+  // Gradient accumulation, like DDP's no_sync(): while the returned guard
+  // lives, backward() only adds to each .grad (as plain torch does); the
+  // first backward() after it pushes the sum and the next Step() completes
+  // one step, equal to one batch made of all the micro-batches (divide each
+  // micro-batch's loss by their count, as without EEN).
+  //   { auto guard = dp.no_sync(); for (k < K - 1) Loss(k).backward(); }
+  //   Loss(K - 1).backward(); dp.Step();
+  class NoSync {
+   public:
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+    NoSync(NoSync&& other) noexcept;
+
+   private:
+    friend class DataParallel;
+    explicit NoSync(DataParallel* dp) : dp_(dp) {}
+    DataParallel* dp_;
+  };
+  [[nodiscard]] NoSync no_sync();
+
+  // The server optimizer's learning rate from this step on (a change made
+  // while a step's gradients are being pushed applies from the next step),
+  // on every PS: every worker must set the same value at the same step, as
+  // a schedule computed from step() does (a PS refuses a step whose workers
+  // disagree). Equal to setting the lr of a torch optimizer's param groups,
+  // so a torch scheduler's values give torch's results. Not in sum mode
+  // (your own optimizer has the learning rate there).
+  void set_learning_rate(double lr);
+  double learning_rate() const;
+  // With OptimizerConfig::WithClipGradNorm: the last step's total L2 norm of
+  // the mean gradient, before clipping (what clip_grad_norm_ returns); NaN
+  // without clipping.
+  double grad_norm() const;
   void Barrier();
   void Finish();
 

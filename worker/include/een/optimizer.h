@@ -5,6 +5,12 @@
 // fresh parameters. With Sum(), the PS only averages: workers pull the mean
 // gradient into `.grad` and step their own torch optimizer. Hyper-parameters
 // and their defaults match torch::optim's. A plain value type.
+//
+// clip_grad_norm > 0 clips the mean gradient (over every worker, every
+// parameter, every PS) to that global L2 norm before each step, as
+// torch::nn::utils::clip_grad_norm_(params, max_norm) on the averaged
+// gradient would: OptimizerConfig::Adam(1e-3).WithClipGradNorm(1.0). Not in
+// sum mode (clip .grad yourself after Step() there).
 #pragma once
 
 #include <string>
@@ -24,6 +30,13 @@ struct OptimizerConfig {
   double eps = 1e-8;
   double lr_decay = 0.0;             // Adagrad
   double initial_accumulator = 0.0;  // Adagrad
+  double clip_grad_norm = 0.0;       // > 0: max global L2 norm of the mean gradient
+
+  OptimizerConfig WithClipGradNorm(double max_norm) const {
+    OptimizerConfig c = *this;
+    c.clip_grad_norm = max_norm;
+    return c;
+  }
 
   static OptimizerConfig SGD(double lr, double momentum = 0.0, double weight_decay = 0.0,
                              bool nesterov = false, double dampening = 0.0) {

@@ -16,6 +16,10 @@ struct ReplayOptions {
   size_t bucket_bytes = 25u << 20; // 1: every chunk pushed alone (no coalescing)
   bool references = true;          // false: only the runtime
   int rounds = 1;                  // runtime + references, repeated
+  // > 0: each round also runs the job with a buffer of this many floats
+  // broadcast from rank 0 every step (DataParallel's default for BatchNorm
+  // statistics), and prints what that costs against the job without it.
+  size_t buffer_floats = 0;
 };
 int RunReplay(const ReplayOptions& options);
 

@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bool no_references = false;
   replay->add_flag("--no-references", no_references, "run only the runtime");
+  replay->add_option("--buffer-floats", r.buffer_floats,
+                     "also run with this many buffer floats broadcast each step (ResNet-50's "
+                     "BatchNorm statistics: 53173) and print the cost");
   replay->add_option("--rounds", r.rounds, "runtime + references, this many times in turn")
       ->check(CLI::PositiveNumber);
 

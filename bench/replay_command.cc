@@ -98,12 +98,13 @@ void PrintPsUsage(const std::string& log_path, int steps) {
 // One round: the job, then the references, each with its step times.
 struct Round {
   RoleUsage worker;
-  std::vector<double> zmq, copy, gloo;
-  Summary een_s, zmq_s, copy_s, gloo_s;
+  std::vector<double> zmq, copy, gloo, buffers;
+  Summary een_s, zmq_s, copy_s, gloo_s, buffers_s;
 };
 
 // Runs the job as een-launch would; false (and its output printed) if it failed.
-bool RunJob(const ReplayOptions& o, const std::string& bin, const std::string& work) {
+bool RunJob(const ReplayOptions& o, const std::string& bin, const std::string& work,
+            size_t buffer_floats = 0) {
   std::filesystem::remove_all(work + "/een");
   std::filesystem::create_directories(work + "/een");
   std::ostringstream cmd;
@@ -111,7 +112,8 @@ bool RunJob(const ReplayOptions& o, const std::string& bin, const std::string& w
       << bin << "/een-launch --ps " << o.ps << " --workers " << o.workers << " --transport "
       << o.transport << " --wire-dtype " << o.dtype << " --progress-interval 3600s -- " << bin
       << "/een-bench-worker " << o.trace_path << " --steps " << o.steps << " --warmup " << o.warmup
-      << " --report " << work << "/een > " << work << "/job.log 2>&1";
+      << " --buffer-floats " << buffer_floats << " --report " << work << "/een > " << work
+      << "/job.log 2>&1";
   if (std::system(cmd.str().c_str()) == 0) return true;
   std::fprintf(stderr, "een-bench: the replay job failed; its output:\n");
   std::ifstream log(work + "/job.log");
@@ -172,13 +174,19 @@ int RunReplay(const ReplayOptions& o) {
   // Rounds, each the runtime and then every reference, so a noisy moment
   // of the machine falls on all of them alike.
   std::vector<Round> rounds(o.rounds);
-  std::vector<double> een_all, zmq_all, copy_all, gloo_all;
+  std::vector<double> een_all, zmq_all, copy_all, gloo_all, buffers_all;
   for (Round& r : rounds) {
     // 1. The runtime, launched as a job.
     if (!RunJob(o, bin, work)) return 1;
     r.worker = ReadWorkerReports(work + "/een", o.workers, o.steps);
     r.een_s = Summarize(r.worker.step_micros);
     een_all.insert(een_all.end(), r.worker.step_micros.begin(), r.worker.step_micros.end());
+    if (o.buffer_floats > 0) {  // the same job with rank 0's buffers broadcast each step
+      if (!RunJob(o, bin, work, o.buffer_floats)) return 1;
+      r.buffers = ReadWorkerReports(work + "/een", o.workers, o.steps).step_micros;
+      r.buffers_s = Summarize(r.buffers);
+      buffers_all.insert(buffers_all.end(), r.buffers.begin(), r.buffers.end());
+    }
     if (!o.references) continue;
     // 2. Raw ZeroMQ with the same sharding.
     auto raw_times = RunRawExchange(raw);
@@ -200,6 +208,17 @@ int RunReplay(const ReplayOptions& o) {
   std::printf("\n%-24s %9s %9s %9s %9s\n", "sync time per step", "median", "p10", "p90", "GB/s");
   std::printf("%-24s %9s %9s %9s %9s\n", "", "ms", "ms", "ms", "");
   Row("een push+pull", Summarize(een_all), step_bytes);
+  if (o.buffer_floats > 0) {
+    const double buffer_bytes = 2.0 * o.buffer_floats * sizeof(float);
+    Row("een + buffers broadcast", Summarize(buffers_all), step_bytes + buffer_bytes);
+    std::vector<double> cost;
+    for (const Round& r : rounds) cost.push_back(Ratio(r.buffers_s, r.een_s));
+    std::printf("buffers broadcast each step (%zu floats, %.2f MB pushed + pulled per worker): "
+                "%.3fx the step without them (%s), %+.2f ms\n",
+                o.buffer_floats, buffer_bytes / 1e6, Median(cost),
+                o.rounds > 1 ? fmt::format("median of {} rounds", o.rounds).c_str() : "median",
+                Summarize(buffers_all).median - Summarize(een_all).median);
+  }
   if (o.references) {
     Row(o.transport == "shm" ? "raw ZeroMQ (ipc)" : "raw ZeroMQ", Summarize(zmq_all), step_bytes);
     Row("memcpy", Summarize(copy_all), step_bytes);

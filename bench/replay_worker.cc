@@ -22,10 +22,13 @@ int main(int argc, char** argv) {
   CLI::App app{"een-bench-worker: replays a trace as one worker (started by een-bench)"};
   std::string trace_path, report;
   int steps = 20, warmup = 3;
+  size_t buffer_floats = 0;
   app.add_option("trace", trace_path)->required();
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
   app.add_option("--report", report)->required();
+  app.add_option("--buffer-floats", buffer_floats,
+                 "also a buffer of this many floats, broadcast from rank 0 each step");
   CLI11_PARSE(app, argc, argv);
 
   auto env = een::JobEnvironment::FromProcess("een-bench-worker");
@@ -39,7 +42,12 @@ int main(int argc, char** argv) {
     spdlog::error("{}", trace.status().message());
     return 2;
   }
-  auto client = een::WorkerClient::Join(*env, trace->Parameters(), een::OptimizerConfig::SGD(0.01));
+  std::vector<een::TensorInfo> tensors = trace->Parameters();
+  if (buffer_floats > 0) {  // as DataParallel registers BatchNorm statistics, after the parameters
+    tensors.push_back({"bench.buffers", buffer_floats, een::TensorKind::kBufferBroadcast,
+                       {static_cast<int64_t>(buffer_floats)}});
+  }
+  auto client = een::WorkerClient::Join(*env, tensors, een::OptimizerConfig::SGD(0.01));
   if (!client.ok()) {
     spdlog::error("cannot join: {}", client.status().message());
     return 3;
@@ -77,6 +85,15 @@ int main(int argc, char** argv) {
   }
   if (auto s = (*client)->Pull(0, false, sink); !s.ok()) return fail(s, "first pull");
 
+  // The buffer's chunks: each step its values are gathered into a staging
+  // copy and pushed, and pulled back (DataParallel's PushValues and StoreBuffers).
+  std::vector<uint32_t> buffer_chunks;
+  for (uint32_t c = 0; c < map.chunks().size(); ++c) {
+    if (een::IsBuffer(map.KindOfChunk(c))) buffer_chunks.push_back(c);
+  }
+  std::vector<float> module_buffer(buffer_floats, 0.25f);
+  auto staging = std::make_shared<std::vector<float>>(buffer_floats);
+
   std::ofstream out(report + "/worker-" + std::to_string((*client)->rank()) + ".txt");
   een::ResourceUsage start;
   for (int step = 0; step < warmup + steps; ++step) {
@@ -91,7 +108,21 @@ int main(int argc, char** argv) {
         return fail(s, "push");
       }
     }
+    if (!buffer_chunks.empty()) {
+      if (staging.use_count() > 1) staging = std::make_shared<std::vector<float>>(buffer_floats);
+      std::memcpy(staging->data(), module_buffer.data(), buffer_floats * sizeof(float));
+      std::vector<const float*> data;
+      for (uint32_t c : buffer_chunks) data.push_back(staging->data() + map.chunks()[c].offset);
+      if (auto s = (*client)->Push(een::wire::PushKind::GRADIENT, step, buffer_chunks, data, staging);
+          !s.ok()) {
+        return fail(s, "buffer push");
+      }
+    }
     if (auto s = (*client)->Pull(step + 1, false, sink); !s.ok()) return fail(s, "pull");
+    if (!buffer_chunks.empty()) {
+      std::memcpy(module_buffer.data(), params.data() + chunk_at[buffer_chunks[0]],
+                  buffer_floats * sizeof(float));
+    }
     const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
                             std::chrono::steady_clock::now() - t0).count();
     (*client)->ReportProgress(step + 1, 0.0, 0, micros);

@@ -55,6 +55,21 @@ TEST(BenchSmoke, Bf16WireMovesHalfTheBytes) {
   EXPECT_NE(bad.output.find("not one of fp32, bf16, fp16"), std::string::npos) << bad.output;
 }
 
+// --buffer-floats: the job runs again with a broadcast buffer, and the
+// cost line names it.
+TEST(BenchSmoke, BufferBroadcastCostIsPrinted) {
+  auto r = testing::Run({kBin + "/een-bench", "replay",
+                         std::string(EEN_SOURCE_DIR) + "/samples/traces/vgg16.trace", "--ps", "2",
+                         "--workers", "2", "--steps", "2", "--warmup", "1", "--buffer-floats",
+                         "53173", "--no-references"},
+                        seconds(240));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(
+      r.output, std::regex("buffers broadcast each step \\(53173 floats, 0.43 MB pushed \\+ "
+                           "pulled per worker\\): [0-9.]+x the step without them")))
+      << r.output;
+}
+
 // Recording a trace from a LibTorch program (EEN_TRACE_RECORD), then
 // replaying it: the recorded order is backward's, last layer first.
 TEST(BenchSmoke, RecordedTraceReplays) {

@@ -255,6 +255,18 @@ TEST_F(Semantics, LocalModeTrainsInProcessLikeTorch) {
   EXPECT_NE(unset.output.find("EEN_LOCAL=1"), std::string::npos) << unset.output;
 }
 
+// A NaN gradient under clipping ends the job with the step named, instead
+// of NaN parameters on every rank.
+TEST_F(Semantics, ANanGradientNormEndsTheJobNamingTheStep) {
+  auto r = testing::Run(Job(2, 2, "nan", {"--steps", "10", "--clip", "0.2", "--nan-at", "3"}),
+                        seconds(60));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(std::regex_search(LastLine(r.output),
+                                std::regex("the total gradient norm of step 3 is -?nan \\(a NaN "
+                                           "or infinite gradient\\)")))
+      << r.output;
+}
+
 // Three backward passes per step under no_sync() equal one batch three
 // times as large.
 TEST_F(Semantics, AccumulationEqualsOneBigBatch) {

@@ -20,6 +20,7 @@
 //     (torch::nn::utils::clip_grad_norm_ in the reference, the servers'
 //     OptimizerConfig::WithClipGradNorm in the job); each rank prints how
 //     many steps were clipped.
+//   --nan-at S: rank 0's loss is NaN at step S (a diverging model).
 //   --mismatch-rank R: rank R builds another model (fc1 33 wide, not 32).
 // Worker r's batch at step s is samples (s*W + r)*b ... +b (mod n): the
 // reference can take the union of the live workers' batches.
@@ -108,7 +109,8 @@ int main(int argc, char** argv) {
                "the short rank exits 0 at once, without Finish() (std::_Exit)");
   app.add_flag("--print-and-wait", print_and_wait,
                "print 'epoch 2' with stdio (no flush) and wait a minute: does the line show?");
-  int mismatch_rank = -1, accumulate = 1;
+  int mismatch_rank = -1, accumulate = 1, nan_at = -1;
+  app.add_option("--nan-at", nan_at, "rank 0's loss is NaN at this step");
   bool schedule = false, clip_after_backward = false;
   double momentum = 0, clip = 0;
   app.add_option("--clip", clip, "max global norm of the mean gradient");
@@ -182,6 +184,7 @@ int main(int argc, char** argv) {
           }
           auto loss = Loss(*net, data, all.slice(0, (accumulate - 1) * batch, accumulate * batch)) /
                       accumulate;
+          if (s == nan_at && dp.rank() == 0) loss = loss * std::nan("");
           if (s != skip_backward_at) loss.backward();
           if (clip_after_backward) torch::nn::utils::clip_grad_norm_(net->parameters(), 0.01);
           dp.Step(loss.item<double>(), batch * accumulate);

@@ -20,6 +20,9 @@ struct ReplayOptions {
   // broadcast from rank 0 every step (DataParallel's default for BatchNorm
   // statistics), and prints what that costs against the job without it.
   size_t buffer_floats = 0;
+  // Each round also runs the job with `een-launch --insecure` (no job
+  // secret) and prints what authentication costs.
+  bool compare_insecure = false;
 };
 int RunReplay(const ReplayOptions& options);
 

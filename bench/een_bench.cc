@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bool no_references = false;
   replay->add_flag("--no-references", no_references, "run only the runtime");
+  replay->add_flag("--compare-insecure", r.compare_insecure,
+                   "also run the job with --insecure (no job secret) and print the cost of "
+                   "authentication");
   replay->add_option("--buffer-floats", r.buffer_floats,
                      "also run with this many buffer floats broadcast each step (ResNet-50's "
                      "BatchNorm statistics: 53173) and print the cost");

@@ -98,19 +98,20 @@ void PrintPsUsage(const std::string& log_path, int steps) {
 // One round: the job, then the references, each with its step times.
 struct Round {
   RoleUsage worker;
-  std::vector<double> zmq, copy, gloo, buffers;
-  Summary een_s, zmq_s, copy_s, gloo_s, buffers_s;
+  std::vector<double> zmq, copy, gloo, buffers, insecure;
+  Summary een_s, zmq_s, copy_s, gloo_s, buffers_s, insecure_s;
 };
 
 // Runs the job as een-launch would; false (and its output printed) if it failed.
 bool RunJob(const ReplayOptions& o, const std::string& bin, const std::string& work,
-            size_t buffer_floats = 0) {
+            size_t buffer_floats = 0, bool insecure = false) {
   std::filesystem::remove_all(work + "/een");
   std::filesystem::create_directories(work + "/een");
   std::ostringstream cmd;
   cmd << "EEN_BUCKET_BYTES=" << o.bucket_bytes << " EEN_RESOURCES_AT_STEP=" << o.warmup << ' '
       << bin << "/een-launch --ps " << o.ps << " --workers " << o.workers << " --transport "
-      << o.transport << " --wire-dtype " << o.dtype << " --progress-interval 3600s -- " << bin
+      << o.transport << " --wire-dtype " << o.dtype << (insecure ? " --insecure" : "")
+      << " --progress-interval 3600s -- " << bin
       << "/een-bench-worker " << o.trace_path << " --steps " << o.steps << " --warmup " << o.warmup
       << " --buffer-floats " << buffer_floats << " --report " << work << "/een > " << work
       << "/job.log 2>&1";
@@ -174,13 +175,19 @@ int RunReplay(const ReplayOptions& o) {
   // Rounds, each the runtime and then every reference, so a noisy moment
   // of the machine falls on all of them alike.
   std::vector<Round> rounds(o.rounds);
-  std::vector<double> een_all, zmq_all, copy_all, gloo_all, buffers_all;
+  std::vector<double> een_all, zmq_all, copy_all, gloo_all, buffers_all, insecure_all;
   for (Round& r : rounds) {
     // 1. The runtime, launched as a job.
     if (!RunJob(o, bin, work)) return 1;
     r.worker = ReadWorkerReports(work + "/een", o.workers, o.steps);
     r.een_s = Summarize(r.worker.step_micros);
     een_all.insert(een_all.end(), r.worker.step_micros.begin(), r.worker.step_micros.end());
+    if (o.compare_insecure) {  // the same job without authentication
+      if (!RunJob(o, bin, work, 0, /*insecure=*/true)) return 1;
+      r.insecure = ReadWorkerReports(work + "/een", o.workers, o.steps).step_micros;
+      r.insecure_s = Summarize(r.insecure);
+      insecure_all.insert(insecure_all.end(), r.insecure.begin(), r.insecure.end());
+    }
     if (o.buffer_floats > 0) {  // the same job with rank 0's buffers broadcast each step
       if (!RunJob(o, bin, work, o.buffer_floats)) return 1;
       r.buffers = ReadWorkerReports(work + "/een", o.workers, o.steps).step_micros;
@@ -208,6 +215,13 @@ int RunReplay(const ReplayOptions& o) {
   std::printf("\n%-24s %9s %9s %9s %9s\n", "sync time per step", "median", "p10", "p90", "GB/s");
   std::printf("%-24s %9s %9s %9s %9s\n", "", "ms", "ms", "ms", "");
   Row("een push+pull", Summarize(een_all), step_bytes);
+  if (o.compare_insecure) {
+    Row("een --insecure", Summarize(insecure_all), step_bytes);
+    std::vector<double> cost;
+    for (const Round& r : rounds) cost.push_back(Ratio(r.een_s, r.insecure_s));
+    std::printf("authenticated (the default) / --insecure = %.3fx (%s)\n", Median(cost),
+                o.rounds > 1 ? fmt::format("median of {} rounds", o.rounds).c_str() : "median");
+  }
   if (o.buffer_floats > 0) {
     const double buffer_bytes = 2.0 * o.buffer_floats * sizeof(float);
     Row("een + buffers broadcast", Summarize(buffers_all), step_bytes + buffer_bytes);

@@ -15,6 +15,7 @@
 #include "bench/trace.h"
 #include "common/logging.h"
 #include "common/resource_usage.h"
+#include "common/transport/auth.h"
 #include "worker/bucket_layout.h"
 #include "worker/worker_client.h"
 
@@ -37,6 +38,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   een::InitLogging("worker " + std::to_string(env->rank));
+  if (auto s = een::AuthenticateAs(een::transport::WorkerIdentity(env->rank), "een-bench-worker");
+      !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
   auto trace = een::bench::ReadTrace(trace_path);
   if (!trace.ok()) {
     spdlog::error("{}", trace.status().message());

@@ -41,7 +41,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
       "ps", "workers", "min_workers", "failover_threshold", "heartbeat_interval", "startup_timeout",
       "progress_interval", "transport", "host", "max_chunk_numel", "shards_per_ps",
       "snapshot_every", "snapshot_dir", "replicas", "max_restarts", "spare_ps",
-      "wire_dtype"};
+      "wire_dtype", "insecure"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     const std::string where = "config " + path + ": field '" + key + "'";
@@ -74,6 +74,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
       if (key == "transport") transport = v.as<std::string>();
       if (key == "host") host = v.as<std::string>();
       if (key == "wire_dtype") wire_dtype = v.as<std::string>();
+      if (key == "insecure") insecure = v.as<bool>();
       if (key == "max_chunk_numel") {
         int n = 0;
         EEN_RETURN_IF_ERROR(positive_int(&n));

@@ -29,6 +29,7 @@ struct JobConfig {
   uint64_t snapshot_every = 0;   // steps between snapshots; 0: none
   std::string snapshot_dir = "een-snapshots";
   bool resume = false;           // start from the newest complete snapshot in snapshot_dir
+  bool insecure = false;         // no job secret: any local process may connect (a warning says so)
 
   // Overlays the fields present in the YAML file at `path` onto *this.
   Status LoadYaml(const std::string& path);

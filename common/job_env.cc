@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "common/logging.h"
+#include "common/transport/auth.h"
+
 namespace een {
 namespace {
 
@@ -27,6 +30,27 @@ Status ReadInt(const char* name, long min, long* out) {
 }
 
 }  // namespace
+
+Status AuthenticateAs(const std::string& identity, const std::string& program) {
+  long insecure = 0;
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_INSECURE", 0, &insecure));
+  const char* file = Get("EEN_JOB_SECRET_FILE");
+  if (insecure == 1) {
+    spdlog::warn("EEN_INSECURE=1 (een-launch --insecure): no job secret; any process on this "
+                 "host may connect to this job and disturb it");
+    transport::SetCredentials({"", identity});
+    return Status::Ok();
+  }
+  if (!file) {
+    return FailedPrecondition(
+        program + " has no job secret: EEN_JOB_SECRET_FILE is not set. een-launch sets it for "
+        "the processes it starts and prints the file's path; a process added by hand needs "
+        "EEN_JOB_SECRET_FILE=PATH too (or EEN_INSECURE=1 for a job started with --insecure)");
+  }
+  EEN_ASSIGN_OR_RETURN(std::string secret, transport::ReadSecretFile(file));
+  transport::SetCredentials({std::move(secret), identity});
+  return Status::Ok();
+}
 
 Result<bool> LocalModeRequested() {
   long local = 0;

@@ -45,6 +45,12 @@ struct JobEnvironment {
   std::string DataListenAddress() const;
 };
 
+// Sets this process's transport credentials (transport/auth.h) from
+// EEN_JOB_SECRET_FILE, authenticating as `identity`; with EEN_INSECURE=1
+// instead, none (and a warning). Neither set: an error saying how to get the
+// secret. Call before the first connection.
+Status AuthenticateAs(const std::string& identity, const std::string& program);
+
 // EEN_LOCAL=1: a training program run by hand (no een-launch, no
 // EEN_COORDINATOR) trains in its own process as the only worker, for
 // debugging. Ok(false) when unset or 0; an error for any other value.

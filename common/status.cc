@@ -12,6 +12,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kFailedPrecondition: return "FailedPrecondition";
     case StatusCode::kAborted: return "Aborted";
     case StatusCode::kResourceExhausted: return "ResourceExhausted";
+    case StatusCode::kPermissionDenied: return "PermissionDenied";
     case StatusCode::kDataLoss: return "DataLoss";
     case StatusCode::kInternal: return "Internal";
   }

@@ -22,6 +22,7 @@ enum class StatusCode {
   kFailedPrecondition,
   kAborted,
   kResourceExhausted,
+  kPermissionDenied,
   kDataLoss,
   kInternal,
 };
@@ -56,6 +57,9 @@ inline Status FailedPrecondition(std::string m) {
 inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status ResourceExhausted(std::string m) {
   return {StatusCode::kResourceExhausted, std::move(m)};
+}
+inline Status PermissionDenied(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
 }
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }

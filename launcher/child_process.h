@@ -47,6 +47,7 @@ class ChildProcess {
   bool exited() const { return exited_; }
   bool succeeded() const { return exited_ && exit_code_ == 0 && term_signal_ == 0; }
   bool killed_by_signal() const { return exited_ && term_signal_ != 0; }
+  int term_signal() const { return term_signal_; }
   // "exited with status 3", "was killed by SIGKILL"
   std::string ExitDescription() const;
   // The last non-empty line it printed (often the error that ended it).

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 
+#include "common/job_env.h"
 #include "common/logging.h"
 #include "launcher/coordinator.h"
 
@@ -51,6 +52,10 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
 
+  if (een::Status s = een::AuthenticateAs("coordinator", "een-coordinator"); !s.ok()) {
+    spdlog::error("cannot start: {}", s.message());
+    return 2;
+  }
   een::Coordinator coordinator(o);
   if (een::Status s = coordinator.Bind(); !s.ok()) {
     spdlog::error("cannot start: {}", s.ToString());

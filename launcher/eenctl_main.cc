@@ -7,6 +7,9 @@
 //   eenctl snapshot --coordinator ADDRESS
 //     every PS snapshots one step, agreed with all of them (the job must
 //     keep snapshots: --snapshot-every N), besides the periodic ones.
+// eenctl authenticates with the job's secret: --secret-file, else
+// EEN_JOB_SECRET_FILE, else the secret een-launch keeps beside the address
+// in its run folder on this machine (/tmp/een-job-*/{coordinator,secret}).
 // Each prints the coordinator's answer. Exit 0 when the coordinator took
 // the request, 1 when it refused it (with its reason), 2 on a usage error
 // or when the coordinator did not answer.
@@ -14,17 +17,57 @@
 // and the next rank; see README.)
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 
+#include "common/transport/auth.h"
 #include "common/transport/device.h"
 #include "common/wire.h"
 
 namespace {
 
+// The job secret for `coordinator`: from `secret_file`, EEN_JOB_SECRET_FILE,
+// or the run folder of the job on this machine that listens there. An
+// empty path with an ok status: a job started with --insecure.
+een::Result<std::string> FindSecretFile(const std::string& coordinator, std::string secret_file) {
+  if (secret_file.empty()) {
+    if (const char* f = std::getenv("EEN_JOB_SECRET_FILE"); f && *f) secret_file = f;
+  }
+  if (!secret_file.empty()) return secret_file;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/tmp", ec)) {
+    if (entry.path().filename().string().rfind("een-job-", 0) != 0) continue;
+    std::ifstream in(entry.path() / "coordinator");
+    std::string address;
+    if (!(in >> address) || address != coordinator) continue;
+    const auto secret = entry.path() / "secret";
+    return std::filesystem::exists(secret, ec) ? secret.string() : std::string();
+  }
+  return een::FailedPrecondition(
+      "cannot find the secret of the job at " + coordinator +
+      " (no een-launch run folder on this machine names it): pass --secret-file PATH, the path "
+      "een-launch printed ('job secret in ...')");
+}
+
 // Sends one request to the coordinator and prints its answer.
-int Ask(const std::string& coordinator,
+int Ask(const std::string& coordinator, const std::string& secret_file,
         const std::function<void(een::wire::Header::Builder)>& build,
         const std::function<const char*(een::wire::Header::Reader)>& answer_text) {
+  auto path = FindSecretFile(coordinator, secret_file);
+  if (!path.ok()) {
+    std::fprintf(stderr, "eenctl: %s\n", path.status().message().c_str());
+    return 2;
+  }
+  if (!path->empty()) {
+    auto secret = een::transport::ReadSecretFile(*path);
+    if (!secret.ok()) {
+      std::fprintf(stderr, "eenctl: %s\n", secret.status().message().c_str());
+      return 2;
+    }
+    een::transport::SetCredentials({*secret, "eenctl"});
+  }
   auto device = een::transport::DeviceFor(coordinator);
   if (!device.ok()) {
     std::fprintf(stderr, "eenctl: %s\n", device.status().message().c_str());
@@ -42,9 +85,13 @@ int Ask(const std::string& coordinator,
     return 2;
   }
   auto reply = (*connection)->Receive(std::chrono::seconds(10));
+  if (!reply.ok() && reply.status().code() == een::StatusCode::kPermissionDenied) {
+    std::fprintf(stderr, "eenctl: %s\n", reply.status().message().c_str());
+    return 2;
+  }
   if (!reply.ok()) {
-    std::fprintf(stderr, "eenctl: no answer from the coordinator at %s within 10 s\n",
-                 coordinator.c_str());
+    std::fprintf(stderr, "eenctl: no answer from the coordinator at %s within 10 s (is the job "
+                 "running, and is this its secret?)\n", coordinator.c_str());
     return 2;
   }
   int code = 2;
@@ -67,7 +114,8 @@ int Ask(const std::string& coordinator,
 int main(int argc, char** argv) {
   CLI::App app{"eenctl: operate a running EEN job"};
   app.require_subcommand(1);
-  std::string coordinator;
+  std::string coordinator, secret_file;
+  app.add_option("--secret-file", secret_file, "the job's secret (een-launch prints its path)");
   int ps = -1;
   auto* drain = app.add_subcommand("drain", "move every shard off a PS, then let it leave");
   drain->add_option("--coordinator", coordinator, "the job's coordinator address (een-launch prints it)")
@@ -78,12 +126,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (*drain) {
-    return Ask(coordinator, [&](een::wire::Header::Builder h) { h.setDrain(ps); },
+    return Ask(coordinator, secret_file, [&](een::wire::Header::Builder h) { h.setDrain(ps); },
                [](een::wire::Header::Reader h) -> const char* {
                  return h.isDrainReply() ? h.getDrainReply().cStr() : nullptr;
                });
   }
-  return Ask(coordinator, [](een::wire::Header::Builder h) { h.setSnapshotRequest(); },
+  return Ask(coordinator, secret_file, [](een::wire::Header::Builder h) { h.setSnapshotRequest(); },
              [](een::wire::Header::Reader h) -> const char* {
                return h.isSnapshotReply() ? h.getSnapshotReply().cStr() : nullptr;
              });

@@ -68,6 +68,10 @@ int main(int argc, char** argv) {
                  "PS keep fp32 master values)");
   app.add_option("--host", host, "address the roles listen on (default 127.0.0.1)");
   app.add_option("--backend", backend, "where roles run: local (ssh, slurm, k8s: not yet)");
+  bool insecure = false;
+  app.add_flag("--insecure", insecure,
+               "no job secret: every role accepts any local connection (default: only the job's "
+               "own processes, authenticated with a secret een-launch creates)");
   int max_restarts = 0;
   auto* restarts_opt = app.add_option("--max-restarts", max_restarts,
                                       "replacements to start for lost workers; each joins the "
@@ -142,6 +146,7 @@ int main(int argc, char** argv) {
   }
   if (!transport.empty()) config.transport = transport;
   if (!host.empty()) config.host = host;
+  if (insecure) config.insecure = true;
   if (backend != "local") {
     return Usage("--backend " + backend + " is not available yet; only 'local' (every role on "
                  "this machine) is");

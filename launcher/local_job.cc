@@ -13,6 +13,7 @@
 #include <fstream>
 #include <thread>
 
+#include "common/transport/auth.h"
 #include "common/wire.h"
 
 namespace een {
@@ -50,6 +51,7 @@ std::map<std::string, std::string> LocalJob::RoleEnvironment(const std::string& 
       {"EEN_HEARTBEAT_MS", std::to_string(config_.heartbeat_interval.count())},
       {"EEN_STARTUP_TIMEOUT_MS", std::to_string(config_.startup_timeout.count())},
   };
+  env.merge(SecurityEnvironment());
   if (role == "ps" && (config_.snapshot_every > 0 || config_.resume)) {
     env["EEN_SNAPSHOT_DIR"] = config_.snapshot_dir;
     env["EEN_SNAPSHOT_EVERY"] = std::to_string(config_.snapshot_every);
@@ -61,6 +63,30 @@ std::map<std::string, std::string> LocalJob::RoleEnvironment(const std::string& 
     env["OMP_NUM_THREADS"] = std::to_string(std::max(1L, cores / config_.workers));
   }
   return env;
+}
+
+std::map<std::string, std::string> LocalJob::SecurityEnvironment() const {
+  if (config_.insecure) return {{"EEN_INSECURE", "1"}, {"EEN_JOB_SECRET_FILE", ""}};
+  return {{"EEN_JOB_SECRET_FILE", SecretPath()}, {"EEN_INSECURE", ""}};
+}
+
+std::string LocalJob::SecretPath() const { return run_dir_ + "/secret"; }
+
+Status LocalJob::CreateSecret() {
+  if (run_dir_.empty()) {
+    return Unavailable("cannot create the job's run folder in /tmp (full, or not writable?)");
+  }
+  if (config_.insecure) {
+    Say("--insecure: no job secret; any process on this host can connect to this job and "
+        "disturb it");
+    transport::SetCredentials({"", "launcher"});
+    return Status::Ok();
+  }
+  const std::string secret = transport::NewSecret();
+  if (secret.empty()) return Internal("cannot draw a random job secret (libsodium failed)");
+  EEN_RETURN_IF_ERROR(transport::WriteSecretFile(SecretPath(), secret));
+  transport::SetCredentials({secret, "launcher"});
+  return Status::Ok();
 }
 
 Status LocalJob::StartCoordinator(bool restore) {
@@ -90,8 +116,7 @@ Status LocalJob::StartCoordinator(bool restore) {
     argv.push_back(config_.snapshot_dir);
   }
   if (restore) argv.push_back("--restore");
-  ChildProcess coordinator("coordinator", argv, std::map<std::string, std::string>{},
-                           std::vector<int>{ready[1]});
+  ChildProcess coordinator("coordinator", argv, SecurityEnvironment(), std::vector<int>{ready[1]});
   if (children_.empty()) {
     children_.push_back(std::move(coordinator));
   } else {
@@ -123,6 +148,8 @@ Status LocalJob::StartCoordinator(bool restore) {
     return Unavailable("the coordinator did not start (see its output above)");
   }
   coordinator_address_ = line.substr(0, line.find('\n'));
+  // For eenctl on this machine: which job secret goes with this address.
+  std::ofstream(run_dir_ + "/coordinator") << coordinator_address_ << '\n';
   return Status::Ok();
 }
 
@@ -259,10 +286,15 @@ int LocalJob::Run() {
 
   char tmpl[] = "/tmp/een-job-XXXXXX";
   if (mkdtemp(tmpl)) run_dir_ = tmpl;
+  if (Status s = CreateSecret(); !s.ok()) return Fail(s.message());
   children_.reserve(1 + config_.ps + config_.workers + config_.spare_ps);
   if (Status s = StartCoordinator(false); !s.ok()) return Fail(s.message());
   Say("coordinator at " + coordinator_address_ + "; starting " + std::to_string(config_.ps) +
       " PS and " + std::to_string(config_.workers) + " workers: " + command_[0]);
+  if (!config_.insecure) {
+    Say("job secret in " + SecretPath() + " (a process added by hand needs "
+        "EEN_JOB_SECRET_FILE=" + SecretPath() + "; eenctl finds it)");
+  }
   if (Status s = StartRoles(); !s.ok()) return Fail(s.message());
 
   const size_t first_worker = 1 + config_.ps;
@@ -306,7 +338,10 @@ int LocalJob::Run() {
         }
         std::string what =
             c.label() + " (pid " + std::to_string(c.pid()) + ") " + c.ExitDescription();
-        if (is_worker && !c.killed_by_signal() && !c.last_line().empty()) {
+        // A program that aborted (an uncaught exception: std::terminate
+        // printed its what()) said why on its last line, as one that exited 1.
+        const bool own_failure = !c.killed_by_signal() || c.term_signal() == SIGABRT;
+        if (is_worker && own_failure && !c.last_line().empty()) {
           what += "; its last line: " + c.last_line();
         }
         const bool is_ps = i >= 1 && !is_worker;  // a PS or a spare
@@ -370,6 +405,18 @@ int LocalJob::Run() {
     if (workers_done) {
       bool all = true;
       for (const ChildProcess& c : children_) all &= c.exited();
+      // The coordinator ended the job well: it told every PS still in the
+      // job to leave, so one still running was declared lost before (a
+      // stopped or cut-off process): it is no part of the job any more.
+      if (!all && children_[0].succeeded()) {
+        for (size_t i = 1; i < first_worker; ++i) {
+          if (children_[i].exited()) continue;
+          Say(children_[i].label() + " (pid " + std::to_string(children_[i].pid()) +
+              ") is still running though the coordinator declared it lost and finished the job "
+              "without it; stopping it");
+        }
+        all = true;
+      }
       if (all) {
         StopAll();
         Say("job finished: " + std::to_string(config_.workers - lost_workers) + " of " +
@@ -378,7 +425,12 @@ int LocalJob::Run() {
         return 0;
       }
       if (MillisSince(workers_done_at) > 4 * config_.failover_threshold.count() + 5000) {
-        return Fail("the coordinator or a PS did not stop after every worker finished");
+        std::string running;
+        for (const ChildProcess& c : children_) {
+          if (!c.exited()) running += (running.empty() ? "" : ", ") + c.label() + " (pid " + std::to_string(c.pid()) + ")";
+        }
+        return Fail("every worker finished, but " + running + " did not stop within " +
+                    std::to_string(4 * config_.failover_threshold.count() + 5000) + " ms");
       }
     }
   }

@@ -47,6 +47,11 @@ class LocalJob {
   ChildProcess SpareProcess();             // a standby PS, not started yet
   ChildProcess WorkerProcess(int rank) const;  // the user's program, not started yet
   std::map<std::string, std::string> RoleEnvironment(const std::string& role, int rank) const;
+  // The job secret (0600 in the run folder, SecretPath()) that every role
+  // authenticates with, unless --insecure; and the environment naming it.
+  Status CreateSecret();
+  std::string SecretPath() const;
+  std::map<std::string, std::string> SecurityEnvironment() const;
   void PumpOutput(int timeout_ms);
   void ReapChildren();
   void StopAll();

@@ -132,7 +132,7 @@ Result<bool> ChunkStore::ApplyReplica(uint32_t chunk, uint64_t step, const trans
     std::memcpy(s.values, m, size_t{n} * sizeof(float));  // the primary's new values
     if (!optimizer_) std::memcpy(MeanBuffer(s, n), m, size_t{n} * sizeof(float));
   } else if (optimizer_) {
-    s.applied_lr = lr > 0 ? lr : optimizer_->configured_lr();
+    s.applied_lr = lr >= 0 ? lr : optimizer_->configured_lr();
     optimizer_->Apply(s.values, m, s.state.data(), n, s.version + 1, s.applied_lr);
   } else {
     std::memcpy(MeanBuffer(s, n), m, size_t{n} * sizeof(float));
@@ -224,7 +224,7 @@ Result<bool> ChunkStore::Contribute(uint32_t chunk, int worker, uint64_t step,
   bool first = true;
   for (const auto& f : s.contributions) first &= f.data() == nullptr;
   if (s.kind == TensorKind::kParameter && !first && lr != s.step_lr) {
-    auto name = [](double x) { return x > 0 ? std::to_string(x) : std::string("the configured one"); };
+    auto name = [](double x) { return x >= 0 ? std::to_string(x) : std::string("the configured one"); };
     return FailedPrecondition("worker " + std::to_string(worker) + " asks learning rate " +
                               name(lr) + " for step " + std::to_string(step) + ", worker " +
                               std::to_string(s.step_lr_from) + " asked " + name(s.step_lr) +
@@ -339,7 +339,7 @@ void ChunkStore::Advance(Slot& s, const StepInputs& in) {
   for (auto& f : s.contributions) f = transport::Frame();
   s.version++;
   s.applied_lr = in.lr;
-  s.step_lr = 0;
+  s.step_lr = -1;
   s.step_lr_from = -1;
   if (in.optimizer) s.wire_fresh = in.wire_out != nullptr;  // the values changed
 }
@@ -376,7 +376,7 @@ std::vector<uint32_t> ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks
     in.values = s.values;
     in.state = s.state;
     in.step = s.version + 1;
-    if (optimizer_) in.lr = s.step_lr > 0 ? s.step_lr : optimizer_->configured_lr();
+    if (optimizer_) in.lr = s.step_lr >= 0 ? s.step_lr : optimizer_->configured_lr();
     // Values a bf16/fp16 wire pulled before are converted while in cache.
     if (optimizer_ && s.wire_type != WireType::kF32) {
       in.wire_type = s.wire_type;
@@ -426,23 +426,24 @@ void ChunkStore::Aggregate(const std::vector<uint32_t>& chunks) {
 ChunkStore::NormShare ChunkStore::NormOf(uint64_t step) const {
   NormShare share;
   bool waiting = false;
-  double sum = 0;
-  for (uint32_t c = 0; c < slot_of_.size(); ++c) {  // chunk order: the same sum every time
+  for (uint32_t c = 0; c < slot_of_.size(); ++c) {
     if (!Owns(c)) continue;
     const Slot& s = SlotOf(c);
     if (s.version == step + 1) {
-      if (!s.norm_known) return {NormShare::State::kGone, 0};
+      if (!s.norm_known) return {NormShare::State::kGone};
       return {NormShare::State::kApplied, s.applied_norm};
     }
-    if (s.version > step + 1) return {NormShare::State::kGone, 0};
+    if (s.version > step + 1) return {NormShare::State::kGone};
     if (s.version < step || !s.awaiting_clip) {
       waiting = true;
     } else if (s.kind == TensorKind::kParameter) {
-      sum += s.sum_squares;
+      share.chunks.push_back(c);
+      share.sum_squares.push_back(s.sum_squares);
     }
   }
-  if (waiting) return share;
-  return {NormShare::State::kPartial, sum};
+  if (waiting) return {};
+  share.state = NormShare::State::kPartial;
+  return share;
 }
 
 std::vector<uint32_t> ChunkStore::ApplyClipped(uint64_t step, double total_norm) {
@@ -477,7 +478,7 @@ std::vector<uint32_t> ChunkStore::ApplyHeld(const std::vector<uint32_t>& chunks)
     in.values = s.values;
     in.state = s.state;
     in.step = s.version + 1;
-    in.lr = s.step_lr > 0 ? s.step_lr : optimizer_->configured_lr();
+    in.lr = s.step_lr >= 0 ? s.step_lr : optimizer_->configured_lr();
     if (s.wire_type != WireType::kF32) {
       in.wire_type = s.wire_type;
       in.wire_out = WireBuffer(s, n);

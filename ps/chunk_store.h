@@ -84,11 +84,11 @@ class ChunkStore {
   // fresh arena block), forgets chunks it no longer holds.
   Result<Adoption> Adopt(const ShardMap& next, uint32_t ps);
   // Backup: the primary's mean gradient of step `step`, applied with the
-  // learning rate the primary used (0: the configured one). Returns false
+  // learning rate the primary used (< 0: the configured one). Returns false
   // for a step already applied (a repeat), FailedPrecondition for a gap.
   // `norm`: the total norm the primary clipped that step with (< 0: unknown).
   Result<bool> ApplyReplica(uint32_t chunk, uint64_t step, const transport::Frame& mean,
-                            double lr = 0, double norm = -1);
+                            double lr = -1, double norm = -1);
   // The learning rate and (clipping) total norm the chunk's last step was applied with.
   double AppliedLr(uint32_t chunk) const { return SlotOf(chunk).applied_lr; }
   double AppliedNorm(uint32_t chunk) const { return SlotOf(chunk).applied_norm; }
@@ -105,20 +105,23 @@ class ChunkStore {
   // applied together on the apply threads: Contribute() only records the
   // gradient and says whether the step is complete; ApplySteps() then
   // aggregates and applies those chunks (each must be complete).
-  // `lr`: the learning rate the worker asks for this step (0: the configured
-  // one); every worker must ask the same (FailedPrecondition otherwise).
+  // `lr`: the learning rate the worker asks for this step (< 0: the
+  // configured one); every worker must ask the same (FailedPrecondition otherwise).
   Result<bool> Contribute(uint32_t chunk, int worker, uint64_t step, transport::Frame grad,
-                          WireType type = WireType::kF32, double lr = 0);
+                          WireType type = WireType::kF32, double lr = -1);
   // Returns the chunks whose version moved on (with clipping: none, unless
   // that step's total norm is known already; the rest await ApplyClipped).
   std::vector<uint32_t> ApplySteps(const std::vector<uint32_t>& chunks);
-  // Clipping: this PS's share of step `step`'s squared norm, once every
-  // chunk it owns has aggregated that step (kWaiting before); kApplied with
-  // the total norm if a chunk here applied that step already (a promoted
-  // backup); kGone if the step is long past or its norm unknown here.
+  // Clipping: this PS's share of step `step`'s squared norm (each owned
+  // parameter chunk's sum of squares), once every chunk it owns has
+  // aggregated that step (kWaiting before); kApplied with the total norm if
+  // a chunk here applied that step already (a promoted backup); kGone if the
+  // step is long past or its norm unknown here.
   struct NormShare {
     enum class State { kWaiting, kPartial, kApplied, kGone } state = State::kWaiting;
-    double value = 0;  // kPartial: the sum of squares; kApplied: the total norm
+    double total_norm = 0;                   // kApplied
+    std::vector<uint32_t> chunks;            // kPartial
+    std::vector<double> sum_squares;
   };
   NormShare NormOf(uint64_t step) const;
   // Clipping: step `step`'s total norm (the same on every worker): applies
@@ -183,7 +186,7 @@ class ChunkStore {
     bool wire_fresh = false;
     std::chrono::steady_clock::time_point first_contribution;  // of step `version`
     std::shared_ptr<std::vector<float>> mean;     // last step's mean (sum mode, replicas)
-    double step_lr = 0;      // asked by the contributions of step `version` (0: configured)
+    double step_lr = -1;     // asked by the contributions of step `version` (< 0: configured)
     int step_lr_from = -1;   // the worker that asked first
     double applied_lr = 0;   // the last applied step's
     // Clipping: the step is aggregated (mean in `mean`, `sum_squares` its

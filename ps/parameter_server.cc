@@ -1,5 +1,7 @@
 #include "ps/parameter_server.h"
 
+#include "common/transport/auth.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -90,6 +92,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
       next_register = Clock::now() + std::chrono::seconds(1);
     }
     auto reply = control_->Receive(milliseconds(100));
+    if (!reply.ok() && reply.status().code() == StatusCode::kPermissionDenied) return reply.status();
     if (!reply.ok()) continue;
     EEN_RETURN_IF_ERROR(wire::Visit(*reply, [&](wire::Header::Reader h) -> Status {
       if (h.isError()) return Aborted("coordinator refused this PS: " + std::string(h.getError().getMessage().cStr()));
@@ -120,6 +123,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   }
   if (env_.spare) {
     spdlog::warn("this spare takes over as ps {}", env_.rank);
+    transport::SetIdentity(transport::PsIdentity(env_.rank));  // its connections from now on
     EEN_RETURN_IF_ERROR(OpenSnapshots(&intact));
   }
   if (env_.rank < 0 || static_cast<uint32_t>(env_.rank) >= map_.num_ps()) {
@@ -387,6 +391,21 @@ void ParameterServer::Handle(const transport::Envelope& envelope) {
                            : h.isNormQuery() ? h.getNormQuery().getEpoch()
                            : h.isClipNorm()  ? h.getClipNorm().getEpoch()
                                              : 0;
+    // A message speaks only for the identity its connection authenticated as.
+    if (!envelope.authenticated.empty()) {
+      const std::string claimed =
+          h.isPush()        ? transport::WorkerIdentity(h.getPush().getWorker())
+          : h.isPull()      ? transport::WorkerIdentity(h.getPull().getWorker())
+          : h.isNormQuery() ? transport::WorkerIdentity(h.getNormQuery().getWorker())
+          : h.isClipNorm()  ? transport::WorkerIdentity(h.getClipNorm().getWorker())
+          : h.isReplicate() ? transport::PsIdentity(h.getReplicate().getFrom())
+          : h.isReplicated() ? transport::PsIdentity(h.getReplicated().getFrom())
+                             : std::string();
+      if (claimed != envelope.authenticated) {
+        return InvalidArgument("this connection authenticated as '" + envelope.authenticated +
+                               "' and cannot speak for '" + claimed + "'");
+      }
+    }
     if (epoch > epoch_) {  // routed with a map this PS has not received yet
       if (future_.size() >= 100000) return Unavailable("too many messages of a future map epoch");
       future_.push_back(envelope);
@@ -474,10 +493,8 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     return Status::Ok();
   }
   const uint64_t step = push.getStep();
-  const double lr = push.getLr();
-  if (!std::isfinite(lr) || lr < 0) {
-    return InvalidArgument("learning rate " + std::to_string(lr) + " is not a finite value >= 0");
-  }
+  const double lr = push.getLr();  // < 0: the configured one
+  if (!std::isfinite(lr)) return InvalidArgument("learning rate " + std::to_string(lr) + " is not finite");
   std::vector<uint32_t> fresh;  // a resent push repeats chunks already counted: those are dropped
   for (uint32_t i = 0; i < chunks.size(); ++i) {
     const uint32_t c = chunks[i];
@@ -565,8 +582,13 @@ void ParameterServer::AnswerReadyNorms() {
       reply.setStep(it->step);
       const bool applied = share.state == ChunkStore::NormShare::State::kApplied;
       reply.setApplied(applied);
-      if (applied) reply.setTotalNorm(share.value);
-      else reply.setSumSquares(share.value);
+      reply.setTotalNorm(share.total_norm);
+      auto chunks = reply.initChunks(share.chunks.size());
+      auto sums = reply.initSumSquares(share.sum_squares.size());
+      for (size_t i = 0; i < share.chunks.size(); ++i) {
+        chunks.set(i, share.chunks[i]);
+        sums.set(i, share.sum_squares[i]);
+      }
       if (Status s = listener_->Send(it->peer, Message{{wire::Encode(b)}}); !s.ok()) {
         spdlog::warn("could not answer a norm query: {}", s.ToString());
       }

@@ -5,6 +5,7 @@
 #include "common/logging.h"
 #include "common/receive_heap.h"
 #include "common/resource_usage.h"
+#include "common/transport/auth.h"
 #include "ps/parameter_server.h"
 
 namespace {
@@ -24,6 +25,11 @@ int main() {
     return 2;
   }
   env->role = "ps";
+  const std::string identity = env->spare ? "ps:spare" : een::transport::PsIdentity(env->rank);
+  if (een::Status s = een::AuthenticateAs(identity, "een-ps"); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
   een::ps::ParameterServer server(*env);
   een::Status s = server.Join(g_stop);
   if (s.ok() && server.not_needed()) {

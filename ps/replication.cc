@@ -158,7 +158,7 @@ Status ParameterServer::HandleReplicate(wire::Replicate::Reader r, const Message
       std::memcpy(image.data.data(), payload.data(), image.data.size() * sizeof(float));
       EEN_RETURN_IF_ERROR(store_->LoadImage(image));
     } else {
-      const double lr = lrs.size() ? lrs[i] : 0;
+      const double lr = lrs.size() ? lrs[i] : -1;
       if (!std::isfinite(lr) || lr < 0) return InvalidArgument("replicated learning rate out of range");
       const double norm = norms.size() ? norms[i] : -1;
       if (std::isnan(norm) || std::isinf(norm)) return InvalidArgument("replicated norm out of range");

@@ -152,8 +152,8 @@ struct Push {
   chunks @5 :List(UInt32);
   pullBack @6 :UInt64;             # gradients: answer this request id (a PullReply in `dtype`)
                                    # with these chunks once step+1 is there (0: no answer)
-  lr @7 :Float64;                  # gradients: this step's learning rate (0: the configured one);
-                                   # every worker must ask the same
+  lr @7 :Float64 = -1;             # gradients: this step's learning rate (< 0: the configured
+                                   # one; 0 is a rate); every worker must ask the same
 }
 
 struct Pull {
@@ -179,8 +179,9 @@ struct PullReply {
 
 # Gradient clipping (clipGradNorm > 0). Each PS holds a step's mean
 # gradient back once it is aggregated; a worker asks every PS for its share
-# of the squared norm (NormQuery), sums the shares in PS order (every worker
-# gets the same total) and sends the total to every PS (ClipNorm), which
+# of the squared norm (NormQuery: one sum per parameter chunk), sums them in
+# chunk order (every worker gets the same total, however the chunks are
+# placed) and sends the total to every PS (ClipNorm), which
 # then scales its chunks' means and applies the optimizer. A PS that applied
 # some chunk of that step already (its backup took over) answers with the
 # total it was clipped with instead, and the worker sends that one.
@@ -194,9 +195,10 @@ struct NormQuery {
 struct NormReply {
   requestId @0 :UInt64;
   step @1 :UInt64;
-  sumSquares @2 :Float64;          # over this PS's parameter chunks' mean gradients
-  applied @3 :Bool;                # the step was applied already, clipped with totalNorm
-  totalNorm @4 :Float64;
+  applied @2 :Bool;                # the step was applied already, clipped with totalNorm
+  totalNorm @3 :Float64;
+  chunks @4 :List(UInt32);         # otherwise: this PS's parameter chunks
+  sumSquares @5 :List(Float64);    # and each one's sum of squares of its mean gradient
 }
 
 struct ClipNorm {

@@ -40,7 +40,8 @@ TEST_P(Migration, AddAPsThenDrainOneWhileTrainingChangesNothing) {
   testing::Subprocess extra({kBin + "/een-ps"},
                             {{"EEN_COORDINATOR", coordinator}, {"EEN_ROLE", "ps"},
                              {"EEN_RANK", "2"}, {"EEN_WORLD_SIZE", "2"}, {"EEN_NUM_PS", "3"},
-                             {"EEN_HOST", "127.0.0.1"}, {"EEN_DATA_TRANSPORT", "tcp"}});
+                             {"EEN_HOST", "127.0.0.1"}, {"EEN_DATA_TRANSPORT", "tcp"},
+                             {"EEN_JOB_SECRET_FILE", testing::JobSecretFile(job.output())}});
   ASSERT_TRUE(job.WaitForOutput("shard moves done", seconds(30))) << job.output() << extra.output();
   const std::string out = job.output();
   std::smatch m;

@@ -104,10 +104,13 @@ TEST(Partition, CutOffWorkerIsDetectedAndRefusedWhenItComesBack) {
 // side, PS 1 in the namespace. Three PS, two copies of each shard.
 class ManualJob {
  public:
-  ManualJob(const TestHost& host, const std::string& out) {
-    coordinator_ = std::make_unique<testing::Subprocess>(std::vector<std::string>{
-        kBin + "/een-coordinator", "--ps", "3", "--workers", "2", "--replicas", "2",
-        "--progress-ms", "200", "--listen", "tcp://" + host.host_ip() + ":0"});
+  ManualJob(const TestHost& host, const std::string& out)
+      : secret_(testing::WriteJobSecret(out + ".secret")) {
+    coordinator_ = std::make_unique<testing::Subprocess>(
+        std::vector<std::string>{kBin + "/een-coordinator", "--ps", "3", "--workers", "2",
+                                 "--replicas", "2", "--progress-ms", "200", "--listen",
+                                 "tcp://" + host.host_ip() + ":0"},
+        std::map<std::string, std::string>{{"EEN_JOB_SECRET_FILE", secret_}});
     std::smatch m;
     for (int i = 0; i < 100 && address_.empty(); ++i) {
       coordinator_->WaitForOutput("\n", milliseconds(100));
@@ -142,8 +145,10 @@ class ManualJob {
   std::map<std::string, std::string> Env(const std::string& role, int rank, const std::string& ip) {
     return {{"EEN_COORDINATOR", address_}, {"EEN_ROLE", role}, {"EEN_RANK", std::to_string(rank)},
             {"EEN_WORLD_SIZE", "2"}, {"EEN_NUM_PS", "3"}, {"EEN_HOST", ip},
-            {"EEN_DATA_TRANSPORT", "tcp"}, {"OMP_NUM_THREADS", "1"}};
+            {"EEN_DATA_TRANSPORT", "tcp"}, {"OMP_NUM_THREADS", "1"},
+            {"EEN_JOB_SECRET_FILE", secret_}};
   }
+  std::string secret_;  // the job's, written by the test as een-launch would
   std::string address_;
   std::unique_ptr<testing::Subprocess> coordinator_;
   std::vector<std::unique_ptr<testing::Subprocess>> ps_, workers_;

@@ -81,7 +81,8 @@ class Semantics : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return Floats(testing::ReadBytes(base_ + "/ref.reference.bin"));
   }
-  void ExpectFailoverChangesNothing(std::vector<std::string> program);
+  // `signal`: SIGKILL (een-launch sees it die) or SIGSTOP (it only falls silent).
+  void ExpectFailoverChangesNothing(std::vector<std::string> program, int signal = SIGKILL);
   std::string base_;
 };
 
@@ -332,7 +333,7 @@ TEST_F(Semantics, BuffersSurviveResumeBitwise) {
 // With --replicas 2 a killed PS's backups hold the buffers too.
 // With replicas 2 a PS killed mid-training changes nothing: the job ends as
 // the undisturbed one does, bitwise.
-void Semantics::ExpectFailoverChangesNothing(std::vector<std::string> program) {
+void Semantics::ExpectFailoverChangesNothing(std::vector<std::string> program, int signal) {
   const std::vector<std::string> launch = {"--replicas", "2", "--progress-interval", "200ms"};
   auto whole = testing::Run(Job(3, 2, "whole", program, launch), seconds(180));
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
@@ -342,7 +343,7 @@ void Semantics::ExpectFailoverChangesNothing(std::vector<std::string> program) {
   const pid_t ps = testing::NewestPid(job.output(), "ps 1");
   ASSERT_GT(ps, 0) << job.output();
   const size_t mark = job.output().size();
-  ASSERT_EQ(kill(ps, SIGKILL), 0);
+  ASSERT_EQ(kill(ps, signal), 0);
   ASSERT_TRUE(job.WaitForOutput("failing over: its", seconds(30), mark)) << job.output();
   auto code = job.Wait(seconds(180));
   ASSERT_TRUE(code.has_value()) << job.output();
@@ -358,6 +359,12 @@ TEST_F(Semantics, BuffersSurviveAPsFailoverBitwise) {
 // Clipped steps too: a promoted backup knows the norm its primary clipped with.
 TEST_F(Semantics, ClippedStepsSurviveAPsFailoverBitwise) {
   ExpectFailoverChangesNothing({"--no-dropout", "--steps", "2000", "--clip", "0.2"});
+}
+
+// A PS that only falls silent (SIGSTOP) stays in the map, owning nothing:
+// the norm exchange skips it, and the job ends without waiting for it.
+TEST_F(Semantics, ClippedStepsSurviveASilentPsBitwise) {
+  ExpectFailoverChangesNothing({"--no-dropout", "--steps", "2000", "--clip", "0.2"}, SIGSTOP);
 }
 
 // The last line names the real cause of a failed job, never a process that

@@ -83,7 +83,8 @@ TEST(WorkerRestart, NewWorkerJoinsARunningJob) {
   testing::Subprocess extra(train, {{"EEN_COORDINATOR", coordinator}, {"EEN_ROLE", "worker"},
                                     {"EEN_RANK", "2"}, {"EEN_WORLD_SIZE", "3"},
                                     {"EEN_NUM_PS", "2"}, {"EEN_DATA_TRANSPORT", "tcp"},
-                                    {"EEN_HOST", "127.0.0.1"}, {"OMP_NUM_THREADS", "1"}});
+                                    {"EEN_HOST", "127.0.0.1"}, {"OMP_NUM_THREADS", "1"},
+                                    {"EEN_JOB_SECRET_FILE", testing::JobSecretFile(job.output())}});
   auto extra_code = extra.Wait(seconds(120));
   ASSERT_TRUE(extra_code.has_value()) << extra.output();
   EXPECT_EQ(*extra_code, 0) << extra.output() << job.output();

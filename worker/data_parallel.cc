@@ -15,6 +15,7 @@
 
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
+#include "common/transport/auth.h"
 #include "worker/local_optimizer.h"
 #include "worker/bucket_layout.h"
 #include "worker/timeline.h"
@@ -115,7 +116,7 @@ class DataParallel::Impl {
   std::vector<PushedGrad> pushed_grads_;
   std::vector<torch::Tensor> local_grads_;  // local mode: a copy of each .grad as backward left it
   OptimizerConfig optimizer_;  // the job's (rank 0's), or this program's in local mode
-  double lr_ = 0;  // set_learning_rate()'s (0: the configured one), from the next step's pushes
+  double lr_ = -1;  // set_learning_rate()'s (< 0: the configured one), from the next step's pushes
   std::unique_ptr<BucketLayout> layout_;
   std::vector<BucketState> buckets_;
   std::vector<float*> bucket_data_;
@@ -163,6 +164,8 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   if (spdlog::get("een:worker " + std::to_string(env->rank)) == nullptr) {
     InitLogging("worker " + std::to_string(env->rank));
   }
+  ThrowIfError(AuthenticateAs(transport::WorkerIdentity(env->rank), "this program"),
+               "cannot join a job");
   if (env->bucket_bytes > 0) options.bucket_bytes = env->bucket_bytes;
   if (options.bucket_bytes == 0) throw Error("een: bucket_bytes must be positive");
   if (env->rank == 0) trace_path_ = env->trace_record;
@@ -381,7 +384,10 @@ void DataParallel::Impl::Arrived(size_t t) {
 void DataParallel::Impl::OnGradient(size_t t) {
   std::lock_guard<std::mutex> lock(mu_);
   if (no_sync_) return;  // accumulating: the first backward after no_sync() pushes the sum
-  if (!backward_seen_ && client_) client_->set_learning_rate(lr_);  // the step's first gradient: its lr
+  if (!backward_seen_) {  // the step's first gradient: the step's learning rate
+    if (client_) client_->set_learning_rate(lr_);
+    if (local_ && lr_ >= 0) local_->SetLearningRate(lr_);
+  }
   backward_seen_ = true;
   if (arrived_[t]) {
     throw Error("een: the gradient of '" + tensors_[t].name + "' arrived twice in step " +
@@ -414,7 +420,11 @@ bool DataParallel::Impl::SameAsPushed(size_t t) const {
       g._version() != pushed_grads_[t].version) {
     return false;
   }
-  if (local_) return torch::equal(g, local_grads_[t]);
+  if (local_) {  // bitwise, as a job compares (NaN equals itself)
+    const torch::Tensor now = g.contiguous(), then = local_grads_[t].contiguous();
+    return now.sizes() == then.sizes() && now.scalar_type() == then.scalar_type() &&
+           std::memcmp(now.data_ptr(), then.data_ptr(), now.nbytes()) == 0;
+  }
   // Changes through .data() (clip_grad_norm_ uses it) keep the version: a
   // few elements of each chunk are compared with what was pushed.
   if (g.scalar_type() != torch::kFloat || !g.is_contiguous()) return true;
@@ -455,16 +465,15 @@ void DataParallel::Impl::SetLearningRate(double lr) {
     throw Error("een: set_learning_rate() in sum mode (OptimizerConfig::Sum()): your own torch "
                 "optimizer steps there; set the learning rate of its param groups");
   }
-  if (!std::isfinite(lr) || lr <= 0) {
-    throw Error("een: the learning rate must be a positive finite number (got " +
+  if (!std::isfinite(lr) || lr < 0) {
+    throw Error("een: the learning rate must be a finite number >= 0 (got " +
                 std::to_string(lr) + ")");
   }
   std::lock_guard<std::mutex> lock(mu_);
   lr_ = lr;  // taken by the next step's first gradient
-  if (local_) local_->SetLearningRate(lr);
 }
 
-double DataParallel::Impl::LearningRate() const { return lr_ > 0 ? lr_ : optimizer_.lr; }
+double DataParallel::Impl::LearningRate() const { return lr_ >= 0 ? lr_ : optimizer_.lr; }
 
 void DataParallel::Impl::PushBucket(uint32_t bucket) {
   if (recovery_pending_) return;  // Step() recovers, then sends every bucket

@@ -183,6 +183,7 @@ Status WorkerClient::Request(const Message& request,
       next_resend = Clock::now() + resend_every;
     }
     auto reply = control_->Receive(milliseconds(50));
+    if (!reply.ok() && reply.status().code() == StatusCode::kPermissionDenied) return reply.status();
     if (!reply.ok()) continue;
     bool accepted = false;
     EEN_RETURN_IF_ERROR(wire::Visit(*reply, [&](wire::Header::Reader h) -> Status {
@@ -379,6 +380,7 @@ Status WorkerClient::WaitForPs(size_t p, const std::function<bool()>& waiting,
       next_warning += std::chrono::seconds(30);
     }
     auto reply = ps_[p]->Receive(milliseconds(50));
+    if (!reply.ok() && reply.status().code() == StatusCode::kPermissionDenied) return reply.status();
     if (!reply.ok()) continue;
     EEN_RETURN_IF_ERROR(take(*reply));
   }
@@ -391,10 +393,14 @@ Result<double> WorkerClient::ClipGradients(uint64_t step) {
   struct Share {
     uint64_t id = 0;
     bool answered = false, applied = false;
-    double value = 0;
+    double total = 0;
   };
   std::vector<Share> shares(ps_.size());
+  std::vector<double> chunk_sums(map_.chunks().size(), 0.0);
+  // A PS that holds no chunks (one lost, its shards moved away) has no share.
+  auto holds_chunks = [&](size_t p) { return !ps_chunks_[p].empty(); };
   for (size_t p = 0; p < ps_.size(); ++p) {
+    if (!holds_chunks(p)) continue;
     shares[p].id = next_request_++;
     capnp::MallocMessageBuilder b;
     auto header = b.initRoot<wire::Header>();
@@ -409,12 +415,25 @@ Result<double> WorkerClient::ClipGradients(uint64_t step) {
     }
   }
   for (size_t p = 0; p < ps_.size(); ++p) {
+    if (!holds_chunks(p)) continue;
     auto take = [&](const Message& m) {
       return wire::Visit(m, [&](wire::Header::Reader h) -> Status {
         if (h.isNormReply() && h.getNormReply().getRequestId() == shares[p].id) {
           auto reply = h.getNormReply();
-          shares[p] = {shares[p].id, true, reply.getApplied(),
-                       reply.getApplied() ? reply.getTotalNorm() : reply.getSumSquares()};
+          auto chunks = reply.getChunks();
+          auto sums = reply.getSumSquares();
+          if (chunks.size() != sums.size()) {
+            return Internal(fmt::format("PS {} answered a norm query with {} chunks and {} sums",
+                                        p, chunks.size(), sums.size()));
+          }
+          for (uint32_t i = 0; i < chunks.size(); ++i) {
+            if (chunks[i] >= map_.chunks().size() || map_.OwnerOfChunk(chunks[i]) != p) {
+              return Internal(fmt::format("PS {} sent the norm of chunk {}, which it does not hold",
+                                          p, chunks[i]));
+            }
+            chunk_sums[chunks[i]] = sums[i];
+          }
+          shares[p] = {shares[p].id, true, reply.getApplied(), reply.getTotalNorm()};
           return Status::Ok();
         }
         if (h.isError()) return PsError(p, h.getError());
@@ -426,15 +445,17 @@ Result<double> WorkerClient::ClipGradients(uint64_t step) {
                                   fmt::format("for its share of step {}'s gradient norm", step),
                                   take, /*set_aside_first=*/false));
   }
-  // The same shares in the same order on every worker: the same total.
-  double sum = 0;
+  // Summed in chunk order on every worker: the same total, wherever the
+  // chunks are (a failover moves them, the norm stays bitwise the same).
   std::optional<double> applied;
   for (const Share& share : shares) {
-    if (share.applied) applied = share.value;  // a backup took over: its primary's total
-    else sum += share.value;
+    if (share.applied) applied = share.total;  // a backup took over: its primary's total
   }
+  double sum = 0;
+  for (double s : chunk_sums) sum += s;
   const double total = applied ? *applied : std::sqrt(sum);
   for (size_t p = 0; p < ps_.size(); ++p) {
+    if (!holds_chunks(p)) continue;
     capnp::MallocMessageBuilder b;
     auto header = b.initRoot<wire::Header>();
     wire::SetSender(header, wire::Role::WORKER, rank_);

@@ -75,7 +75,7 @@ class WorkerClient {
   // worker), which lets them apply the step. Returns the total norm.
   Result<double> ClipGradients(uint64_t step);
   bool clipping() const { return optimizer_.clip_grad_norm > 0; }
-  // The learning rate gradient pushes ask the PS to apply (0: the configured one).
+  // The learning rate gradient pushes ask the PS to apply (< 0: the configured one).
   void set_learning_rate(double lr) { lr_ = lr; }
   Status Barrier();
   Status Finish();  // tells the coordinator this worker is done; idempotent
@@ -176,7 +176,7 @@ class WorkerClient {
                      const std::vector<const float*>& data,
                      const std::shared_ptr<const void>& owner);
   uint64_t membership_epoch_ = 0;
-  double lr_ = 0;
+  double lr_ = -1;
   bool resumed_ = false;
   bool stale_seen_ = false;  // a PS refused our map epoch
   uint64_t start_step_ = 0;

@@ -24,6 +24,9 @@ using PeerId = std::string;
 struct Envelope {
   PeerId from;
   Message message;
+  // The identity the sender's connection authenticated as (auth.h), or
+  // empty when this process runs without credentials.
+  std::string authenticated;
 };
 
 class Connection {

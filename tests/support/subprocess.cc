@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -124,6 +125,22 @@ bool ProcessExists(pid_t pid) {
   char state = 'X';
   rest >> state;
   return state != 'Z' && state != 'X';  // a zombie is dead, only not yet reaped
+}
+
+std::string JobSecretFile(const std::string& launcher_output) {
+  std::smatch m;
+  if (!std::regex_search(launcher_output, m, std::regex("job secret in (\\S+) \\("))) return "";
+  return m[1];
+}
+
+std::string WriteJobSecret(const std::string& path) {
+  std::remove(path.c_str());
+  {
+    std::ofstream out(path);
+    out << "0123456789abcdef0123456789abcdef" << std::to_string(getpid()) << "\n";
+  }
+  chmod(path.c_str(), 0600);
+  return path;
 }
 
 std::string CoordinatorAddress(const std::string& launcher_output) {

@@ -40,6 +40,10 @@ class Subprocess {
 // The coordinator's address een-launch prints ("coordinator at tcp://..."),
 // or "" if it is not in `launcher_output` (yet).
 std::string CoordinatorAddress(const std::string& launcher_output);
+// The job secret file een-launch prints ("job secret in PATH (...").
+std::string JobSecretFile(const std::string& launcher_output);
+// A new job secret in `path` (0600), for roles a test starts by hand.
+std::string WriteJobSecret(const std::string& path);
 
 struct RunResult {
   int exit_code;  // -1 when it timed out (and was killed)

@@ -7,7 +7,19 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <chrono>
+#include <mutex>
+#include <set>
+
+#include "common/logging.h"
+#include "common/transport/auth.h"
+#include "common/transport/zmq/zmq_monitor.h"
+#include "common/transport/zmq/zmq_zap.h"
+
 namespace een::transport {
+
+extern std::atomic<uint64_t> g_refused_connections;
+
 namespace {
 
 constexpr size_t kZeroCopyMin = 256;
@@ -16,8 +28,10 @@ std::string ZmqError(const char* what) { return std::string(what) + ": " + zmq_s
 
 void ReleaseOwner(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }
 
-// Sends every frame of `message`, the last without ZMQ_SNDMORE.
-Status SendFrames(void* socket, Message& message) {
+// Sends every frame of `message`, the last without ZMQ_SNDMORE. With
+// ZMQ_DONTWAIT in `flags`, ResourceExhausted when nothing could be sent now
+// (no peer connected): the frames are untouched then.
+Status SendFrames(void* socket, Message& message, int flags = 0) {
   const size_t n = message.frames.size();
   for (size_t i = 0; i < n; ++i) {
     Frame& f = message.frames[i];
@@ -32,9 +46,10 @@ Status SendFrames(void* socket, Message& message) {
       if (rc == 0 && f.size() > 0) std::memcpy(zmq_msg_data(&msg), f.data(), f.size());
     }
     if (rc != 0) return Internal(ZmqError("zmq_msg_init"));
-    if (zmq_msg_send(&msg, socket, i + 1 < n ? ZMQ_SNDMORE : 0) < 0) {
+    if (zmq_msg_send(&msg, socket, (i + 1 < n ? ZMQ_SNDMORE : 0) | (i == 0 ? flags : 0)) < 0) {
       int err = zmq_errno();
       zmq_msg_close(&msg);
+      if (err == EAGAIN && i == 0) return ResourceExhausted("no peer connected yet");
       if (err == EHOSTUNREACH) return Unavailable("peer is not connected");
       return Unavailable(std::string("zmq send failed: ") + zmq_strerror(err));
     }
@@ -42,8 +57,10 @@ Status SendFrames(void* socket, Message& message) {
   return Status::Ok();
 }
 
-// Receives one whole multipart message, each frame zero-copy.
-Result<std::vector<Frame>> ReceiveFrames(void* socket, std::chrono::milliseconds timeout) {
+// Receives one whole multipart message, each frame zero-copy; `user` (if
+// given) gets the identity the sender's connection authenticated as.
+Result<std::vector<Frame>> ReceiveFrames(void* socket, std::chrono::milliseconds timeout,
+                                         std::string* user = nullptr) {
   zmq_pollitem_t item{socket, 0, ZMQ_POLLIN, 0};
   int rc = zmq_poll(&item, 1, static_cast<long>(timeout.count()));
   if (rc < 0) {
@@ -60,6 +77,9 @@ Result<std::vector<Frame>> ReceiveFrames(void* socket, std::chrono::milliseconds
     zmq_msg_init(owner.get());
     if (zmq_msg_recv(owner.get(), socket, 0) < 0) return Unavailable(ZmqError("zmq receive"));
     const bool more = zmq_msg_more(owner.get());
+    if (user && user->empty()) {
+      if (const char* id = zmq_msg_gets(owner.get(), "User-Id")) *user = id;
+    }
     void* data = zmq_msg_data(owner.get());
     size_t size = zmq_msg_size(owner.get());
     frames.push_back(Frame::Borrow(data, size, std::shared_ptr<const void>(owner, data)));
@@ -88,16 +108,41 @@ void* OpenSocket(void* context, int type) {
   return s;
 }
 
+// Refused connections: once per peer address in the log, all counted.
+void NoteRefused(const std::string& listener, const HandshakeMonitor::Event& e) {
+  static std::mutex mu;
+  static std::set<std::string> logged;
+  if (e.auth) return;  // the ZAP handler logged and counted it
+  ++g_refused_connections;
+  std::lock_guard<std::mutex> lock(mu);
+  if (logged.size() < 1000 && logged.insert(listener + e.address).second) {
+    spdlog::warn("refused a connection on {} from a peer without this job's credentials (no "
+                 "secret, or an --insecure job's); further refusals are only counted ({} so far)",
+                 listener, RefusedConnections());
+  }
+}
+
 class ZmqListener : public Listener {
  public:
-  ZmqListener(void* socket, std::string address) : socket_(socket), address_(std::move(address)) {}
-  ~ZmqListener() override { zmq_close(socket_); }
+  ZmqListener(void* socket, std::string address, std::unique_ptr<HandshakeMonitor> monitor)
+      : socket_(socket), address_(std::move(address)), monitor_(std::move(monitor)) {}
+  ~ZmqListener() override {
+    monitor_.reset();
+    zmq_close(socket_);
+  }
   const std::string& address() const override { return address_; }
 
   Result<Envelope> Receive(std::chrono::milliseconds timeout) override {
-    EEN_ASSIGN_OR_RETURN(std::vector<Frame> frames, ReceiveFrames(socket_, timeout));
+    if (monitor_) {
+      for (const auto& e : monitor_->Drain()) {
+        if (!e.succeeded) NoteRefused(address_, e);
+      }
+    }
+    std::string user;
+    EEN_ASSIGN_OR_RETURN(std::vector<Frame> frames, ReceiveFrames(socket_, timeout, &user));
     if (frames.size() < 2) return InvalidArgument("message without routing id or header");
     Envelope e;
+    e.authenticated = std::move(user);
     e.from = frames[0].ToString();
     e.message.frames.assign(std::make_move_iterator(frames.begin() + 1),
                             std::make_move_iterator(frames.end()));
@@ -112,22 +157,64 @@ class ZmqListener : public Listener {
  private:
   void* socket_;
   std::string address_;
+  std::unique_ptr<HandshakeMonitor> monitor_;
 };
 
 class ZmqConnection : public Connection {
  public:
-  ZmqConnection(void* socket, std::string address) : socket_(socket), address_(std::move(address)) {}
-  ~ZmqConnection() override { zmq_close(socket_); }
+  ZmqConnection(void* socket, std::string address, std::unique_ptr<HandshakeMonitor> monitor)
+      : socket_(socket), address_(std::move(address)), monitor_(std::move(monitor)) {}
+  ~ZmqConnection() override {
+    monitor_.reset();
+    zmq_close(socket_);
+  }
   const std::string& address() const override { return address_; }
-  Status Send(Message message) override { return SendFrames(socket_, message); }
+  // Never blocks for good: while no peer is connected it retries, and fails
+  // once the peer refused this process's credentials or after 30 s.
+  Status Send(Message message) override {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (true) {
+      Status s = SendFrames(socket_, message, ZMQ_DONTWAIT);
+      if (s.code() != StatusCode::kResourceExhausted) return s;
+      EEN_RETURN_IF_ERROR(Handshake());
+      if (std::chrono::steady_clock::now() > deadline) {
+        return Unavailable("cannot send to " + address_ + ": no connection to it for 30 s");
+      }
+      zmq_pollitem_t item{socket_, 0, ZMQ_POLLOUT, 0};
+      zmq_poll(&item, 1, 50);
+    }
+  }
   Result<Message> Receive(std::chrono::milliseconds timeout) override {
-    EEN_ASSIGN_OR_RETURN(std::vector<Frame> frames, ReceiveFrames(socket_, timeout));
-    return Message{std::move(frames)};
+    auto frames = ReceiveFrames(socket_, timeout);
+    if (!frames.ok()) {
+      EEN_RETURN_IF_ERROR(Handshake());
+      return frames.status();
+    }
+    return Message{std::move(frames).value()};
   }
 
  private:
+  // PermissionDenied once the peer refused our credentials (until a later
+  // handshake succeeds).
+  Status Handshake() {
+    if (!monitor_) return Status::Ok();
+    for (const auto& e : monitor_->Drain()) {
+      if (e.succeeded) {
+        refused_.clear();
+      } else {
+        refused_ = e.auth ? "the peer at " + address_ + " refused this process's credentials: "
+                            "EEN_JOB_SECRET_FILE is not this job's secret"
+                          : "no handshake with the peer at " + address_ + ": one side runs "
+                            "without a job secret (--insecure / EEN_INSECURE=1), the other with one";
+      }
+    }
+    return refused_.empty() ? Status::Ok() : PermissionDenied(refused_);
+  }
+
   void* socket_;
   std::string address_;
+  std::unique_ptr<HandshakeMonitor> monitor_;
+  std::string refused_;
 };
 
 }  // namespace
@@ -144,6 +231,14 @@ Result<std::unique_ptr<Listener>> ZmqDevice::Listen(const std::string& address) 
   if (!s) return Internal(ZmqError("zmq_socket"));
   int one = 1;
   zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+  const Credentials credentials = CurrentCredentials();
+  if (!credentials.secret.empty()) {  // only peers holding the job's secret get in
+    StartZapHandler(context_, credentials.secret);
+    const char domain[] = "een";
+    zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, domain, sizeof domain - 1);
+    zmq_setsockopt(s, ZMQ_PLAIN_SERVER, &one, sizeof one);
+  }
+  auto monitor = std::make_unique<HandshakeMonitor>(context_, s);
   if (zmq_bind(s, bind.c_str()) != 0) {
     std::string msg = ZmqError(("cannot listen on " + address).c_str());
     zmq_close(s);
@@ -152,7 +247,7 @@ Result<std::unique_ptr<Listener>> ZmqDevice::Listen(const std::string& address) 
   char endpoint[256];
   size_t len = sizeof endpoint;
   zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, endpoint, &len);
-  return std::unique_ptr<Listener>(new ZmqListener(s, endpoint));
+  return std::unique_ptr<Listener>(new ZmqListener(s, endpoint, std::move(monitor)));
 }
 
 Result<std::unique_ptr<Connection>> ZmqDevice::Connect(const std::string& address) {
@@ -160,12 +255,19 @@ Result<std::unique_ptr<Connection>> ZmqDevice::Connect(const std::string& addres
   if (!s) return Internal(ZmqError("zmq_socket"));
   int ms = 100;  // quick reconnects: a restarted peer is found again fast
   zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ms, sizeof ms);
+  const Credentials credentials = CurrentCredentials();
+  if (!credentials.secret.empty()) {
+    const std::string password = PasswordFor(credentials.secret, credentials.identity);
+    zmq_setsockopt(s, ZMQ_PLAIN_USERNAME, credentials.identity.data(), credentials.identity.size());
+    zmq_setsockopt(s, ZMQ_PLAIN_PASSWORD, password.data(), password.size());
+  }
+  auto monitor = std::make_unique<HandshakeMonitor>(context_, s);
   if (zmq_connect(s, address.c_str()) != 0) {
     std::string msg = ZmqError(("cannot connect to " + address).c_str());
     zmq_close(s);
     return InvalidArgument(msg);
   }
-  return std::unique_ptr<Connection>(new ZmqConnection(s, address));
+  return std::unique_ptr<Connection>(new ZmqConnection(s, address, std::move(monitor)));
 }
 
 Result<MemoryRegion> ZmqDevice::RegisterMemory(void* data, size_t size) {

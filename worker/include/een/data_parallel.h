@@ -131,8 +131,10 @@ class DataParallel {
   };
   [[nodiscard]] NoSync no_sync();
 
-  // The server optimizer's learning rate from this step on (a change made
-  // while a step's gradients are being pushed applies from the next step),
+  // The server optimizer's learning rate (any finite lr >= 0) from the step
+  // whose first gradient comes after this call (set it before backward();
+  // a change made while a step's gradients are being pushed applies from
+  // the next step, in local mode too),
   // on every PS: every worker must set the same value at the same step, as
   // a schedule computed from step() does (a PS refuses a step whose workers
   // disagree). Equal to setting the lr of a torch optimizer's param groups,

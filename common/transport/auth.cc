@@ -1,0 +1,101 @@
+#include "common/transport/auth.h"
+
+#include <fcntl.h>
+#include <sodium.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+namespace een::transport {
+namespace {
+
+std::mutex g_mu;
+Credentials g_credentials;
+
+std::string Hex(const unsigned char* data, size_t n) {
+  std::string out(2 * n + 1, '\0');
+  sodium_bin2hex(out.data(), out.size(), data, n);
+  out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+std::atomic<uint64_t> g_refused_connections{0};
+
+void SetCredentials(Credentials credentials) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_credentials = std::move(credentials);
+}
+
+Credentials CurrentCredentials() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_credentials;
+}
+
+void SetIdentity(const std::string& identity) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_credentials.identity = identity;
+}
+
+std::string PasswordFor(const std::string& secret, const std::string& identity) {
+  if (sodium_init() < 0) return "";  // no randomness or CPU support: nothing authenticates
+  unsigned char key[crypto_auth_hmacsha256_KEYBYTES];
+  crypto_hash_sha256(key, reinterpret_cast<const unsigned char*>(secret.data()), secret.size());
+  unsigned char mac[crypto_auth_hmacsha256_BYTES];
+  crypto_auth_hmacsha256(mac, reinterpret_cast<const unsigned char*>(identity.data()),
+                         identity.size(), key);
+  return Hex(mac, sizeof mac);
+}
+
+std::string NewSecret() {
+  if (sodium_init() < 0) return "";
+  unsigned char bytes[32];
+  randombytes_buf(bytes, sizeof bytes);
+  return Hex(bytes, sizeof bytes);
+}
+
+Status WriteSecretFile(const std::string& path, const std::string& secret) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Unavailable("cannot create the job secret file " + path + ": " + std::strerror(errno));
+  }
+  const std::string text = secret + "\n";
+  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  if (!ok) return Unavailable("cannot write the job secret file " + path + " (disk full?)");
+  return Status::Ok();
+}
+
+Result<std::string> ReadSecretFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return FailedPrecondition("cannot read the job secret file " + path + ": " +
+                              std::strerror(errno));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || (st.st_mode & 077) != 0 || st.st_uid != geteuid()) {
+    close(fd);
+    return FailedPrecondition("the job secret file " + path +
+                              " must belong to this user and be readable by it only "
+                              "(chmod 600 " + path + ")");
+  }
+  char buf[256];
+  const ssize_t n = read(fd, buf, sizeof buf);
+  close(fd);
+  std::string secret(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == ' ')) secret.pop_back();
+  if (secret.size() < 32 || secret.size() > 128) {
+    return FailedPrecondition("the job secret file " + path +
+                              " does not hold a secret (32 to 128 characters)");
+  }
+  return secret;
+}
+
+uint64_t RefusedConnections() { return g_refused_connections.load(); }
+
+}  // namespace een::transport

@@ -1,0 +1,53 @@
+// Job credentials: who may talk to this process's sockets.
+//
+// Every role of a job holds the job's secret (een-launch creates it, a file
+// readable by the user only) and an identity ("worker:3", "ps:1",
+// "coordinator", "launcher", "eenctl"). With credentials set, every ZeroMQ
+// listener admits a connection only after ZeroMQ's ZAP handshake proved the
+// peer holds the secret (the PLAIN mechanism with a password derived from
+// the secret and the identity by HMAC-SHA256, so the secret itself never
+// travels), and every message it then receives carries the identity its
+// connection authenticated as (Envelope::authenticated): a role checks that a
+// message speaks only for that identity. Refused connections are logged
+// once per peer address and counted. Without credentials (unit tests, or a
+// job started with --insecure) sockets are open to anyone on the host.
+// Thread safety: SetCredentials before the first Listen/Connect of the
+// process (a spare PS may change its identity once it has a rank, before it
+// connects anew); the rest is safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace een::transport {
+
+struct Credentials {
+  std::string secret;    // empty: no authentication
+  std::string identity;  // what this process authenticates as
+};
+
+void SetCredentials(Credentials credentials);
+Credentials CurrentCredentials();
+// Changes only the identity (new connections authenticate as it).
+void SetIdentity(const std::string& identity);
+
+// The PLAIN password of `identity`: HMAC-SHA256(secret, identity), in hex.
+std::string PasswordFor(const std::string& secret, const std::string& identity);
+
+// A new random secret (32 bytes, hex), and the file that holds one.
+std::string NewSecret();
+// Writes `secret` to `path`, readable by this user only (0600).
+Status WriteSecretFile(const std::string& path, const std::string& secret);
+// Reads a secret file; refuses one other users can read, or that is not a secret.
+Result<std::string> ReadSecretFile(const std::string& path);
+
+// Connections this process refused (no or wrong secret), since it started.
+uint64_t RefusedConnections();
+
+// Identities of the roles.
+inline std::string WorkerIdentity(int rank) { return "worker:" + std::to_string(rank); }
+inline std::string PsIdentity(int rank) { return "ps:" + std::to_string(rank); }
+
+}  // namespace een::transport

@@ -1,0 +1,93 @@
+#include "common/transport/zmq/zmq_zap.h"
+
+#include <sodium.h>
+#include <zmq.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "common/logging.h"
+#include "common/transport/auth.h"
+
+namespace een::transport {
+
+extern std::atomic<uint64_t> g_refused_connections;
+
+namespace {
+
+std::string Part(zmq_msg_t* m) {
+  return std::string(static_cast<const char*>(zmq_msg_data(m)), zmq_msg_size(m));
+}
+
+// One whole request (every part), or empty on error.
+std::vector<std::string> ReceiveRequest(void* socket) {
+  std::vector<std::string> parts;
+  while (true) {
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, socket, 0) < 0) {
+      zmq_msg_close(&m);
+      return {};
+    }
+    parts.push_back(Part(&m));
+    const bool more = zmq_msg_more(&m);
+    zmq_msg_close(&m);
+    if (!more) return parts;
+  }
+}
+
+void SendReply(void* socket, const std::string& request_id, bool ok, const std::string& user) {
+  const std::string parts[] = {"1.0", request_id, ok ? "200" : "400",
+                               ok ? "OK" : "not a member of this job", ok ? user : "", ""};
+  for (size_t i = 0; i < 6; ++i) {
+    zmq_send(socket, parts[i].data(), parts[i].size(), i + 1 < 6 ? ZMQ_SNDMORE : 0);
+  }
+}
+
+void Serve(void* socket, std::string secret) {
+  std::set<std::string> refused_from;  // logged once each
+  while (true) {
+    // version, request id, domain, address, routing id, mechanism, credentials...
+    std::vector<std::string> r = ReceiveRequest(socket);
+    if (r.empty()) continue;
+    if (r.size() < 6) {
+      SendReply(socket, r.size() > 1 ? r[1] : "", false, "");
+      continue;
+    }
+    bool ok = false;
+    std::string user;
+    if (r[0] == "1.0" && r[5] == "PLAIN" && r.size() == 8) {
+      user = r[6];
+      const std::string expected = PasswordFor(secret, user);
+      ok = r[7].size() == expected.size() &&
+           sodium_memcmp(r[7].data(), expected.data(), expected.size()) == 0;
+    }
+    if (!ok) {
+      const uint64_t n = ++g_refused_connections;
+      const std::string from = r[3].empty() ? "a local socket" : r[3];
+      if (refused_from.insert(from).second && refused_from.size() <= 1000) {
+        spdlog::warn("refused a connection from {} ({} mechanism{}): it does not hold this "
+                     "job's secret; further refusals from there are only counted ({} so far)",
+                     from, r[5], user.empty() ? "" : ", claiming '" + user + "'", n);
+      }
+    }
+    SendReply(socket, r[1], ok, user);
+  }
+}
+
+}  // namespace
+
+void StartZapHandler(void* context, const std::string& secret) {
+  if (sodium_init() < 0) return;  // PasswordFor fails too: no peer is admitted
+  void* socket = zmq_socket(context, ZMQ_REP);
+  if (!socket || zmq_bind(socket, "inproc://zeromq.zap.01") != 0) {
+    // Bound already: this context has its handler.
+    if (socket) zmq_close(socket);
+    return;
+  }
+  std::thread(Serve, socket, secret).detach();  // lives for the process, as the context
+}
+
+}  // namespace een::transport

@@ -1,0 +1,158 @@
+// Only the job's own processes can touch the job (issue 11): a process
+// outside the job, with no secret or a wrong one, is refused by every role
+// before any message is read, and the job ends bitwise as an undisturbed
+// one; a member may speak only for the identity it authenticated as; a role
+// without the secret says how to get it; eenctl finds it on this machine.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "support/files.h"
+#include "support/subprocess.h"
+
+namespace een {
+namespace {
+
+using std::chrono::seconds;
+const std::string kBin = EEN_BIN_DIR;
+
+class Security : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = "/tmp/een-security-test-" + std::to_string(getpid());
+    std::filesystem::remove_all(base_);
+    std::filesystem::create_directories(base_);
+  }
+  void TearDown() override { std::filesystem::remove_all(base_); }
+  std::vector<std::string> Job(const std::string& out, std::vector<std::string> launch = {}) {
+    std::vector<std::string> argv = {kBin + "/een-launch", "--ps", "2", "--workers", "2",
+                                     "--progress-interval", "200ms"};
+    argv.insert(argv.end(), launch.begin(), launch.end());
+    argv.insert(argv.end(), {"--", kBin + "/semantics_train", "--out", base_ + "/" + out,
+                             "--no-dropout", "--steps", "6000"});
+    return argv;
+  }
+  std::string Rank0(const std::string& out) {
+    return testing::ReadBytes(base_ + "/" + out + ".rank-0.bin");
+  }
+  // Every PS data address the job's output names.
+  static std::vector<std::string> PsAddresses(const std::string& output) {
+    std::vector<std::string> out;
+    std::regex re("data plane: [a-z ]+ on (tcp://[0-9.]+:[0-9]+)");
+    for (auto it = std::sregex_iterator(output.begin(), output.end(), re);
+         it != std::sregex_iterator(); ++it) {
+      out.push_back((*it)[1]);
+    }
+    return out;
+  }
+  std::string base_;
+};
+
+TEST_F(Security, StrangersAreRefusedEverywhereAndChangeNothing) {
+  auto whole = testing::Run(Job("whole"), seconds(180));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+
+  testing::Subprocess job(Job("poked"));
+  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
+  const std::string coordinator = testing::CoordinatorAddress(job.output());
+  const std::vector<std::string> ps = PsAddresses(job.output());
+  ASSERT_FALSE(coordinator.empty()) << job.output();
+  ASSERT_EQ(ps.size(), 2u) << job.output();
+  const std::string wrong = testing::WriteJobSecret(base_ + "/wrong-secret");
+  for (const std::string& secret : {std::string(), wrong}) {
+    std::vector<std::string> extra;
+    if (!secret.empty()) extra = {"--secret-file", secret, "--identity", "worker:0"};
+    for (const std::string& address : ps) {
+      std::vector<std::string> argv = {kBin + "/stranger_client", "--address", address, "--to",
+                                       "ps", "--wait-ms", "700"};
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      auto r = testing::Run(argv, seconds(30));
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      EXPECT_NE(r.output.find("no answer"), std::string::npos) << r.output;  // not even an error
+    }
+    std::vector<std::string> argv = {kBin + "/stranger_client", "--address", coordinator, "--to",
+                                     "coordinator", "--wait-ms", "700"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto r = testing::Run(argv, seconds(30));
+    EXPECT_NE(r.output.find("no answer"), std::string::npos) << r.output;
+  }
+  // The strangers came while the job trained (else they proved nothing).
+  EXPECT_EQ(job.output().find("job finished"), std::string::npos) << job.output();
+  auto code = job.Wait(seconds(180));
+  ASSERT_TRUE(code.has_value()) << job.output();
+  ASSERT_EQ(*code, 0) << job.output();
+  EXPECT_NE(job.output().find("refused a connection on tcp://127.0.0.1"), std::string::npos)
+      << job.output();  // no credentials at all
+  EXPECT_NE(job.output().find("refused a connection from 127.0.0.1"), std::string::npos)
+      << job.output();
+  EXPECT_NE(job.output().find("claiming 'worker:0'"), std::string::npos) << job.output();
+  ASSERT_FALSE(Rank0("whole").empty());
+  EXPECT_EQ(Rank0("poked"), Rank0("whole")) << "a stranger changed the training";
+}
+
+// A member holding the secret still speaks only for itself: worker 1's
+// identity cannot push for worker 0 (the PS answers an error naming both).
+TEST_F(Security, AMemberSpeaksOnlyForItsOwnIdentity) {
+  testing::Subprocess job(Job("member"));
+  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
+  const std::string secret = testing::JobSecretFile(job.output());
+  const std::vector<std::string> ps = PsAddresses(job.output());
+  ASSERT_FALSE(secret.empty()) << job.output();
+  ASSERT_FALSE(ps.empty()) << job.output();
+  auto r = testing::Run({kBin + "/stranger_client", "--address", ps[0], "--to", "ps",
+                         "--secret-file", secret, "--identity", "worker:1", "--as-worker", "0"},
+                        seconds(30));
+  EXPECT_NE(r.output.find("authenticated as 'worker:1' and cannot speak for 'worker:0'"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("epoch"), std::string::npos) << "the refusal told the job's state";
+  auto code = job.Wait(seconds(180));
+  ASSERT_TRUE(code.has_value()) << job.output();
+  EXPECT_EQ(*code, 0) << job.output();
+}
+
+// A role started by hand without the secret says how to get it; eenctl
+// without one finds none for an address no job on this machine has.
+TEST_F(Security, WithoutTheSecretEveryEntryPointSaysHowToGetIt) {
+  auto ps = testing::Run({kBin + "/een-ps"}, seconds(30),
+                         {{"EEN_COORDINATOR", "tcp://127.0.0.1:1"}, {"EEN_ROLE", "ps"},
+                          {"EEN_RANK", "0"}, {"EEN_WORLD_SIZE", "1"}, {"EEN_NUM_PS", "1"},
+                          {"EEN_JOB_SECRET_FILE", ""}, {"EEN_INSECURE", ""}});
+  EXPECT_EQ(ps.exit_code, 2) << ps.output;
+  EXPECT_NE(ps.output.find("een-ps has no job secret: EEN_JOB_SECRET_FILE is not set"),
+            std::string::npos)
+      << ps.output;
+  auto ctl = testing::Run({kBin + "/eenctl", "snapshot", "--coordinator", "tcp://127.0.0.1:1"},
+                          seconds(30), {{"EEN_JOB_SECRET_FILE", ""}});
+  EXPECT_EQ(ctl.exit_code, 2) << ctl.output;
+  EXPECT_NE(ctl.output.find("cannot find the secret of the job at tcp://127.0.0.1:1"),
+            std::string::npos)
+      << ctl.output;
+  // A secret file others can read is refused.
+  const std::string open = testing::WriteJobSecret(base_ + "/open-secret");
+  std::filesystem::permissions(open, std::filesystem::perms::others_read,
+                               std::filesystem::perm_options::add);
+  auto loose = testing::Run({kBin + "/een-ps"}, seconds(30),
+                            {{"EEN_COORDINATOR", "tcp://127.0.0.1:1"}, {"EEN_ROLE", "ps"},
+                             {"EEN_RANK", "0"}, {"EEN_WORLD_SIZE", "1"}, {"EEN_NUM_PS", "1"},
+                             {"EEN_JOB_SECRET_FILE", open}});
+  EXPECT_EQ(loose.exit_code, 2) << loose.output;
+  EXPECT_NE(loose.output.find("must belong to this user and be readable by it only"),
+            std::string::npos)
+      << loose.output;
+}
+
+// --insecure: no secret, a warning at the start, and the job still trains.
+TEST_F(Security, InsecureJobsSayWhatTheyRisk) {
+  auto r = testing::Run(Job("insecure", {"--insecure"}), seconds(180));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--insecure: no job secret; any process on this host can connect"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("job secret in"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace een

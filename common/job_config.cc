@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <set>
 
 #include "common/wire_dtype.h"
@@ -26,6 +28,8 @@ Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
     return InvalidArgument("'" + text + "' has unknown unit '" + unit + "' (use ms or s)");
   }
   if (!(ms > 0)) return InvalidArgument("'" + text + "' must be a positive duration");
+  constexpr double kMaxMs = 7.0 * 24 * 3600 * 1000;  // a week: any sane timeout, and no overflow
+  if (!(ms <= kMaxMs)) return InvalidArgument("'" + text + "' is longer than a week (604800s)");
   return std::chrono::milliseconds(static_cast<long>(ms));
 }
 
@@ -42,9 +46,11 @@ Status JobConfig::LoadYaml(const std::string& path) {
       "progress_interval", "transport", "host", "max_chunk_numel", "shards_per_ps",
       "snapshot_every", "snapshot_dir", "replicas", "max_restarts", "spare_ps",
       "wire_dtype", "insecure"};
+  std::set<std::string> seen;
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     const std::string where = "config " + path + ": field '" + key + "'";
+    if (!seen.insert(key).second) return InvalidArgument(where + " appears twice");
     if (!kFields.count(key)) {
       std::string known;
       for (const auto& f : kFields) known += (known.empty() ? "" : ", ") + f;
@@ -108,8 +114,23 @@ Status JobConfig::LoadYaml(const std::string& path) {
 }
 
 Status JobConfig::Validate() const {
-  if (ps < 1) return InvalidArgument("ps must be >= 1 (--ps N)");
-  if (workers < 1) return InvalidArgument("workers must be >= 1 (--workers M)");
+  // Every number in one place, with its range (the launcher's flags and the
+  // YAML fields both end here), before anything multiplies them.
+  auto range = [](const char* name, int64_t v, int64_t lo, int64_t hi) -> Status {
+    if (v >= lo && v <= hi) return Status::Ok();
+    return InvalidArgument(std::string(name) + " must be between " + std::to_string(lo) +
+                           " and " + std::to_string(hi) + " (got " + std::to_string(v) + ")");
+  };
+  EEN_RETURN_IF_ERROR(range("ps", ps, 1, 1024));
+  EEN_RETURN_IF_ERROR(range("workers", workers, 1, 65536));
+  EEN_RETURN_IF_ERROR(range("min_workers", min_workers, 0, workers));
+  EEN_RETURN_IF_ERROR(range("max_restarts", max_restarts, 0, 100000));
+  EEN_RETURN_IF_ERROR(range("spare_ps", spare_ps, 0, 64));
+  EEN_RETURN_IF_ERROR(range("max_chunk_numel", sharding.max_chunk_numel, 1, int64_t{1} << 26));
+  EEN_RETURN_IF_ERROR(range("shards_per_ps", sharding.shards_per_ps, 1, 4096));
+  EEN_RETURN_IF_ERROR(
+      range("snapshot_every", static_cast<int64_t>(std::min<uint64_t>(snapshot_every, INT64_MAX)), 0,
+            int64_t{1} << 40));
   if (Result<WireType> t = ParseWireType(wire_dtype); !t.ok()) {
     return InvalidArgument("wire_dtype: " + t.status().message());
   }

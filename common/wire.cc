@@ -1,6 +1,7 @@
 #include "common/wire.h"
 
 #include <cstring>
+#include <new>
 
 namespace een::wire {
 
@@ -34,6 +35,11 @@ Status Visit(const transport::Message& message,
     return visit(reader.getRoot<Header>());
   } catch (const kj::Exception& e) {
     return InvalidArgument(std::string("malformed header: ") + e.getDescription().cStr());
+  } catch (const std::bad_alloc&) {
+    // A message that declares more than can be held (e.g. 2^62 elements).
+    return ResourceExhausted("a message asked for more memory than there is; refused");
+  } catch (const std::exception& e) {
+    return Internal(std::string("handling a message failed: ") + e.what());
   }
 }
 

@@ -3,7 +3,10 @@
 // Decode() copies the header into word-aligned memory when needed and
 // limits traversal to the frame's own size. Reading a malformed header may
 // throw kj::Exception at any field access, so all reading happens inside
-// Visit(), which turns any such exception into InvalidArgument.
+// Visit(), which turns any such exception into InvalidArgument; an
+// exception the handler throws (std::bad_alloc for a declared size nobody
+// can hold, or any other) becomes a Status too, so no message can end a
+// process that handles it through Visit().
 // Thread safety: free functions; no shared state.
 #pragma once
 

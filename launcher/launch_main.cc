@@ -1,6 +1,7 @@
 // een-launch: start a whole EEN job with one command.
 //
 //   een-launch --ps 2 --workers 4 [--config job.yaml] [flags] -- PROGRAM ARGS...
+#include <algorithm>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -82,7 +83,7 @@ int main(int argc, char** argv) {
                                    "(needs --replicas 2 or --snapshot-every)");
   int replicas = 0;
   auto* replicas_opt = app.add_option("--replicas", replicas, "copies of each shard: 1 (a lost PS rolls back to a snapshot) or 2 (its backups take over)");
-  uint64_t snapshot_every = 0;
+  int64_t snapshot_every = 0;  // signed: -1 is an error, not 2^64 - 1
   std::string snapshot_dir, resume_dir;
   auto* every_opt = app.add_option("--snapshot-every", snapshot_every,
                                    "write a snapshot every N steps (default: never)");
@@ -100,7 +101,7 @@ int main(int argc, char** argv) {
   for (const auto& [opt, value, least] : std::initializer_list<Count>{
            {ps_opt, ps, 1}, {workers_opt, workers, 1}, {min_opt, min_workers, 1},
            {replicas_opt, replicas, 1}, {restarts_opt, max_restarts, 0},
-           {spare_opt, spare_ps, 0}}) {
+           {spare_opt, spare_ps, 0}, {every_opt, static_cast<int>(std::clamp<int64_t>(snapshot_every, -1000000, 0)), 0}}) {
     if (*opt && value < least) {
       return Usage(opt->get_name() + " must be at least " + std::to_string(least) + " (got " +
                    std::to_string(value) + ")");
@@ -130,7 +131,7 @@ int main(int argc, char** argv) {
       !duration("--progress-interval", progress, &config.progress_interval)) {
     return 2;
   }
-  if (*every_opt) config.snapshot_every = snapshot_every;
+  if (*every_opt) config.snapshot_every = static_cast<uint64_t>(snapshot_every);
   if (!wire_dtype.empty()) config.wire_dtype = wire_dtype;
   if (*replicas_opt) config.replicas = replicas;
   if (*restarts_opt) config.max_restarts = max_restarts;

@@ -270,7 +270,7 @@ void LocalJob::TellCoordinatorWorkerExited(int rank, const ChildProcess& worker)
 }
 
 int LocalJob::Fail(const std::string& reason) {
-  Say("job failed: " + reason + "; stopping every process");
+  Say("job failed; stopping every process (the reason is the last line)");
   StopAll();
   Say("job failed: " + reason);
   return 1;

@@ -407,7 +407,16 @@ void ParameterServer::Handle(const transport::Envelope& envelope) {
       }
     }
     if (epoch > epoch_) {  // routed with a map this PS has not received yet
-      if (future_.size() >= 100000) return Unavailable("too many messages of a future map epoch");
+      // Bounded in count and bytes: a step's pushes of every worker fit.
+      constexpr size_t kMaxFutureMessages = 100000, kMaxFutureBytes = size_t{1} << 30;
+      size_t bytes = 0;
+      for (const auto& f : envelope.message.frames) bytes += f.size();
+      if (future_.size() >= kMaxFutureMessages || future_bytes_ + bytes > kMaxFutureBytes) {
+        return Unavailable("too many messages of a future map epoch (" +
+                           std::to_string(future_.size()) + ", " + std::to_string(future_bytes_) +
+                           " bytes) wait for this PS's map change; refused");
+      }
+      future_bytes_ += bytes;
       future_.push_back(envelope);
       return Status::Ok();
     }

@@ -120,6 +120,7 @@ class ParameterServer {
   std::vector<std::unique_ptr<transport::Connection>> peers_;  // to other PS, by index
   std::vector<std::string> peer_addresses_;
   std::deque<transport::Envelope> future_;  // data messages of a newer map epoch
+  size_t future_bytes_ = 0;                 // their frames' bytes (capped)
   std::unique_ptr<transport::Connection> control_;
   ShardMap map_;
   std::unique_ptr<ApplyPool> apply_pool_;  // before store_: the store uses it

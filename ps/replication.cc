@@ -227,6 +227,7 @@ Status ParameterServer::AdoptMap(ShardMap next) {
 void ParameterServer::ReplayFutureMessages() {
   std::deque<transport::Envelope> waiting;
   waiting.swap(future_);
+  future_bytes_ = 0;
   for (const transport::Envelope& e : waiting) Handle(e);  // still-future ones queue again
 }
 

@@ -52,6 +52,14 @@ TEST(JobConfig, ErrorsNameTheField) {
            {"ps: 1\nreplicas: 2\n", "replicas 2 needs at least 2 PS"},
            {"ps: 2\nspare_ps: 1\n", "spare_ps: a spare takes over"},
            {"max_restarts: -1\n", "field 'max_restarts' must be >= 0"},
+           // Numbers that once wrapped or crashed the coordinator: every one has a range.
+           {"shards_per_ps: 1073741824\n", "shards_per_ps must be between 1 and 4096"},
+           {"shards_per_ps: 2000000000\n", "shards_per_ps must be between 1 and 4096"},
+           {"max_chunk_numel: 2000000000\n", "max_chunk_numel must be between 1 and 67108864"},
+           {"ps: 100000\n", "ps must be between 1 and 1024"},
+           {"failover_threshold: 1e300s\n", "longer than a week"},
+           {"ps: 2\nps: 3\n", "field 'ps' appears twice"},
+           {"insecure: maybe\n", "field 'insecure' has the wrong type"},
        }) {
     JobConfig c;
     Status s = c.LoadYaml(WriteYaml(k.yaml));
@@ -67,6 +75,8 @@ TEST(ParseDuration, Units) {
   EXPECT_FALSE(ParseDuration("5 parsecs").ok());
   EXPECT_FALSE(ParseDuration("-1s").ok());
   EXPECT_FALSE(ParseDuration("").ok());
+  EXPECT_FALSE(ParseDuration("1e300").ok());
+  EXPECT_EQ(ParseDuration("7d").ok(), false);  // no such unit: ms or s
 }
 
 }  // namespace

@@ -96,6 +96,12 @@ Result<std::string> ReadSecretFile(const std::string& path) {
   return secret;
 }
 
+std::string JobTag() {
+  const Credentials c = CurrentCredentials();
+  if (c.secret.empty()) return "open";
+  return PasswordFor(c.secret, "een-job-tag").substr(0, 12);
+}
+
 uint64_t RefusedConnections() { return g_refused_connections.load(); }
 
 }  // namespace een::transport

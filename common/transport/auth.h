@@ -43,6 +43,11 @@ Status WriteSecretFile(const std::string& path, const std::string& secret);
 // Reads a secret file; refuses one other users can read, or that is not a secret.
 Result<std::string> ReadSecretFile(const std::string& path);
 
+// A short public name of this job (12 hex digits derived from the secret;
+// "open" without one): shared-memory objects carry it, and a receiver maps
+// only objects that carry its own job's.
+std::string JobTag();
+
 // Connections this process refused (no or wrong secret), since it started.
 uint64_t RefusedConnections();
 

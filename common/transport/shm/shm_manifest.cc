@@ -93,7 +93,7 @@ Status Unpack(Mappings& mappings, std::vector<Frame>& frames) {
     if (kind == kInRegion) {  // the sender's registered memory, valid while its protocol says
       auto mapping = mappings.Get(name, /*writable=*/false);
       if (!mapping.ok()) return mapping.status();
-      if (offset + size > (*mapping)->size) {
+      if (offset > (*mapping)->size || size > (*mapping)->size - offset) {  // no wrap-around
         return InvalidArgument("shm frame beyond the end of region " + name);
       }
       const auto* data = static_cast<const std::byte*>((*mapping)->base) + offset;
@@ -103,7 +103,8 @@ Status Unpack(Mappings& mappings, std::vector<Frame>& frames) {
     auto mapping = mappings.Get(name);
     if (!mapping.ok()) return mapping.status();
     auto* header = static_cast<BlockHeader*>((*mapping)->base);
-    if (size > header->capacity || kHeaderBytes + size > (*mapping)->size) {
+    if (size > header->capacity || (*mapping)->size < kHeaderBytes ||
+        size > (*mapping)->size - kHeaderBytes) {  // no wrap-around
       return InvalidArgument("shm frame of " + std::to_string(size) + " bytes in block " + name +
                              " of " + std::to_string(header->capacity));
     }

@@ -9,14 +9,17 @@
 #include <cstring>
 #include <random>
 
+#include "common/transport/auth.h"
+
 namespace een::transport {
 
 Result<std::unique_ptr<SharedMemory>> SharedMemory::Create(size_t bytes, const std::string& tag) {
   static std::atomic<int> next{0};
   // A random incarnation besides the pid: a receiver caches mappings by
   // name, so a later process that reuses this pid must not reuse the names.
-  static const std::string prefix =
-      "/een-" + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}()) + "-";
+  // The job's tag: receivers map only their own job's objects.
+  static const std::string prefix = "/een-" + std::to_string(getpid()) + "-" + JobTag() + "-" +
+                                    std::to_string(std::random_device{}()) + "-";
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t size = std::max(page, (bytes + page - 1) / page * page);
   const std::string name = prefix + tag + "-" + std::to_string(next++);

@@ -1,5 +1,9 @@
 #include "common/transport/shm/shm_segments.h"
 
+#include <cctype>
+
+#include "common/transport/auth.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -11,6 +15,15 @@
 
 namespace een::transport::shm {
 namespace {
+
+// "/een-PID-TAG-...": made by a process of this job (SharedMemory::Create).
+bool OfThisJob(const std::string& name) {
+  static const std::string tag = "-" + JobTag() + "-";
+  if (name.rfind("/een-", 0) != 0) return false;
+  size_t p = 5;
+  while (p < name.size() && std::isdigit(static_cast<unsigned char>(name[p]))) ++p;
+  return p > 5 && name.compare(p, tag.size(), tag) == 0 && name.find('/', 1) == std::string::npos;
+}
 
 constexpr size_t kGranule = 1 << 20;  // requests are rounded up to this, so blocks get reused
 
@@ -91,6 +104,11 @@ Mappings::Mapping::~Mapping() {
 Result<std::shared_ptr<Mappings::Mapping>> Mappings::Get(const std::string& name, bool writable) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = mapped_.find(name); it != mapped_.end()) return it->second;
+  if (!OfThisJob(name)) {
+    return InvalidArgument("shared memory " + name.substr(0, 64) +
+                           " was not made by this job: refused (only /een-PID-" + JobTag() +
+                           "-... objects are mapped)");
+  }
   const int fd = shm_open(name.c_str(), writable ? O_RDWR : O_RDONLY, 0);
   if (fd < 0) return Unavailable(ShmError("cannot open the sender's shared memory " + name));
   struct stat st {};

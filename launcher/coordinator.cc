@@ -12,6 +12,7 @@
 
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
+#include "common/transport/auth.h"
 #include "common/wire.h"
 #include "launcher/coordinator_internal.h"
 #include "launcher/model_check.h"
@@ -136,8 +137,47 @@ void Coordinator::NoteControlRoute(const transport::PeerId& peer, wire::Header::
   nodes[rank].control = peer;
 }
 
+Status Coordinator::CheckIdentity(const std::string& authenticated, wire::Header::Reader h) {
+  if (authenticated.empty()) return Status::Ok();
+  auto node = [](wire::Role role, int rank) {
+    return role == wire::Role::WORKER ? transport::WorkerIdentity(rank)
+           : role == wire::Role::PS   ? transport::PsIdentity(rank)
+                                      : std::string("?");
+  };
+  // A spare authenticated before it had a rank: it may speak for a PS.
+  auto speaks_for = [&](const std::string& claimed) {
+    return claimed == authenticated ||
+           (authenticated == "ps:spare" && claimed.rfind("ps:", 0) == 0);
+  };
+  std::vector<std::string> claims;
+  if (h.hasSender() && (h.getSender().getRole() == wire::Role::WORKER ||
+                        h.getSender().getRole() == wire::Role::PS)) {
+    claims.push_back(node(h.getSender().getRole(), h.getSender().getRank()));
+  }
+  if (h.isRegister() && !h.getRegister().getSpare()) {
+    claims.push_back(node(h.getRegister().getRole(), h.getRegister().getRank()));
+  }
+  if (h.isRegister() && h.getRegister().getSpare()) claims.push_back("ps:spare");
+  if (h.isHeartbeat()) claims.push_back(node(h.getHeartbeat().getRole(), h.getHeartbeat().getRank()));
+  for (const std::string& claimed : claims) {
+    if (!speaks_for(claimed)) {
+      return InvalidArgument("this connection authenticated as '" + authenticated +
+                             "' and cannot speak for '" + claimed + "'");
+    }
+  }
+  const bool operator_request = h.isDrain() || h.isSnapshotRequest();
+  if (operator_request && authenticated != "eenctl" && authenticated != "launcher") {
+    return InvalidArgument("only eenctl may ask for this ('" + authenticated + "' asked)");
+  }
+  if (h.isWorkerExited() && authenticated != "launcher") {
+    return InvalidArgument("only een-launch reports worker exits ('" + authenticated + "' did)");
+  }
+  return Status::Ok();
+}
+
 void Coordinator::Handle(const transport::Envelope& envelope) {
   Status s = wire::Visit(envelope.message, [&](wire::Header::Reader h) -> Status {
+    EEN_RETURN_IF_ERROR(CheckIdentity(envelope.authenticated, h));
     NoteControlRoute(envelope.from, h);
     switch (h.which()) {
       case wire::Header::HELLO: return Status::Ok();

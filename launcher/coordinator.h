@@ -90,6 +90,10 @@ class Coordinator {
   void Handle(const transport::Envelope& envelope);
   // Control messages name their sender: remember where to reach it.
   void NoteControlRoute(const transport::PeerId& peer, wire::Header::Reader h);
+  // A message speaks only for the identity its connection authenticated as
+  // (`authenticated`; empty: a job without secret): a worker or PS for its
+  // own rank, eenctl and the launcher only for their requests.
+  static Status CheckIdentity(const std::string& authenticated, wire::Header::Reader h);
   void SaveState();
   Status RestoreState();
   Status HandleRegister(const transport::PeerId& peer, wire::Register::Reader reg);

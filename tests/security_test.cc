@@ -108,6 +108,16 @@ TEST_F(Security, AMemberSpeaksOnlyForItsOwnIdentity) {
             std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("epoch"), std::string::npos) << "the refusal told the job's state";
+  // At the coordinator: forged `done` for workers 0 and 1, a heartbeat for
+  // PS 0, a drain and a snapshot request, all from a worker's identity.
+  const std::string coordinator = testing::CoordinatorAddress(job.output());
+  auto c = testing::Run({kBin + "/stranger_client", "--address", coordinator, "--to",
+                         "coordinator", "--secret-file", secret, "--identity", "worker:7"},
+                        seconds(30));
+  EXPECT_NE(c.output.find("cannot speak for 'worker:0'"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("cannot speak for 'worker:1'"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("cannot speak for 'ps:0'"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("only eenctl may ask for this"), std::string::npos) << c.output;
   auto code = job.Wait(seconds(180));
   ASSERT_TRUE(code.has_value()) << job.output();
   EXPECT_EQ(*code, 0) << job.output();

@@ -299,7 +299,7 @@ int LocalJob::Run() {
 
   const size_t first_worker = 1 + config_.ps;
   bool workers_done = false;
-  Clock::time_point workers_done_at, failure_at;
+  Clock::time_point workers_done_at, failure_at, coordinator_done_at;
   std::string failure;
   std::vector<bool> reported(children_.size(), false);
   int lost_workers = 0;
@@ -406,9 +406,14 @@ int LocalJob::Run() {
       bool all = true;
       for (const ChildProcess& c : children_) all &= c.exited();
       // The coordinator ended the job well: it told every PS still in the
-      // job to leave, so one still running was declared lost before (a
-      // stopped or cut-off process): it is no part of the job any more.
-      if (!all && children_[0].succeeded()) {
+      // job to leave, so one still running well after that (PS leave within
+      // moments) was declared lost before (a stopped or cut-off process):
+      // it is no part of the job any more.
+      if (children_[0].succeeded() && coordinator_done_at == Clock::time_point{}) {
+        coordinator_done_at = Clock::now();
+      }
+      if (!all && children_[0].succeeded() &&
+          MillisSince(coordinator_done_at) > config_.failover_threshold.count() + 2000) {
         for (size_t i = 1; i < first_worker; ++i) {
           if (children_[i].exited()) continue;
           Say(children_[i].label() + " (pid " + std::to_string(children_[i].pid()) +

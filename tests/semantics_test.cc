@@ -91,6 +91,8 @@ class Semantics : public ::testing::Test {
 TEST_F(Semantics, ParametersFrozenLayersAndBuffersFollowRankZero) {
   auto r = testing::Run(Job(2, 3, "bcast", {"--rank-seed", "--steps", "20"}), seconds(120));
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Every PS left by itself: none was stopped as if declared lost.
+  EXPECT_EQ(r.output.find("still running though"), std::string::npos) << r.output;
   const std::string zero = Rank("bcast", 0);
   ASSERT_FALSE(zero.empty());
   EXPECT_EQ(Rank("bcast", 1), zero) << "rank 1 differs from rank 0";
@@ -366,6 +368,8 @@ TEST_F(Semantics, ClippedStepsSurviveAPsFailoverBitwise) {
 TEST_F(Semantics, ClippedStepsSurviveASilentPsBitwise) {
   ExpectFailoverChangesNothing({"--no-dropout", "--steps", "2000", "--clip", "0.2"}, SIGSTOP);
 }
+// (een-launch then stops the silent PS once the coordinator has finished:
+// "ps 1 (pid N) is still running though the coordinator declared it lost".)
 
 // The last line names the real cause of a failed job, never a process that
 // only stopped because of it.

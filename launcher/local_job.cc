@@ -15,6 +15,7 @@
 
 #include "common/transport/auth.h"
 #include "common/wire.h"
+#include "launcher/leftovers.h"
 
 namespace een {
 namespace {
@@ -284,8 +285,10 @@ int LocalJob::Run() {
   sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  RemoveLeftoversOfDeadJobs();  // of this user's jobs killed before they could clean up
   char tmpl[] = "/tmp/een-job-XXXXXX";
   if (mkdtemp(tmpl)) run_dir_ = tmpl;
+  if (!run_dir_.empty()) MarkRunFolder(run_dir_);
   if (Status s = CreateSecret(); !s.ok()) return Fail(s.message());
   children_.reserve(1 + config_.ps + config_.workers + config_.spare_ps);
   if (Status s = StartCoordinator(false); !s.ok()) return Fail(s.message());

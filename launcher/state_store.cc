@@ -11,6 +11,9 @@ constexpr const char* kKey = "coordinator/state";
 Result<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path) {
   rocksdb::Options options;
   options.create_if_missing = true;
+  // A few KB of state: no 70 MB preallocated log in the run folder.
+  options.write_buffer_size = 1 << 20;
+  options.allow_fallocate = false;
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, path, &db);
   if (!s.ok()) return Unavailable("cannot open the coordinator state " + path + ": " + s.ToString());

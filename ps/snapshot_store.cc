@@ -1,5 +1,7 @@
 #include "ps/snapshot_store.h"
 
+#include <filesystem>
+
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 #include <zlib.h>
@@ -61,6 +63,11 @@ std::vector<ManifestEntry> DecodeManifest(const std::string& text) {
 }  // namespace
 
 Result<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(const std::string& path, int keep) {
+  // The folder is the user's only (0700): snapshots hold the model.
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
   rocksdb::Options options;
   options.create_if_missing = true;
   options.paranoid_checks = true;

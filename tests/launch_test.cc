@@ -1,6 +1,8 @@
 // End to end through een-launch: a real training run, a killed PS, Ctrl-C,
 // a failing worker, a program started without een-launch, and bad flags.
 #include <gtest/gtest.h>
+#include <thread>
+#include <filesystem>
 #include <signal.h>
 
 #include <fstream>
@@ -150,6 +152,43 @@ TEST(Launch, CtrlCLeavesNoProcessBehind) {
   EXPECT_EQ(*code, 130);
   for (pid_t c : children) EXPECT_FALSE(testing::ProcessExists(c)) << "pid " << c << " survived";
   EXPECT_NE(job.output().find("interrupted by SIGINT"), std::string::npos) << job.output();
+}
+
+// een-launch itself killed (SIGKILL: it cannot clean up): its roles end,
+// and the next een-launch removes the run folder and the shared memory the
+// killed job left behind.
+TEST(Launch, LeftoversOfAKilledLauncherAreRemovedByTheNext) {
+  Subprocess job(Launch({"--ps", "2", "--workers", "2", "--transport", "shm",
+                         "--progress-interval", "200ms"},
+                        {kBin + "/fashion_mnist", "--epochs", "1000", "--train-limit", "512",
+                         "--test-limit", "10"}));
+  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
+  const std::string secret = testing::JobSecretFile(job.output());
+  ASSERT_FALSE(secret.empty()) << job.output();
+  const std::string run_dir = std::filesystem::path(secret).parent_path().string();
+  std::vector<pid_t> children = testing::ChildrenOf(job.pid());
+  job.Signal(SIGKILL);
+  ASSERT_TRUE(job.Wait(seconds(10)).has_value());
+  for (pid_t c : children) {  // they follow their launcher (parent-death signal)
+    for (int i = 0; i < 200 && testing::ProcessExists(c); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_FALSE(testing::ProcessExists(c)) << "pid " << c << " survived its launcher";
+  }
+  ASSERT_TRUE(std::filesystem::exists(run_dir)) << "nothing was left to test";
+  auto next = testing::Run(Launch({"--ps", "1", "--workers", "1"}, {"/bin/true"}), seconds(60));
+  EXPECT_TRUE(std::regex_search(next.output,
+                                std::regex("removed what a killed job left behind: " + run_dir +
+                                           " and [1-9][0-9]* shared-memory object")))
+      << next.output;
+  EXPECT_FALSE(std::filesystem::exists(run_dir));
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    for (pid_t c : children) {
+      EXPECT_NE(e.path().filename().string().rfind("een-" + std::to_string(c) + "-", 0), 0u)
+          << e.path() << " of the killed job is still there";
+    }
+  }
 }
 
 TEST(Launch, FailingWorkerFailsTheJobAndSaysWhich) {

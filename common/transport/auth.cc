@@ -96,10 +96,11 @@ Result<std::string> ReadSecretFile(const std::string& path) {
   return secret;
 }
 
-std::string JobTag() {
-  const Credentials c = CurrentCredentials();
-  if (c.secret.empty()) return "open";
-  return PasswordFor(c.secret, "een-job-tag").substr(0, 12);
+std::string JobTag() { return JobTagOf(CurrentCredentials().secret); }
+
+std::string JobTagOf(const std::string& secret) {
+  if (secret.empty()) return "open";
+  return PasswordFor(secret, "een-job-tag").substr(0, 12);
 }
 
 uint64_t RefusedConnections() { return g_refused_connections.load(); }

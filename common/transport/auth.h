@@ -47,6 +47,7 @@ Result<std::string> ReadSecretFile(const std::string& path);
 // "open" without one): shared-memory objects carry it, and a receiver maps
 // only objects that carry its own job's.
 std::string JobTag();
+std::string JobTagOf(const std::string& secret);
 
 // Connections this process refused (no or wrong secret), since it started.
 uint64_t RefusedConnections();

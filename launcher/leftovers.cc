@@ -1,0 +1,66 @@
+#include "launcher/leftovers.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+
+#include "common/logging.h"
+#include "common/transport/auth.h"
+
+namespace een {
+namespace fs = std::filesystem;
+
+void MarkRunFolder(const std::string& run_dir) {
+  std::ofstream(run_dir + "/launcher") << getpid() << '\n';
+}
+
+namespace {
+
+bool Alive(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+
+// Unlinks every /dev/shm object of the job with `tag` ("een-PID-TAG-...").
+int RemoveShmOfJob(const std::string& tag) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("een-", 0) != 0) continue;
+    const size_t dash = name.find('-', 4);
+    if (dash == std::string::npos || name.compare(dash + 1, tag.size() + 1, tag + "-") != 0) continue;
+    if (shm_unlink(("/" + name).c_str()) == 0) ++removed;
+  }
+  return removed;
+}
+
+}  // namespace
+
+int RemoveLeftoversOfDeadJobs() {
+  int jobs = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/tmp", ec)) {
+    const fs::path dir = e.path();
+    if (dir.filename().string().rfind("een-job-", 0) != 0) continue;
+    struct stat st {};
+    if (stat(dir.c_str(), &st) != 0 || st.st_uid != geteuid()) continue;
+    std::ifstream in(dir / "launcher");
+    pid_t pid = 0;
+    if (!(in >> pid) || Alive(pid)) continue;
+    int segments = 0;
+    if (auto secret = transport::ReadSecretFile((dir / "secret").string()); secret.ok()) {
+      segments = RemoveShmOfJob(transport::JobTagOf(*secret));
+    }
+    fs::remove_all(dir, ec);
+    ++jobs;
+    std::printf("[een-launch] removed what a killed job left behind: %s and %d shared-memory "
+                "object(s)\n", dir.c_str(), segments);
+  }
+  std::fflush(stdout);
+  return jobs;
+}
+
+}  // namespace een

@@ -1,0 +1,19 @@
+// Leftovers of killed jobs. An een-launch killed with SIGKILL cannot clean
+// up: its run folder (/tmp/een-job-*: the secret, the coordinator's state,
+// ipc sockets) and the shared memory its roles made stay behind. The next
+// een-launch of the same user removes them: a run folder whose launcher
+// (its pid in the folder's `launcher` file) is gone, and every /dev/shm
+// object carrying that job's tag (derived from its secret). Folders of
+// live launchers, of other users, and without a `launcher` file are left.
+#pragma once
+
+#include <string>
+
+namespace een {
+
+// Records this launcher in its run folder (for a later RemoveLeftovers).
+void MarkRunFolder(const std::string& run_dir);
+// Removes the leftovers of this user's dead jobs; returns how many jobs.
+int RemoveLeftoversOfDeadJobs();
+
+}  // namespace een

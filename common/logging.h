@@ -13,4 +13,12 @@ namespace een {
 // Sets the default logger's pattern; EEN_LOG_LEVEL (trace..error) sets the level.
 void InitLogging(const std::string& who);
 
+// A warning that a flood of bad messages must not turn into a flood of
+// lines: the first 3 of each `kind` are logged whole, then only the 10th,
+// 100th, 1000th, ... with the count so far.
+void WarnCounted(const std::string& kind, const std::string& text);
+// The kind of a refusal message: its text up to the first digit (so
+// "chunk 7 ..." and "chunk 9 ..." count together), at most 60 characters.
+std::string KindOf(const std::string& text);
+
 }  // namespace een

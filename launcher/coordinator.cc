@@ -205,7 +205,7 @@ void Coordinator::Handle(const transport::Envelope& envelope) {
     }
   });
   if (!s.ok()) {
-    spdlog::warn("refused a message: {}", s.ToString());
+    WarnCounted(KindOf(s.message()), "refused a message: " + s.ToString());
     (void)listener_->Send(envelope.from, wire::MakeError(wire::ErrorCode::INVALID_ARGUMENT,
                                                          "coordinator: " + s.message()));
   }

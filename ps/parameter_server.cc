@@ -378,8 +378,12 @@ void ParameterServer::StepsCompleted(const std::vector<uint32_t>& completed) {
 void ParameterServer::SendError(const transport::PeerId& peer, wire::ErrorCode code,
                                 const std::string& text, uint64_t request_id) {
   // Routed with an old map: expected for a moment after every map change.
-  const auto level = code == wire::ErrorCode::STALE_EPOCH ? spdlog::level::info : spdlog::level::warn;
-  spdlog::log(level, "refused a message from {}: {}", peer.size() <= 16 ? "a worker" : peer, text);
+  const std::string line = "refused a message from " + std::string(peer.size() <= 16 ? "a worker" : peer) + ": " + text;
+  if (code == wire::ErrorCode::STALE_EPOCH) {
+    spdlog::info("{}", line);
+  } else {
+    WarnCounted(KindOf(text), line);  // a flood of bad messages is counted, not echoed
+  }
   (void)listener_->Send(peer, wire::MakeError(code, text, request_id));
 }
 

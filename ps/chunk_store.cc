@@ -335,6 +335,16 @@ void ChunkStore::Run(const std::vector<StepInputs>& inputs, const std::vector<ui
   }
 }
 
+void ChunkStore::TakeContributions(const Slot& s, StepInputs* in) {
+  for (size_t w = 0; w < s.contributions.size(); ++w) {  // rank order: the result does not depend on arrival
+    if (s.contributions[w].data() == nullptr) continue;
+    in->grads.push_back(s.contributions[w].data());
+    in->types.push_back(s.contribution_types[w]);
+    if (s.kind == TensorKind::kBufferBroadcast) break;  // the lowest live rank's values
+  }
+  in->divisor = static_cast<float>(in->grads.size());
+}
+
 void ChunkStore::Advance(Slot& s, const StepInputs& in) {
   for (auto& f : s.contributions) f = transport::Frame();
   s.version++;
@@ -359,13 +369,7 @@ std::vector<uint32_t> ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks
     const uint32_t n = Numel(chunks[k]);
     StepInputs& in = inputs[k];
     if (s.kind == TensorKind::kFrozen) continue;  // only the version moves on
-    for (size_t w = 0; w < s.contributions.size(); ++w) {  // rank order: the result does not depend on arrival
-      if (s.contributions[w].data() == nullptr) continue;
-      in.grads.push_back(s.contributions[w].data());
-      in.types.push_back(s.contribution_types[w]);
-      if (s.kind == TensorKind::kBufferBroadcast) break;  // the lowest live rank's values
-    }
-    in.divisor = static_cast<float>(in.grads.size());
+    TakeContributions(s, &in);
     if (IsBuffer(s.kind)) {  // the new values: into the mean buffer, copied over below
       in.mean_out = MeanBuffer(s, n);
       continue;
@@ -400,13 +404,7 @@ void ChunkStore::Aggregate(const std::vector<uint32_t>& chunks) {
     Slot& s = slots_[slot_of_[chunks[k]]];
     StepInputs& in = inputs[k];
     if (s.kind == TensorKind::kFrozen) continue;
-    for (size_t w = 0; w < s.contributions.size(); ++w) {  // rank order, as unclipped
-      if (s.contributions[w].data() == nullptr) continue;
-      in.grads.push_back(s.contributions[w].data());
-      in.types.push_back(s.contribution_types[w]);
-      if (s.kind == TensorKind::kBufferBroadcast) break;
-    }
-    in.divisor = static_cast<float>(in.grads.size());
+    TakeContributions(s, &in);
     in.mean_out = MeanBuffer(s, Numel(chunks[k]));  // no optimizer: the mean only
   }
   Run(inputs, chunks);
@@ -492,7 +490,6 @@ std::vector<uint32_t> ChunkStore::ApplyHeld(const std::vector<uint32_t>& chunks)
     s.applied_norm = known_norm_;
     s.norm_known = true;
     Advance(s, inputs[k]);
-    if (s.kind != TensorKind::kParameter) s.applied_lr = 0;
   }
   return chunks;
 }

@@ -211,6 +211,9 @@ class ChunkStore {
   // The pieces of `inputs` (one per chunk; those with no gradient skipped)
   // on the apply threads.
   void Run(const std::vector<StepInputs>& inputs, const std::vector<uint32_t>& chunks);
+  // The slot's contributions as the step's gradients (rank order; a
+  // broadcast buffer: the lowest live rank's only) and their count.
+  void TakeContributions(const Slot& slot, StepInputs* in);
   // After a step ran: contributions released, version moved on.
   void Advance(Slot& slot, const StepInputs& in);
   // Clipping: the means of complete chunks, held back.

@@ -552,18 +552,24 @@ void ParameterServer::AfterCompletion(const std::vector<uint32_t>& applied) {
   if (store_->clipping()) AnswerReadyNorms();
 }
 
-Status ParameterServer::HandleNormQuery(const transport::PeerId& peer,
-                                        wire::NormQuery::Reader query) {
-  if (!store_->clipping()) return InvalidArgument("norm query, but this job does not clip gradients");
-  if (query.getEpoch() != epoch_) {
-    return Unavailable("norm query with shard map epoch " + std::to_string(query.getEpoch()) +
+Status ParameterServer::CheckClipMessage(const char* what, uint64_t epoch, int worker) const {
+  if (!store_->clipping()) {
+    return InvalidArgument(std::string(what) + ", but this job does not clip gradients");
+  }
+  if (epoch != epoch_) {
+    return Unavailable(std::string(what) + " with shard map epoch " + std::to_string(epoch) +
                        ", current epoch is " + std::to_string(epoch_));
   }
-  const int worker = query.getWorker();
   if (worker < 0 || worker >= store_->num_workers() || !store_->IsLive(worker)) {
-    return InvalidArgument("norm query from worker rank " + std::to_string(worker) +
+    return InvalidArgument(std::string(what) + " from worker rank " + std::to_string(worker) +
                            ", which does not train in this job now");
   }
+  return Status::Ok();
+}
+
+Status ParameterServer::HandleNormQuery(const transport::PeerId& peer,
+                                        wire::NormQuery::Reader query) {
+  EEN_RETURN_IF_ERROR(CheckClipMessage("norm query", query.getEpoch(), query.getWorker()));
   constexpr size_t kMaxPendingNorms = 4096;  // a few per worker are ever outstanding
   if (pending_norms_.size() >= kMaxPendingNorms) {
     return FailedPrecondition("too many norm queries outstanding");
@@ -611,16 +617,7 @@ void ParameterServer::AnswerReadyNorms() {
 }
 
 Status ParameterServer::HandleClipNorm(wire::ClipNorm::Reader clip) {
-  if (!store_->clipping()) return InvalidArgument("clip norm, but this job does not clip gradients");
-  if (clip.getEpoch() != epoch_) {
-    return Unavailable("clip norm with shard map epoch " + std::to_string(clip.getEpoch()) +
-                       ", current epoch is " + std::to_string(epoch_));
-  }
-  const int worker = clip.getWorker();
-  if (worker < 0 || worker >= store_->num_workers() || !store_->IsLive(worker)) {
-    return InvalidArgument("clip norm from worker rank " + std::to_string(worker) +
-                           ", which does not train in this job now");
-  }
+  EEN_RETURN_IF_ERROR(CheckClipMessage("clip norm", clip.getEpoch(), clip.getWorker()));
   const double norm = clip.getTotalNorm();
   if (!std::isfinite(norm) || norm < 0) {
     // Every worker computed it from the same shares: a NaN or inf gradient.

@@ -98,6 +98,8 @@ class ParameterServer {
   // brings the total.
   Status HandleNormQuery(const transport::PeerId& peer, wire::NormQuery::Reader query);
   Status HandleClipNorm(wire::ClipNorm::Reader clip);
+  // Both: clipping is on, the map epoch is current, the worker trains.
+  Status CheckClipMessage(const char* what, uint64_t epoch, int worker) const;
   // Answers the norm queries whose step every chunk here has aggregated.
   void AnswerReadyNorms();
   // After chunks completed a step: `applied` moved on (snapshots, backups,

@@ -82,6 +82,20 @@ class Semantics : public ::testing::Test {
     return Floats(testing::ReadBytes(base_ + "/ref.reference.bin"));
   }
   // `signal`: SIGKILL (een-launch sees it die) or SIGSTOP (it only falls silent).
+  // A job of the model without BatchNorm and dropout, where the maths lets
+  // it equal the single-process reference; `flags` go to both.
+  std::vector<std::string> PlainJob(int ps, int workers, const std::string& out,
+                                    const std::vector<std::string>& flags) {
+    std::vector<std::string> program = {"--no-bn", "--no-dropout"};
+    program.insert(program.end(), flags.begin(), flags.end());
+    return Job(ps, workers, out, program);
+  }
+  // The reference's flags for `workers` workers' batches, with `flags`.
+  static std::vector<std::string> ReferenceFlags(int workers, const std::vector<std::string>& flags) {
+    std::vector<std::string> all = {"--workers", std::to_string(workers)};
+    all.insert(all.end(), flags.begin(), flags.end());
+    return all;
+  }
   void ExpectFailoverChangesNothing(std::vector<std::string> program, int signal = SIGKILL);
   std::string base_;
 };
@@ -175,12 +189,9 @@ TEST_F(Semantics, AWorkerThatExitsZeroLeavesLikeAFinishedOne) {
 // on the same gradients, momentum included.
 TEST_F(Semantics, LearningRateScheduleEqualsTorchs) {
   const std::vector<std::string> flags = {"--steps", "35", "--schedule", "--momentum", "0.9"};
-  std::vector<std::string> program = {"--no-bn", "--no-dropout"};
-  program.insert(program.end(), flags.begin(), flags.end());
-  auto r = testing::Run(Job(2, 2, "schedule", program), seconds(120));
+  auto r = testing::Run(PlainJob(2, 2, "schedule", flags), seconds(120));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::vector<std::string> ref_flags = {"--workers", "2"};
-  ref_flags.insert(ref_flags.end(), flags.begin(), flags.end());
+  std::vector<std::string> ref_flags = ReferenceFlags(2, flags);
   const auto reference = Reference(ref_flags);
   ASSERT_FALSE(reference.empty());
   const double diff = MaxAbsDifference(Floats(Rank("schedule", 0)), reference);
@@ -197,16 +208,13 @@ TEST_F(Semantics, LearningRateScheduleEqualsTorchs) {
 TEST_F(Semantics, ServerClippingEqualsTorchsClipGradNorm) {
   const std::vector<std::string> flags = {"--steps", "30", "--clip", "0.2", "--schedule",
                                           "--momentum", "0.9"};
-  std::vector<std::string> program = {"--no-bn", "--no-dropout"};
-  program.insert(program.end(), flags.begin(), flags.end());
-  auto r = testing::Run(Job(3, 3, "clip", program), seconds(180));
+  auto r = testing::Run(PlainJob(3, 3, "clip", flags), seconds(180));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex("rank 0 clipped (\\d+) steps")))
       << r.output;
   EXPECT_GE(std::stoi(m[1]), 5) << "max norm 0.2 clipped too few steps to test anything";
-  std::vector<std::string> ref_flags = {"--workers", "3"};
-  ref_flags.insert(ref_flags.end(), flags.begin(), flags.end());
+  std::vector<std::string> ref_flags = ReferenceFlags(3, flags);
   const auto reference = Reference(ref_flags);
   ASSERT_FALSE(reference.empty());
   const auto job = Floats(Rank("clip", 0));
@@ -239,9 +247,7 @@ TEST_F(Semantics, LocalModeTrainsInProcessLikeTorch) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("EEN_LOCAL=1: training in this process alone"), std::string::npos)
       << r.output;
-  std::vector<std::string> ref_flags = {"--workers", "1"};
-  ref_flags.insert(ref_flags.end(), flags.begin(), flags.end());
-  const auto reference = Reference(ref_flags);
+  const auto reference = Reference(ReferenceFlags(1, flags));
   ASSERT_FALSE(reference.empty());
   EXPECT_LE(MaxAbsDifference(Floats(Rank("local", 0)), reference), 1e-5);
 
@@ -274,13 +280,9 @@ TEST_F(Semantics, ANanGradientNormEndsTheJobNamingTheStep) {
 // times as large.
 TEST_F(Semantics, AccumulationEqualsOneBigBatch) {
   const std::vector<std::string> flags = {"--steps", "15", "--accumulate", "3"};
-  std::vector<std::string> program = {"--no-bn", "--no-dropout"};
-  program.insert(program.end(), flags.begin(), flags.end());
-  auto r = testing::Run(Job(2, 2, "accumulate", program), seconds(120));
+  auto r = testing::Run(PlainJob(2, 2, "accumulate", flags), seconds(120));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::vector<std::string> ref_flags = {"--workers", "2"};
-  ref_flags.insert(ref_flags.end(), flags.begin(), flags.end());
-  const auto reference = Reference(ref_flags);
+  const auto reference = Reference(ReferenceFlags(2, flags));
   ASSERT_FALSE(reference.empty());
   EXPECT_LE(MaxAbsDifference(Floats(Rank("accumulate", 0)), reference), 1e-5);
 }

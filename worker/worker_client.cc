@@ -339,9 +339,7 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
         pull.setFrozenValues(frozen_too);
         auto list = pull.initChunks(r.chunks.size());
         for (size_t k = 0; k < r.chunks.size(); ++k) list.set(k, r.chunks[k]);
-        if (Status s = ps_[p]->Send(Message{{wire::Encode(b)}}); !s.ok()) {
-          return Unavailable(fmt::format("pull from PS {} failed: {}", p, s.message()));
-        }
+        EEN_RETURN_IF_ERROR(SendHeader(p, b, fmt::format("pull from PS {}", p)));
         outstanding_.push_back(std::move(r));
       }
     }
@@ -387,9 +385,33 @@ Status WorkerClient::WaitForPs(size_t p, const std::function<bool()>& waiting,
   return Status::Ok();
 }
 
+Status WorkerClient::SendHeader(size_t p, capnp::MessageBuilder& b, const std::string& what) {
+  if (Status s = ps_[p]->Send(Message{{wire::Encode(b)}}); !s.ok()) {
+    return Unavailable(what + " failed: " + s.message());
+  }
+  return Status::Ok();
+}
+
 Result<double> WorkerClient::ClipGradients(uint64_t step) {
   EEN_RETURN_IF_ERROR(JobStatus());
   if (NeedsRecovery()) return Aborted("the shard map moved on (a PS was replaced)");
+  EEN_ASSIGN_OR_RETURN(const double total, GatherNorm(step));
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    if (ps_chunks_[p].empty()) continue;  // holds nothing: takes no part
+    capnp::MallocMessageBuilder b;
+    auto header = b.initRoot<wire::Header>();
+    wire::SetSender(header, wire::Role::WORKER, rank_);
+    auto clip = header.initClipNorm();
+    clip.setEpoch(map_.epoch());
+    clip.setWorker(rank_);
+    clip.setStep(step);
+    clip.setTotalNorm(total);
+    EEN_RETURN_IF_ERROR(SendHeader(p, b, fmt::format("sending the gradient norm to PS {}", p)));
+  }
+  return total;
+}
+
+Result<double> WorkerClient::GatherNorm(uint64_t step) {
   struct Share {
     uint64_t id = 0;
     bool answered = false, applied = false;
@@ -410,9 +432,7 @@ Result<double> WorkerClient::ClipGradients(uint64_t step) {
     query.setWorker(rank_);
     query.setStep(step);
     query.setRequestId(shares[p].id);
-    if (Status s = ps_[p]->Send(Message{{wire::Encode(b)}}); !s.ok()) {
-      return Unavailable(fmt::format("norm query to PS {} failed: {}", p, s.message()));
-    }
+    EEN_RETURN_IF_ERROR(SendHeader(p, b, fmt::format("norm query to PS {}", p)));
   }
   for (size_t p = 0; p < ps_.size(); ++p) {
     if (!holds_chunks(p)) continue;
@@ -453,23 +473,7 @@ Result<double> WorkerClient::ClipGradients(uint64_t step) {
   }
   double sum = 0;
   for (double s : chunk_sums) sum += s;
-  const double total = applied ? *applied : std::sqrt(sum);
-  for (size_t p = 0; p < ps_.size(); ++p) {
-    if (!holds_chunks(p)) continue;
-    capnp::MallocMessageBuilder b;
-    auto header = b.initRoot<wire::Header>();
-    wire::SetSender(header, wire::Role::WORKER, rank_);
-    auto clip = header.initClipNorm();
-    clip.setEpoch(map_.epoch());
-    clip.setWorker(rank_);
-    clip.setStep(step);
-    clip.setTotalNorm(total);
-    if (Status s = ps_[p]->Send(Message{{wire::Encode(b)}}); !s.ok()) {
-      return Unavailable(fmt::format("sending the gradient norm to PS {} failed: {}", p,
-                                     s.message()));
-    }
-  }
-  return total;
+  return applied ? *applied : std::sqrt(sum);
 }
 
 Status WorkerClient::PsError(size_t p, wire::Error::Reader error) {

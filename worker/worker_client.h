@@ -118,6 +118,11 @@ class WorkerClient {
   Status WaitForPs(size_t p, const std::function<bool()>& waiting, const std::string& what,
                    const std::function<Status(const transport::Message&)>& take,
                    bool set_aside_first = true);
+  // The total norm of step `step`'s mean gradient from every PS's shares
+  // (ClipGradients' first half).
+  Result<double> GatherNorm(uint64_t step);
+  // Sends a header-only message to PS `p`; Unavailable "`what` failed: ...".
+  Status SendHeader(size_t p, capnp::MessageBuilder& b, const std::string& what);
   // A PS's Error answer as a Status (a stale epoch marks recovery as needed).
   Status PsError(size_t p, wire::Error::Reader error);
   // Adopts a membership stamped on a pull answer of `version`, if it is

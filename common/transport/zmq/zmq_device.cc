@@ -116,7 +116,7 @@ void* OpenSocket(void* context, int type) {
 void NoteRefused(const std::string& listener, const HandshakeMonitor::Event& e) {
   static std::mutex mu;
   static std::set<std::string> logged;
-  if (e.auth) return;  // the ZAP handler logged and counted it
+  if (!e.mismatch) return;  // a wrong secret: the ZAP handler logged it; else transient
   ++g_refused_connections;
   std::lock_guard<std::mutex> lock(mu);
   if (logged.size() < 1000 && logged.insert(listener + e.address).second) {
@@ -205,7 +205,7 @@ class ZmqConnection : public Connection {
     for (const auto& e : monitor_->Drain()) {
       if (e.succeeded) {
         refused_.clear();
-      } else {
+      } else if (e.auth || e.mismatch) {  // definitive; anything else: a reconnect may succeed
         refused_ = e.auth ? "the peer at " + address_ + " refused this process's credentials: "
                             "EEN_JOB_SECRET_FILE is not this job's secret"
                           : "no handshake with the peer at " + address_ + ": one side runs "

@@ -37,7 +37,11 @@ std::vector<HandshakeMonitor::Event> HandshakeMonitor::Drain() {
       return out;
     }
     uint16_t event = 0;
-    if (zmq_msg_size(&head) >= sizeof event) std::memcpy(&event, zmq_msg_data(&head), sizeof event);
+    uint32_t value = 0;
+    if (zmq_msg_size(&head) >= sizeof event + sizeof value) {
+      std::memcpy(&event, zmq_msg_data(&head), sizeof event);
+      std::memcpy(&value, static_cast<const char*>(zmq_msg_data(&head)) + sizeof event, sizeof value);
+    }
     const bool more = zmq_msg_more(&head);
     zmq_msg_close(&head);
     Event e;
@@ -50,6 +54,8 @@ std::vector<HandshakeMonitor::Event> HandshakeMonitor::Drain() {
     }
     e.succeeded = event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
     e.auth = event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    e.mismatch = event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+                 value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH;
     out.push_back(std::move(e));
   }
 }

@@ -16,9 +16,14 @@ class HandshakeMonitor {
   HandshakeMonitor(const HandshakeMonitor&) = delete;
   HandshakeMonitor& operator=(const HandshakeMonitor&) = delete;
 
+  // A failure is definitive only when the credentials were refused (`auth`)
+  // or the two sides have no mechanism in common (`mismatch`); any other
+  // (a peer that died mid-handshake, a restart) is transient: reconnecting
+  // may succeed.
   struct Event {
     bool succeeded = false;
-    bool auth = false;  // failed: the peer's credentials were refused (else: no common mechanism)
+    bool auth = false;
+    bool mismatch = false;
     std::string address;
   };
   // The events since the last call, oldest first (never blocks).

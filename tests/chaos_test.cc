@@ -35,7 +35,7 @@ TEST(Chaos, SeededKillsOfPsAndCoordinatorChangeNothing) {
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
 
   testing::Subprocess job(Job(base + "/chaos", base + "/chaos.bin"));
-  ASSERT_TRUE(job.WaitForOutput("snapshot of step 100 complete on all 2 PS", seconds(60)))
+  ASSERT_TRUE(job.WaitForCompleteSnapshot(100, seconds(60)))
       << job.output();
   std::vector<pid_t> seen = testing::ChildrenOf(job.pid());
   std::mt19937 rng(20261130);

@@ -59,7 +59,7 @@ TEST_F(Resume, KilledJobResumesToBitwiseTheSameParameters) {
   const std::string dir = base_ + "/snapshots";
   {
     testing::Subprocess job(Job(base_ + "/resumed.bin", {"--snapshot-dir", dir}));
-    ASSERT_TRUE(job.WaitForOutput("snapshot of step 500 complete on all 2 PS", seconds(120)))
+    ASSERT_TRUE(job.WaitForCompleteSnapshot(500, seconds(120)))
         << job.output();
     job.Signal(SIGKILL);
     ASSERT_TRUE(job.Wait(seconds(10)).has_value());

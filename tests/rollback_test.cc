@@ -33,7 +33,7 @@ TEST(Rollback, KilledPsIsReplacedAndTheRedoneRunIsBitwiseTheSame) {
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
 
   testing::Subprocess job(Job(base + "/killed", base + "/killed.bin"));
-  ASSERT_TRUE(job.WaitForOutput("snapshot of step 300 complete on all 2 PS", seconds(120)))
+  ASSERT_TRUE(job.WaitForCompleteSnapshot(300, seconds(120)))
       << job.output();
   const pid_t ps = testing::NewestPid(job.output(), "ps 1");
   ASSERT_GT(ps, 0) << job.output();

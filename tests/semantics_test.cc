@@ -318,7 +318,7 @@ TEST_F(Semantics, BuffersSurviveResumeBitwise) {
   {
     testing::Subprocess job(
         Job(2, 2, "resumed", program, {"--snapshot-every", "100", "--snapshot-dir", dir}));
-    ASSERT_TRUE(job.WaitForOutput("snapshot of step 300 complete on all 2 PS", seconds(120)))
+    ASSERT_TRUE(job.WaitForCompleteSnapshot(300, seconds(120)))
         << job.output();
     job.Signal(SIGKILL);
     ASSERT_TRUE(job.Wait(seconds(10)).has_value());

@@ -72,6 +72,28 @@ bool Subprocess::WaitForOutput(const std::string& text, std::chrono::millisecond
   return true;
 }
 
+bool Subprocess::WaitUntil(const std::function<bool(const std::string&)>& ready,
+                           std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (!ready(output_)) {
+    if (Clock::now() > deadline || fd_ < 0) return false;
+    ReadAvailable(20);
+  }
+  return true;
+}
+
+bool Subprocess::WaitForCompleteSnapshot(uint64_t step, std::chrono::milliseconds timeout) {
+  static const std::regex kComplete("snapshot of step ([0-9]+) complete on all");
+  return WaitUntil(
+      [step](const std::string& out) {
+        for (std::sregex_iterator it(out.begin(), out.end(), kComplete), end; it != end; ++it) {
+          if (std::stoull((*it)[1]) >= step) return true;
+        }
+        return false;
+      },
+      timeout);
+}
+
 std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   while (!exited_) {

@@ -5,6 +5,8 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,6 +24,13 @@ class Subprocess {
   // Reads output until `text` appears at or after byte `from`; false on
   // timeout or exit first.
   bool WaitForOutput(const std::string& text, std::chrono::milliseconds timeout, size_t from = 0);
+  // Reads output until `ready(output)` holds; false on timeout or exit first.
+  bool WaitUntil(const std::function<bool(const std::string&)>& ready,
+                 std::chrono::milliseconds timeout);
+  // Reads output until the coordinator reports a snapshot of step `step` or
+  // later complete on every PS. (It reports the newest complete one it
+  // learns of, so a step between two heartbeats may never be named.)
+  bool WaitForCompleteSnapshot(uint64_t step, std::chrono::milliseconds timeout);
   // Exit code (128 + signal when killed), or nullopt if still running at timeout.
   std::optional<int> Wait(std::chrono::milliseconds timeout);
   void Signal(int signo) const;

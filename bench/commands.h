@@ -23,6 +23,7 @@ struct ReplayOptions {
   // Each round also runs the job with `een-launch --insecure` (no job
   // secret) and prints what authentication costs.
   bool compare_insecure = false;
+  bool compare_encrypted = false;
 };
 int RunReplay(const ReplayOptions& options);
 

@@ -98,22 +98,30 @@ void PrintPsUsage(const std::string& log_path, int steps) {
 // One round: the job, then the references, each with its step times.
 struct Round {
   RoleUsage worker;
-  std::vector<double> zmq, copy, gloo, buffers, insecure;
-  Summary een_s, zmq_s, copy_s, gloo_s, buffers_s, insecure_s;
+  std::vector<double> zmq, copy, gloo, buffers, insecure, encrypted;
+  Summary een_s, zmq_s, copy_s, gloo_s, buffers_s, insecure_s, encrypted_s;
+};
+
+// What a job of a round differs in from the default one.
+struct Variant {
+  size_t buffer_floats = 0;
+  bool insecure = false;   // een-launch --insecure
+  bool encrypted = false;  // EEN_ENCRYPT=1: CURVE on loopback too
 };
 
 // Runs the job as een-launch would; false (and its output printed) if it failed.
 bool RunJob(const ReplayOptions& o, const std::string& bin, const std::string& work,
-            size_t buffer_floats = 0, bool insecure = false) {
+            const Variant& v = {}) {
   std::filesystem::remove_all(work + "/een");
   std::filesystem::create_directories(work + "/een");
   std::ostringstream cmd;
-  cmd << "EEN_BUCKET_BYTES=" << o.bucket_bytes << " EEN_RESOURCES_AT_STEP=" << o.warmup << ' '
-      << bin << "/een-launch --ps " << o.ps << " --workers " << o.workers << " --transport "
-      << o.transport << " --wire-dtype " << o.dtype << (insecure ? " --insecure" : "")
+  cmd << "EEN_BUCKET_BYTES=" << o.bucket_bytes << " EEN_RESOURCES_AT_STEP=" << o.warmup
+      << (v.encrypted ? " EEN_ENCRYPT=1 " : " ") << bin << "/een-launch --ps " << o.ps
+      << " --workers " << o.workers << " --transport " << o.transport << " --wire-dtype "
+      << o.dtype << (v.insecure ? " --insecure" : "")
       << " --progress-interval 3600s -- " << bin
       << "/een-bench-worker " << o.trace_path << " --steps " << o.steps << " --warmup " << o.warmup
-      << " --buffer-floats " << buffer_floats << " --report " << work << "/een > " << work
+      << " --buffer-floats " << v.buffer_floats << " --report " << work << "/een > " << work
       << "/job.log 2>&1";
   if (std::system(cmd.str().c_str()) == 0) return true;
   std::fprintf(stderr, "een-bench: the replay job failed; its output:\n");
@@ -175,7 +183,8 @@ int RunReplay(const ReplayOptions& o) {
   // Rounds, each the runtime and then every reference, so a noisy moment
   // of the machine falls on all of them alike.
   std::vector<Round> rounds(o.rounds);
-  std::vector<double> een_all, zmq_all, copy_all, gloo_all, buffers_all, insecure_all;
+  std::vector<double> een_all, zmq_all, copy_all, gloo_all, buffers_all, insecure_all,
+      encrypted_all;
   for (Round& r : rounds) {
     // 1. The runtime, launched as a job.
     if (!RunJob(o, bin, work)) return 1;
@@ -183,13 +192,19 @@ int RunReplay(const ReplayOptions& o) {
     r.een_s = Summarize(r.worker.step_micros);
     een_all.insert(een_all.end(), r.worker.step_micros.begin(), r.worker.step_micros.end());
     if (o.compare_insecure) {  // the same job without authentication
-      if (!RunJob(o, bin, work, 0, /*insecure=*/true)) return 1;
+      if (!RunJob(o, bin, work, {.insecure = true})) return 1;
       r.insecure = ReadWorkerReports(work + "/een", o.workers, o.steps).step_micros;
       r.insecure_s = Summarize(r.insecure);
       insecure_all.insert(insecure_all.end(), r.insecure.begin(), r.insecure.end());
     }
+    if (o.compare_encrypted) {  // the same job encrypted (CURVE), as beyond loopback
+      if (!RunJob(o, bin, work, {.encrypted = true})) return 1;
+      r.encrypted = ReadWorkerReports(work + "/een", o.workers, o.steps).step_micros;
+      r.encrypted_s = Summarize(r.encrypted);
+      encrypted_all.insert(encrypted_all.end(), r.encrypted.begin(), r.encrypted.end());
+    }
     if (o.buffer_floats > 0) {  // the same job with rank 0's buffers broadcast each step
-      if (!RunJob(o, bin, work, o.buffer_floats)) return 1;
+      if (!RunJob(o, bin, work, {.buffer_floats = o.buffer_floats})) return 1;
       r.buffers = ReadWorkerReports(work + "/een", o.workers, o.steps).step_micros;
       r.buffers_s = Summarize(r.buffers);
       buffers_all.insert(buffers_all.end(), r.buffers.begin(), r.buffers.end());
@@ -220,6 +235,15 @@ int RunReplay(const ReplayOptions& o) {
     std::vector<double> cost;
     for (const Round& r : rounds) cost.push_back(Ratio(r.een_s, r.insecure_s));
     std::printf("authenticated (the default) / --insecure = %.3fx (%s)\n", Median(cost),
+                o.rounds > 1 ? fmt::format("median of {} rounds", o.rounds).c_str() : "median");
+  }
+  if (o.compare_encrypted) {
+    Row("een encrypted (CURVE)", Summarize(encrypted_all), step_bytes);
+    std::vector<double> cost;
+    for (const Round& r : rounds) cost.push_back(Ratio(r.encrypted_s, r.een_s));
+    std::printf("encrypted (CURVE, as beyond loopback) / authenticated (PLAIN, loopback) = %.3fx "
+                "(%s)\n",
+                Median(cost),
                 o.rounds > 1 ? fmt::format("median of {} rounds", o.rounds).c_str() : "median");
   }
   if (o.buffer_floats > 0) {

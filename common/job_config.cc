@@ -43,7 +43,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
   if (!root.IsMap()) return InvalidArgument("config " + path + ": top level must be a mapping");
   static const std::set<std::string> kFields = {
       "ps", "workers", "min_workers", "failover_threshold", "heartbeat_interval", "startup_timeout",
-      "progress_interval", "transport", "host", "max_chunk_numel", "shards_per_ps",
+      "progress_interval", "step_timeout", "transport", "host", "max_chunk_numel", "shards_per_ps",
       "snapshot_every", "snapshot_dir", "replicas", "max_restarts", "spare_ps",
       "wire_dtype", "insecure"};
   std::set<std::string> seen;
@@ -77,6 +77,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
       if (key == "heartbeat_interval") EEN_RETURN_IF_ERROR(duration(&heartbeat_interval));
       if (key == "startup_timeout") EEN_RETURN_IF_ERROR(duration(&startup_timeout));
       if (key == "progress_interval") EEN_RETURN_IF_ERROR(duration(&progress_interval));
+      if (key == "step_timeout") EEN_RETURN_IF_ERROR(duration(&step_timeout));
       if (key == "transport") transport = v.as<std::string>();
       if (key == "host") host = v.as<std::string>();
       if (key == "wire_dtype") wire_dtype = v.as<std::string>();

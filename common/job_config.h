@@ -21,6 +21,9 @@ struct JobConfig {
   std::chrono::milliseconds heartbeat_interval{100};
   std::chrono::milliseconds startup_timeout{120000};
   std::chrono::milliseconds progress_interval{2000};
+  // A step waiting this long for a worker's gradients ends the job naming
+  // the worker (torch.distributed's default collective timeout is 30 min).
+  std::chrono::milliseconds step_timeout{30 * 60 * 1000};
   std::string transport = "tcp";  // data plane: tcp | ipc
   std::string wire_dtype = "fp32";  // gradients and parameters on the wire: fp32 | bf16 | fp16
   std::string host = "127.0.0.1";

@@ -87,6 +87,7 @@ Result<JobEnvironment> JobEnvironment::FromProcess(const std::string& program) {
     env.wire_type = *type;
   }
   long rank = -1, world = 0, ps = 0, threshold = 500, heartbeat = 100, startup = 120000;
+  long step_timeout = 1800000;
   long snapshot_every = 0, resume = 0, spare = 0;
   EEN_RETURN_IF_ERROR(ReadInt("EEN_SPARE", 0, &spare));
   env.spare = spare != 0;
@@ -103,12 +104,14 @@ Result<JobEnvironment> JobEnvironment::FromProcess(const std::string& program) {
   EEN_RETURN_IF_ERROR(ReadInt("EEN_FAILOVER_THRESHOLD_MS", 1, &threshold));
   EEN_RETURN_IF_ERROR(ReadInt("EEN_HEARTBEAT_MS", 1, &heartbeat));
   EEN_RETURN_IF_ERROR(ReadInt("EEN_STARTUP_TIMEOUT_MS", 1, &startup));
+  EEN_RETURN_IF_ERROR(ReadInt("EEN_STEP_TIMEOUT_MS", 1, &step_timeout));
   env.rank = static_cast<int>(rank);
   env.world_size = static_cast<int>(world);
   env.num_ps = static_cast<int>(ps);
   env.failover_threshold = std::chrono::milliseconds(threshold);
   env.heartbeat_interval = std::chrono::milliseconds(heartbeat);
   env.startup_timeout = std::chrono::milliseconds(startup);
+  env.step_timeout = std::chrono::milliseconds(step_timeout);
   long bucket_bytes = 0, message_bytes = 0, pull_back = 1, ps_threads = 0, resources_at_step = 0;
   EEN_RETURN_IF_ERROR(ReadInt("EEN_BUCKET_BYTES", 1, &bucket_bytes));
   EEN_RETURN_IF_ERROR(ReadInt("EEN_MESSAGE_BYTES", 0, &message_bytes));

@@ -24,6 +24,7 @@ struct JobEnvironment {
   std::chrono::milliseconds failover_threshold{500};  // EEN_FAILOVER_THRESHOLD_MS
   std::chrono::milliseconds heartbeat_interval{100};  // EEN_HEARTBEAT_MS
   std::chrono::milliseconds startup_timeout{120000};  // EEN_STARTUP_TIMEOUT_MS
+  std::chrono::milliseconds step_timeout{1800000};    // EEN_STEP_TIMEOUT_MS: a pull's longest wait
   std::string snapshot_dir;      // EEN_SNAPSHOT_DIR: PS snapshots go to DIR/ps-RANK
   uint64_t snapshot_every = 0;   // EEN_SNAPSHOT_EVERY: steps between snapshots (0: none)
   bool resume = false;           // EEN_RESUME=1: start from the newest complete snapshot

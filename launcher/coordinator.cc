@@ -464,9 +464,12 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     return InvalidArgument(fmt::format("heartbeat from unknown {} {}", RoleName(role), rank));
   }
   Node& n = nodes[rank];
+  // Every process says who it is: a heartbeat without a pid could speak for
+  // a replaced process or for its replacement.
+  if (hb.getPid() <= 0) return InvalidArgument("heartbeat without a pid");
   wire::JobState state = state_;
   std::string reason = abort_reason_;
-  if (hb.getPid() != 0 && n.pid != 0 && hb.getPid() != n.pid) {
+  if (n.pid != 0 && hb.getPid() != n.pid) {
     // A process that was replaced (back from a partition, say): it must stop.
     state = wire::JobState::ABORTED;
     reason = fmt::format("this process (pid {}) was replaced by pid {} after it was lost",
@@ -475,6 +478,7 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     n.last_seen = Clock::now();
     n.step = hb.getStep();
     n.loss = hb.getLoss();
+    n.loss_given = hb.getLossGiven();
     n.samples = hb.getSamples();
     n.sync_micros = hb.getSyncMicros();
     if (role == wire::Role::PS && hb.getChunksReady() != n.chunks_ready) {
@@ -674,8 +678,9 @@ void Coordinator::ReportProgress() {
   const std::vector<int> live = LiveWorkerRanks();  // rank 0 may have finished early
   const Node& lead = workers_[live.empty() ? 0 : live.front()];
   const double rate = seconds > 0 ? (samples - last_progress_samples_) / seconds : 0;
-  spdlog::info("progress: step {} | loss {:.4f} | {:.0f} samples/s | sync {:.2f} ms", lead.step,
-               lead.loss, rate, lead.sync_micros / 1000.0);
+  spdlog::info("progress: step {} | loss {} | {:.0f} samples/s | sync {:.2f} ms", lead.step,
+               lead.loss_given ? fmt::format("{:.4f}", lead.loss) : "-", rate,
+               lead.sync_micros / 1000.0);
   last_progress_ = Clock::now();
   last_progress_samples_ = samples;
 }

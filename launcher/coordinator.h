@@ -50,6 +50,7 @@ struct CoordinatorOptions {
   bool restore = false;    // restart: take the job up from state_path
   std::string snapshot_dir;  // with snapshots: where the membership history goes too
   std::string verdict_path;  // "": none; else the reason the job was aborted is written there
+  std::string lost_path;     // "": none; else each worker declared lost appends "RANK PID" there
 };
 
 class Coordinator {
@@ -80,6 +81,7 @@ class Coordinator {
     Clock::time_point last_seen;
     uint64_t step = 0;
     double loss = 0;
+    bool loss_given = false;  // the program gave `loss` (NaN shows as nan)
     uint64_t samples = 0;
     uint64_t sync_micros = 0;
     std::vector<uint64_t> snapshot_steps;  // PS, resuming: its intact snapshots

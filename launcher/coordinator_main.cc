@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
                  "the job's snapshot folder: the membership history is kept there too");
   app.add_option("--state-dir", o.state_path, "RocksDB for this coordinator's own state");
   app.add_option("--verdict-file", o.verdict_path, "where to write why the job was aborted");
+  app.add_option("--lost-file", o.lost_path, "where to add each worker declared lost (RANK PID)");
   app.add_flag("--restore", o.restore, "take a running job up again from --state-dir");
   CLI11_PARSE(app, argc, argv);
   o.job.failover_threshold = std::chrono::milliseconds(threshold);

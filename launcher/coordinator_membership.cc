@@ -2,6 +2,7 @@
 // or a new worker joins, at a step agreed with every PS. See coordinator.h.
 #include "launcher/coordinator.h"
 
+#include <fstream>
 #include <fmt/format.h>
 #include <algorithm>
 
@@ -69,6 +70,9 @@ Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
 
 void Coordinator::WorkerLost(Node& w, const std::string& what) {
   w.lost = true;
+  if (!options_.lost_path.empty()) {  // een-launch stops it if it still runs at the end
+    std::ofstream(options_.lost_path, std::ios::app) << w.rank << ' ' << w.pid << '\n';
+  }
   const std::vector<int> live = LiveWorkerRanks();
   const int restarts_left = options_.job.max_restarts - worker_replacements_;
   int finished = 0;  // done with their data: they count toward --min-workers

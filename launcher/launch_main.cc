@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "een-launch: start an EEN job (coordinator, parameter servers, workers).\n"
       "Usage: een-launch --ps N --workers M [options] -- PROGRAM ARGS..."};
-  std::string config_path, threshold, heartbeat, startup, progress, transport, host;
+  std::string config_path, threshold, heartbeat, startup, progress, step_timeout, transport, host;
   std::string backend = "local";
   int ps = 0, workers = 0;
   // Counts are checked after parsing, so each error says "--ps must be at least 1".
@@ -62,6 +62,9 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-interval", heartbeat, "heartbeat period (default 100ms)");
   app.add_option("--startup-timeout", startup, "time for every role to register (default 120s)");
   app.add_option("--progress-interval", progress, "progress line period (default 2s)");
+  app.add_option("--step-timeout", step_timeout,
+                 "a step waiting this long for a worker's gradients ends the job, naming the "
+                 "worker (default 30min)");
   app.add_option("--transport", transport, "data plane: tcp, ipc or shm (one host: payloads through shared memory; default tcp)");
   std::string wire_dtype;
   app.add_option("--wire-dtype", wire_dtype,
@@ -128,7 +131,8 @@ int main(int argc, char** argv) {
   if (!duration("--failover-threshold", threshold, &config.failover_threshold) ||
       !duration("--heartbeat-interval", heartbeat, &config.heartbeat_interval) ||
       !duration("--startup-timeout", startup, &config.startup_timeout) ||
-      !duration("--progress-interval", progress, &config.progress_interval)) {
+      !duration("--progress-interval", progress, &config.progress_interval) ||
+      !duration("--step-timeout", step_timeout, &config.step_timeout)) {
     return 2;
   }
   if (*every_opt) config.snapshot_every = static_cast<uint64_t>(snapshot_every);

@@ -51,6 +51,7 @@ std::map<std::string, std::string> LocalJob::RoleEnvironment(const std::string& 
       {"EEN_FAILOVER_THRESHOLD_MS", std::to_string(config_.failover_threshold.count())},
       {"EEN_HEARTBEAT_MS", std::to_string(config_.heartbeat_interval.count())},
       {"EEN_STARTUP_TIMEOUT_MS", std::to_string(config_.startup_timeout.count())},
+      {"EEN_STEP_TIMEOUT_MS", std::to_string(config_.step_timeout.count())},
   };
   env.merge(SecurityEnvironment());
   if (role == "ps" && (config_.snapshot_every > 0 || config_.resume)) {
@@ -109,7 +110,7 @@ Status LocalJob::StartCoordinator(bool restore) {
       "--shards-per-ps", std::to_string(config_.sharding.shards_per_ps),
       "--listen", restore ? coordinator_address_ : "tcp://" + config_.host + ":0",
       "--state-dir", run_dir_ + "/coordinator-state",
-      "--verdict-file", VerdictPath(),
+      "--verdict-file", VerdictPath(), "--lost-file", run_dir_ + "/lost",
       "--ready-fd", std::to_string(ready[1])};
   if (config_.resume) argv.push_back("--resume");
   if (config_.snapshot_every > 0 || config_.resume) {
@@ -245,6 +246,16 @@ void LocalJob::StopAll() {
 }
 
 std::string LocalJob::VerdictPath() const { return run_dir_ + "/verdict"; }
+
+bool LocalJob::DeclaredLost(const ChildProcess& worker) const {
+  std::ifstream in(run_dir_ + "/lost");
+  int rank;
+  pid_t pid;
+  while (in >> rank >> pid) {
+    if (pid == worker.pid()) return true;
+  }
+  return false;
+}
 
 std::string LocalJob::CoordinatorVerdict() const {
   std::ifstream in(VerdictPath());
@@ -398,25 +409,45 @@ int LocalJob::Run() {
       }
       continue;
     }
+    // The coordinator ended the job well: every worker was done or declared
+    // lost, and it told every PS still in the job to leave. A process still
+    // running well after that (PS leave, and lost workers are told to stop,
+    // within moments) was declared lost before (a stopped or cut-off
+    // process): it is no part of the job any more, and een-launch does not
+    // wait for it.
+    if (children_[0].succeeded() && coordinator_done_at == Clock::time_point{}) {
+      coordinator_done_at = Clock::now();
+    }
+    const bool stragglers_expired =
+        children_[0].succeeded() &&
+        MillisSince(coordinator_done_at) > config_.failover_threshold.count() + 2000;
     if (!workers_done) {
       workers_done = true;
       for (size_t i = first_worker; i < first_worker + config_.workers; ++i) {
         workers_done &= children_[i].exited();
+      }
+      // A worker that finished (Finish()) may go on with its own work
+      // (saving, evaluating): only those declared lost are not waited for.
+      bool only_lost_left = !workers_done && stragglers_expired;
+      for (size_t i = first_worker; only_lost_left && i < first_worker + config_.workers; ++i) {
+        only_lost_left = children_[i].exited() || DeclaredLost(children_[i]);
+      }
+      if (only_lost_left) {
+        for (size_t i = first_worker; i < first_worker + config_.workers; ++i) {
+          if (children_[i].exited()) continue;
+          ++lost_workers;
+          Say(children_[i].label() + " (pid " + std::to_string(children_[i].pid()) +
+              ") is still running though the coordinator declared it lost and finished the job "
+              "without it; stopping it");
+        }
+        workers_done = true;
       }
       if (workers_done) workers_done_at = Clock::now();
     }
     if (workers_done) {
       bool all = true;
       for (const ChildProcess& c : children_) all &= c.exited();
-      // The coordinator ended the job well: it told every PS still in the
-      // job to leave, so one still running well after that (PS leave within
-      // moments) was declared lost before (a stopped or cut-off process):
-      // it is no part of the job any more.
-      if (children_[0].succeeded() && coordinator_done_at == Clock::time_point{}) {
-        coordinator_done_at = Clock::now();
-      }
-      if (!all && children_[0].succeeded() &&
-          MillisSince(coordinator_done_at) > config_.failover_threshold.count() + 2000) {
+      if (!all && stragglers_expired) {
         for (size_t i = 1; i < first_worker; ++i) {
           if (children_[i].exited()) continue;
           Say(children_[i].label() + " (pid " + std::to_string(children_[i].pid()) +

@@ -59,6 +59,8 @@ class LocalJob {
   // Where the coordinator writes why it aborted the job, and what it wrote ("": nothing).
   std::string VerdictPath() const;
   std::string CoordinatorVerdict() const;
+  // Whether the coordinator declared this worker process lost.
+  bool DeclaredLost(const ChildProcess& worker) const;
   void TellCoordinatorWorkerExited(int rank, const ChildProcess& worker);
 
   JobConfig config_;

@@ -262,6 +262,7 @@ void ParameterServer::ReportStall() {
   const auto now = Clock::now();
   if (now < next_stall_check_) return;
   next_stall_check_ = now + milliseconds(100);
+  ExpirePulls();
   const auto stall = store_->OldestStall();
   if (!stall || stall->step == stall_reported_step_ || stall->missing.empty()) return;
   const auto waited = std::chrono::duration_cast<milliseconds>(now - stall->since);
@@ -317,6 +318,7 @@ Status ParameterServer::HandleControl(const Message& message) {
       epoch_ = epoch;
       NoteChunksReady();
       pending_.clear();  // asked under the old map: the workers ask again
+      pending_pull_chunks_ = 0;
       pending_norms_.clear();
       step_ = step;
       next_snapshot_ = (step / env_.snapshot_every + 1) * env_.snapshot_every;
@@ -540,7 +542,7 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     // bucket by bucket while the worker's later buckets are still arriving.
     PendingPull p{peer, push.getPullBack(), step + 1, store_->sum_mode(), type, {}, false};
     for (uint32_t c : chunks) p.chunks.push_back(c);
-    pending_.push_back(std::move(p));
+    failed = QueuePull(std::move(p));  // applied all the same
     if (completed.empty()) AnswerReadyPulls();  // a repeat: may be ready already
   }
   AfterCompletion(applied);
@@ -659,9 +661,22 @@ Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Re
   }
   if (Ready(p)) {
     Answer(p);
-  } else {
-    pending_.push_back(std::move(p));
+    return Status::Ok();
   }
+  return QueuePull(std::move(p));
+}
+
+Status ParameterServer::QueuePull(PendingPull pull) {
+  // Bounded: a worker has a few pulls outstanding per PS, each of at most
+  // every chunk here once (CheckChunks).
+  constexpr size_t kMaxPendingPulls = 1 << 16, kMaxPendingPullChunks = 1 << 22;
+  if (pending_.size() >= kMaxPendingPulls ||
+      pending_pull_chunks_ + pull.chunks.size() > kMaxPendingPullChunks) {
+    return InvalidArgument("too many pulls wait here already (" +
+                           std::to_string(pending_.size()) + "); refused");
+  }
+  pending_pull_chunks_ += pull.chunks.size();
+  pending_.push_back(std::move(pull));
   return Status::Ok();
 }
 
@@ -713,10 +728,37 @@ void ParameterServer::AnswerReadyPulls() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (Ready(*it)) {
       Answer(*it);
+      pending_pull_chunks_ -= it->chunks.size();
       it = pending_.erase(it);
     } else {
       ++it;
     }
+  }
+}
+
+void ParameterServer::ExpirePulls() {
+  const auto now = Clock::now();
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (now - it->since < env_.step_timeout) {
+      ++it;
+      continue;
+    }
+    std::string why;
+    if (const auto stall = store_->OldestStall(); stall && !stall->missing.empty()) {
+      std::string who;
+      for (int w : stall->missing) who += (who.empty() ? "" : ", ") + std::to_string(w);
+      why = fmt::format(": step {} still waits for the gradients of worker(s) {}", stall->step,
+                        who);
+    }
+    SendError(it->peer, wire::ErrorCode::FAILED_PRECONDITION,
+              fmt::format("PS {}: the parameters of step {} were not ready within the step "
+                          "timeout ({} s, een-launch --step-timeout){}",
+                          env_.rank, it->min_version,
+                          std::chrono::duration_cast<std::chrono::seconds>(env_.step_timeout).count(),
+                          why),
+              it->request_id);
+    pending_pull_chunks_ -= it->chunks.size();
+    it = pending_.erase(it);
   }
 }
 

@@ -68,6 +68,7 @@ class ParameterServer {
     WireType type;  // of the answer's payload
     std::vector<uint32_t> chunks;
     bool frozen_values = false;  // frozen chunks: values, not just an empty frame
+    std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
   };
 
   struct PendingNorm {
@@ -108,6 +109,10 @@ class ParameterServer {
   Status CheckChunks(capnp::List<uint32_t>::Reader chunks);
   bool Ready(const PendingPull& pull) const;
   void Answer(const PendingPull& pull);
+  // Queues a pull that is not ready yet (within the queue's caps).
+  Status QueuePull(PendingPull pull);
+  // Pulls older than the step timeout get an error naming the missing workers.
+  void ExpirePulls();
   void AnswerReadyPulls();
   void SendError(const transport::PeerId& peer, wire::ErrorCode code, const std::string& text,
                  uint64_t request_id);
@@ -129,6 +134,7 @@ class ParameterServer {
   std::unique_ptr<ChunkStore> store_;
   transport::MemoryRegion registered_;  // the store's first arena, with the data device
   std::deque<PendingPull> pending_;
+  size_t pending_pull_chunks_ = 0;  // over pending_
   std::deque<PendingNorm> pending_norms_;
   std::atomic<uint64_t> step_{0};
   std::unique_ptr<SnapshotStore> snapshots_;   // until the writer takes it

@@ -202,6 +202,7 @@ Status ParameterServer::AdoptMap(ShardMap next) {
   map_ = std::move(next);
   epoch_ = map_.epoch();
   pending_.clear();  // asked under the old map: the workers ask again
+  pending_pull_chunks_ = 0;
   pending_norms_.clear();
   // Primary chunks whose backup is new (another PS, or a replacement
   // process at the same index) get a whole image.

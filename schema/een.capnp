@@ -124,6 +124,7 @@ struct Heartbeat {
   pid @7 :Int32;                   # tells a replaced process from its replacement
   chunksReady @8 :UInt64;          # PS: the map epoch whose every chunk it holds
                                    # initialized (its backups are built); 0: not yet
+  lossGiven @9 :Bool;              # worker: `loss` is the program's (it may be NaN)
 }
 
 struct HeartbeatReply {

@@ -141,6 +141,30 @@ TEST(Launch, LosingMoreWorkersThanAllowedEndsTheJob) {
   EXPECT_NE(job.output().find("job failed: worker 1"), std::string::npos) << job.output();
 }
 
+// A worker stopped (SIGSTOP) is declared lost and the job finishes without
+// it; een-launch then stops it instead of waiting for it forever.
+TEST(Launch, AStoppedWorkerDoesNotHoldTheLauncherAtTheEnd) {
+  Subprocess job(Launch({"--ps", "1", "--workers", "2", "--min-workers", "1",
+                         "--progress-interval", "200ms"},
+                        {kBin + "/equivalence_train", "--optimizer", "adam", "--steps", "15000",
+                         "--out", "/tmp/een-launch-test-stopped-" + std::to_string(getpid())}));
+  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
+  const pid_t worker = testing::NewestPid(job.output(), "worker 1");
+  ASSERT_GT(worker, 0) << job.output();
+  ASSERT_EQ(kill(worker, SIGSTOP), 0);
+  auto code = job.Wait(seconds(120));
+  std::filesystem::remove("/tmp/een-launch-test-stopped-" + std::to_string(getpid()));
+  ASSERT_TRUE(code.has_value()) << job.output();
+  EXPECT_EQ(*code, 0) << job.output();
+  EXPECT_NE(job.output().find("worker 1 (pid " + std::to_string(worker) +
+                              ") is still running though the coordinator declared it lost and "
+                              "finished the job without it; stopping it"),
+            std::string::npos)
+      << job.output();
+  EXPECT_NE(job.output().find("1 of 2 workers succeeded"), std::string::npos) << job.output();
+  EXPECT_FALSE(testing::ProcessExists(worker));
+}
+
 TEST(Launch, CtrlCLeavesNoProcessBehind) {
   Subprocess job(LongJob());
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();

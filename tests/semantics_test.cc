@@ -276,6 +276,32 @@ TEST_F(Semantics, ANanGradientNormEndsTheJobNamingTheStep) {
       << r.output;
 }
 
+// The progress line shows the loss the program gave, NaN as nan (not as
+// 0.0000, which looks like a perfect model).
+TEST_F(Semantics, ANanLossShowsAsNanOnTheProgressLine) {
+  auto r = testing::Run(Job(1, 1, "nanloss", {"--steps", "3000", "--report-nan-loss"},
+                            {"--progress-interval", "50ms"}),
+                        seconds(60));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("| loss nan |"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("| loss 0.0000 |"), std::string::npos) << r.output;
+}
+
+// A worker hung in its own code (heartbeats on, no gradients) does not hang
+// the job: the others' step times out, and the verdict names that worker.
+TEST_F(Semantics, AHungWorkerEndsTheJobAfterTheStepTimeoutNamingIt) {
+  auto r = testing::Run(Job(1, 2, "hung", {"--steps", "200", "--stall-rank", "1", "--stall-at", "5"},
+                            {"--step-timeout", "3s"}),
+                        seconds(90));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 1 hangs at step 5"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::regex_search(LastLine(r.output),
+                                std::regex("not ready within the step timeout \\(3 s, een-launch "
+                                           "--step-timeout\\): step 5 still waits for the "
+                                           "gradients of worker\\(s\\) 1")))
+      << r.output;
+}
+
 // Three backward passes per step under no_sync() equal one batch three
 // times as large.
 TEST_F(Semantics, AccumulationEqualsOneBigBatch) {

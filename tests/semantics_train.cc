@@ -21,10 +21,15 @@
 //     OptimizerConfig::WithClipGradNorm in the job); each rank prints how
 //     many steps were clipped.
 //   --nan-at S: rank 0's loss is NaN at step S (a diverging model).
+//   --report-nan-loss: Step() is given a NaN loss (the gradients are fine).
+//   --stall-rank R --stall-at S: rank R stops at step S in the program's own
+//     code (a hung data loader): its heartbeats go on, its gradients never come.
 //   --mismatch-rank R: rank R builds another model (fc1 33 wide, not 32).
 // Worker r's batch at step s is samples (s*W + r)*b ... +b (mod n): the
 // reference can take the union of the live workers' batches.
 #include <een/data_parallel.h>
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fstream>
@@ -88,8 +93,9 @@ torch::Tensor Loss(Net& net, const Data& d, const torch::Tensor& idx) {
 int main(int argc, char** argv) {
   CLI::App app{"semantics_train"};
   std::string out, buffers = "broadcast";
-  bool reference = false, rank_seed = false, no_bn = false, no_dropout = false;
+  bool reference = false, rank_seed = false, no_bn = false, no_dropout = false, report_nan_loss = false;
   int workers = 4, steps = 30, short_rank = -1, short_steps = -1, skip_backward_at = -1;
+  int stall_rank = -1, stall_at = -1;
   int64_t batch = 16;
   double lr = 0.1;
   app.add_option("--out", out)->required();
@@ -111,6 +117,7 @@ int main(int argc, char** argv) {
                "print 'epoch 2' with stdio (no flush) and wait a minute: does the line show?");
   int mismatch_rank = -1, accumulate = 1, nan_at = -1;
   app.add_option("--nan-at", nan_at, "rank 0's loss is NaN at this step");
+  app.add_flag("--report-nan-loss", report_nan_loss, "Step() is told the loss is NaN");
   bool schedule = false, clip_after_backward = false;
   double momentum = 0, clip = 0;
   app.add_option("--clip", clip, "max global norm of the mean gradient");
@@ -119,6 +126,8 @@ int main(int argc, char** argv) {
   app.add_option("--accumulate", accumulate, "micro-batches per step")->check(CLI::PositiveNumber);
   app.add_flag("--clip-after-backward", clip_after_backward);
   app.add_option("--mismatch-rank", mismatch_rank, "this rank builds a wider fc1 (a bug)");
+  app.add_option("--stall-rank", stall_rank, "this rank hangs in its own code...");
+  app.add_option("--stall-at", stall_at, "...at this step");
   app.add_option("--skip-backward-at", skip_backward_at,
                  "a buggy loop: no backward() at this step");
   CLI11_PARSE(app, argc, argv);
@@ -173,6 +182,11 @@ int main(int argc, char** argv) {
     while (true) {
       try {
         for (int64_t s = dp.step(); s < mine; ++s) {
+          if (dp.rank() == stall_rank && s == stall_at) {
+            std::printf("rank %d hangs at step %lld\n", stall_rank, static_cast<long long>(s));
+            std::fflush(stdout);
+            while (true) pause();  // until een-launch stops it
+          }
           if (schedule) dp.set_learning_rate(stand_in.param_groups()[0].options().get_lr());
           net->zero_grad();
           const auto all = data.Batch(s, dp.rank(), dp.world_size(), batch * accumulate);
@@ -187,7 +201,7 @@ int main(int argc, char** argv) {
           if (s == nan_at && dp.rank() == 0) loss = loss * std::nan("");
           if (s != skip_backward_at) loss.backward();
           if (clip_after_backward) torch::nn::utils::clip_grad_norm_(net->parameters(), 0.01);
-          dp.Step(loss.item<double>(), batch * accumulate);
+          dp.Step(report_nan_loss ? std::nan("") : loss.item<double>(), batch * accumulate);
           if (clip > 0 && dp.grad_norm() > clip) clipped++;
           if (clip > 0 && dp.rank() == 0 && s % 10 == 0) std::printf("step %lld grad norm %.4f\n", (long long)s, dp.grad_norm());
           if (schedule) scheduler.step();

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <cstring>
 #include <exception>
 #include <fstream>
@@ -45,7 +46,7 @@ class DataParallel::Impl {
   bool SameAsPushed(size_t tensor) const;
   void SetLearningRate(double lr);
   double LearningRate() const;
-  void Step(double loss, int64_t samples);
+  void Step(std::optional<double> loss, int64_t samples);
   bool SumMode() const { return optimizer_.kind == OptimizerConfig::Kind::kSum; }
 
   std::unique_ptr<WorkerClient> client_;  // null in local mode
@@ -84,7 +85,7 @@ class DataParallel::Impl {
   // A post hook on each parameter's grad accumulator (OnGradient).
   void HookGradients();
   // Local mode: the checks of a job's Step(), then the optimizer here.
-  void LocalStep(double loss, int64_t samples);
+  void LocalStep(int64_t samples);
   // Checks shared by both: throws for a Step() the job would refuse.
   void CheckStepAllowed();
   // Rank 0: every tensor's starting values to the PS.
@@ -534,7 +535,7 @@ void DataParallel::Impl::RollBack(uint64_t step) {
     backward_seen_ = false;
     ResetBuckets();
   }
-  client_->ReportProgress(step_, 0.0, samples_, 0);
+  client_->ReportProgress(step_, std::nullopt, samples_, 0);
   throw RolledBack(step_);
 }
 
@@ -570,7 +571,7 @@ void DataParallel::Impl::CheckStepAllowed() {
   CheckGradientsUnchanged();
 }
 
-void DataParallel::Impl::LocalStep(double loss, int64_t samples) {
+void DataParallel::Impl::LocalStep(int64_t samples) {
   std::lock_guard<std::mutex> lock(mu_);
   CheckStepAllowed();
   backward_seen_ = false;
@@ -592,11 +593,10 @@ void DataParallel::Impl::LocalStep(double loss, int64_t samples) {
   arrived_.assign(tensors_.size(), false);
   step_++;
   samples_ += samples > 0 ? samples : 0;
-  (void)loss;
 }
 
-void DataParallel::Impl::Step(double loss, int64_t samples) {
-  if (local_) return LocalStep(loss, samples);
+void DataParallel::Impl::Step(std::optional<double> loss, int64_t samples) {
+  if (local_) return LocalStep(samples);
   if (!trace_path_.empty()) WriteTrace();
   const auto start = std::chrono::steady_clock::now();
   {
@@ -644,7 +644,7 @@ void DataParallel::Impl::Step(double loss, int64_t samples) {
   samples_ += samples > 0 ? samples : 0;
   const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::steady_clock::now() - start).count();
-  client_->ReportProgress(step_, std::isnan(loss) ? 0.0 : loss, samples_, micros);
+  client_->ReportProgress(step_, loss, samples_, micros);
 }
 
 DataParallel::DataParallel(torch::nn::Module& module, DataParallelOptions options)
@@ -677,6 +677,7 @@ std::vector<MembershipChange> DataParallel::membership_changes() const {
   return impl_->client_->membership_changes();
 }
 void DataParallel::Step(double loss, int64_t samples) { impl_->Step(loss, samples); }
+void DataParallel::Step() { impl_->Step(std::nullopt, 0); }
 void DataParallel::set_learning_rate(double lr) { impl_->SetLearningRate(lr); }
 double DataParallel::learning_rate() const { return impl_->LearningRate(); }
 double DataParallel::grad_norm() const { return impl_->grad_norm_; }

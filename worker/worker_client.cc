@@ -68,6 +68,7 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
         hb.setPid(getpid());
         hb.setStep(self->step_.load());
         hb.setLoss(self->loss_.load());
+        hb.setLossGiven(self->loss_given_.load());
         hb.setSamples(self->samples_.load());
         hb.setSyncMicros(self->sync_micros_.load());
       });
@@ -615,10 +616,11 @@ void WorkerClient::Abandon() {
   heartbeat_.reset();
 }
 
-void WorkerClient::ReportProgress(uint64_t step, double loss, uint64_t samples,
+void WorkerClient::ReportProgress(uint64_t step, std::optional<double> loss, uint64_t samples,
                                   uint64_t sync_micros) {
   step_ = step;
-  loss_ = loss;
+  loss_ = loss.value_or(0.0);
+  loss_given_ = loss.has_value();
   samples_ = samples;
   sync_micros_ = sync_micros;
 }

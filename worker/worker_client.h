@@ -25,6 +25,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/heartbeat_sender.h"
@@ -84,7 +85,9 @@ class WorkerClient {
   void Abandon();
 
   // Shown by the coordinator's progress line (read by the heartbeat thread).
-  void ReportProgress(uint64_t step, double loss, uint64_t samples, uint64_t sync_micros);
+  // `loss`: none when the program gave none.
+  void ReportProgress(uint64_t step, std::optional<double> loss, uint64_t samples,
+                      uint64_t sync_micros);
   // Aborted with the reason when the job has been ended elsewhere.
   Status JobStatus() const;
   // True once the shard map moved on (a PS lost or replaced): pushes and
@@ -191,6 +194,7 @@ class WorkerClient {
   bool finished_ = false;
   std::atomic<uint64_t> step_{0}, samples_{0}, sync_micros_{0};
   std::atomic<double> loss_{0};
+  std::atomic<bool> loss_given_{false};
   // Last: its thread reads the fields above, so it must stop before they go.
   std::unique_ptr<HeartbeatSender> heartbeat_;
 };

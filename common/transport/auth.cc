@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -23,11 +24,43 @@ std::string Hex(const unsigned char* data, size_t n) {
   return out;
 }
 
+// HMAC-SHA256(secret, text), raw; empty without libsodium.
+std::string Hmac(const std::string& secret, const std::string& text) {
+  if (sodium_init() < 0) return "";  // no randomness or CPU support: nothing authenticates
+  unsigned char key[crypto_auth_hmacsha256_KEYBYTES];
+  crypto_hash_sha256(key, reinterpret_cast<const unsigned char*>(secret.data()), secret.size());
+  unsigned char mac[crypto_auth_hmacsha256_BYTES];
+  crypto_auth_hmacsha256(mac, reinterpret_cast<const unsigned char*>(text.data()), text.size(),
+                         key);
+  return std::string(reinterpret_cast<const char*>(mac), sizeof mac);
+}
+
+// A Curve25519 key pair whose secret half is HMAC(secret, purpose).
+void KeyPair(const std::string& secret, const std::string& purpose, std::string* pub,
+             std::string* sec) {
+  *sec = Hmac(secret, purpose);
+  pub->assign(crypto_scalarmult_BYTES, '\0');
+  if (sec->size() != crypto_scalarmult_SCALARBYTES ||
+      crypto_scalarmult_base(reinterpret_cast<unsigned char*>(pub->data()),
+                             reinterpret_cast<const unsigned char*>(sec->data())) != 0) {
+    pub->clear();
+    sec->clear();
+  }
+}
+
+bool LoopbackHost(const std::string& host) {
+  return host.rfind("127.", 0) == 0 || host == "localhost" || host == "[::1]" || host == "::1";
+}
+
 }  // namespace
 
 std::atomic<uint64_t> g_refused_connections{0};
 
 void SetCredentials(Credentials credentials) {
+  // EEN_ENCRYPT=1 in the environment of een-launch (inherited by the job's
+  // processes) and of eenctl: CURVE on loopback too.
+  const char* encrypt = std::getenv("EEN_ENCRYPT");
+  if (encrypt && std::strcmp(encrypt, "1") == 0) credentials.encrypt_all = true;
   std::lock_guard<std::mutex> lock(g_mu);
   g_credentials = std::move(credentials);
 }
@@ -43,13 +76,29 @@ void SetIdentity(const std::string& identity) {
 }
 
 std::string PasswordFor(const std::string& secret, const std::string& identity) {
-  if (sodium_init() < 0) return "";  // no randomness or CPU support: nothing authenticates
-  unsigned char key[crypto_auth_hmacsha256_KEYBYTES];
-  crypto_hash_sha256(key, reinterpret_cast<const unsigned char*>(secret.data()), secret.size());
-  unsigned char mac[crypto_auth_hmacsha256_BYTES];
-  crypto_auth_hmacsha256(mac, reinterpret_cast<const unsigned char*>(identity.data()),
-                         identity.size(), key);
-  return Hex(mac, sizeof mac);
+  const std::string mac = Hmac(secret, identity);
+  if (mac.empty()) return "";
+  return Hex(reinterpret_cast<const unsigned char*>(mac.data()), mac.size());
+}
+
+bool EncryptedAddress(const std::string& address) {
+  const Credentials c = CurrentCredentials();
+  if (c.secret.empty() || address.rfind("tcp://", 0) != 0) return false;
+  if (c.encrypt_all) return true;
+  std::string host = address.substr(6);
+  host = host.substr(0, host.rfind(':'));  // tcp://HOST:PORT, HOST may be [v6]
+  return !LoopbackHost(host);
+}
+
+CurveKeys CurveKeysOf(const std::string& secret) {
+  CurveKeys k;
+  KeyPair(secret, "een-curve-server", &k.server_public, &k.server_secret);
+  KeyPair(secret, "een-curve-member", &k.member_public, &k.member_secret);
+  return k;
+}
+
+std::string IdentityOfRoutingId(const std::string& routing_id) {
+  return routing_id.substr(0, routing_id.find('/'));
 }
 
 std::string NewSecret() {

@@ -2,6 +2,7 @@
 
 #include <zmq.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -23,6 +24,12 @@ extern std::atomic<uint64_t> g_refused_connections;
 namespace {
 
 constexpr size_t kZeroCopyMin = 256;
+// Consecutive handshakes a CURVE listener ended without a word before a
+// connection takes it as a refusal (a peer that died mid-handshake ends one).
+constexpr int kDroppedHandshakesRefused = 10;
+const std::string kMechanismHint =
+    "one side runs without a job secret (--insecure / EEN_INSECURE=1) and the other with one, "
+    "or one side encrypts (a listener beyond loopback, or EEN_ENCRYPT=1) and the other not";
 
 std::string ZmqError(const char* what) { return std::string(what) + ": " + zmq_strerror(zmq_errno()); }
 
@@ -116,13 +123,17 @@ void* OpenSocket(void* context, int type) {
 void NoteRefused(const std::string& listener, const HandshakeMonitor::Event& e) {
   static std::mutex mu;
   static std::set<std::string> logged;
-  if (!e.mismatch) return;  // a wrong secret: the ZAP handler logged it; else transient
+  if (!e.mismatch && !e.crypto) return;  // a wrong PLAIN secret: the ZAP handler logged it
   ++g_refused_connections;
   std::lock_guard<std::mutex> lock(mu);
-  if (logged.size() < 1000 && logged.insert(listener + e.address).second) {
-    spdlog::warn("refused a connection on {} from a peer without this job's credentials (no "
-                 "secret, or an --insecure job's); further refusals are only counted ({} so far)",
-                 listener, RefusedConnections());
+  if (logged.size() < 1000 && logged.insert(listener + e.address + (e.crypto ? "/key" : "/mechanism")).second) {
+    spdlog::warn("refused a connection on {} from a peer {}; further refusals are only counted "
+                 "({} so far)",
+                 listener,
+                 e.crypto ? "that does not hold this job's secret (its encrypted handshake "
+                            "does not open with the job's key)"
+                          : "without this job's credentials or mechanism (" + kMechanismHint + ")",
+                 RefusedConnections());
   }
 }
 
@@ -130,6 +141,8 @@ class ZmqListener : public Listener {
  public:
   ZmqListener(void* socket, std::string address, std::unique_ptr<HandshakeMonitor> monitor)
       : socket_(socket), address_(std::move(address)), monitor_(std::move(monitor)) {}
+  // Listening with CURVE: User-Id is kCurveMember, the identity is the one
+  // in the peer's routing id.
   ~ZmqListener() override {
     monitor_.reset();
     zmq_close(socket_);
@@ -146,8 +159,8 @@ class ZmqListener : public Listener {
     EEN_ASSIGN_OR_RETURN(std::vector<Frame> frames, ReceiveFrames(socket_, timeout, &user));
     if (frames.size() < 2) return InvalidArgument("message without routing id or header");
     Envelope e;
-    e.authenticated = std::move(user);
     e.from = frames[0].ToString();
+    e.authenticated = user == kCurveMember ? IdentityOfRoutingId(e.from) : std::move(user);
     e.message.frames.assign(std::make_move_iterator(frames.begin() + 1),
                             std::make_move_iterator(frames.end()));
     return e;
@@ -166,8 +179,12 @@ class ZmqListener : public Listener {
 
 class ZmqConnection : public Connection {
  public:
-  ZmqConnection(void* socket, std::string address, std::unique_ptr<HandshakeMonitor> monitor)
-      : socket_(socket), address_(std::move(address)), monitor_(std::move(monitor)) {}
+  ZmqConnection(void* socket, std::string address, std::unique_ptr<HandshakeMonitor> monitor,
+                bool encrypted)
+      : socket_(socket),
+        address_(std::move(address)),
+        monitor_(std::move(monitor)),
+        encrypted_(encrypted) {}
   ~ZmqConnection() override {
     monitor_.reset();
     zmq_close(socket_);
@@ -188,13 +205,20 @@ class ZmqConnection : public Connection {
       zmq_poll(&item, 1, 50);
     }
   }
+  // Fails early once the peer refused this process's credentials.
   Result<Message> Receive(std::chrono::milliseconds timeout) override {
-    auto frames = ReceiveFrames(socket_, timeout);
-    if (!frames.ok()) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      auto frames = ReceiveFrames(socket_, std::clamp(left, std::chrono::milliseconds(0),
+                                                      std::chrono::milliseconds(200)));
+      if (frames.ok()) return Message{std::move(frames).value()};
       EEN_RETURN_IF_ERROR(Handshake());
-      return frames.status();
+      if (frames.status().code() != StatusCode::kDeadlineExceeded || left.count() <= 200) {
+        return frames.status();
+      }
     }
-    return Message{std::move(frames).value()};
   }
 
  private:
@@ -205,11 +229,15 @@ class ZmqConnection : public Connection {
     for (const auto& e : monitor_->Drain()) {
       if (e.succeeded) {
         refused_.clear();
+        dropped_ = 0;
       } else if (e.auth || e.mismatch) {  // definitive; anything else: a reconnect may succeed
         refused_ = e.auth ? "the peer at " + address_ + " refused this process's credentials: "
                             "EEN_JOB_SECRET_FILE is not this job's secret"
-                          : "no handshake with the peer at " + address_ + ": one side runs "
-                            "without a job secret (--insecure / EEN_INSECURE=1), the other with one";
+                          : "no handshake with the peer at " + address_ + ": " + kMechanismHint;
+      } else if (e.dropped && encrypted_ && ++dropped_ >= kDroppedHandshakesRefused) {
+        refused_ = "the peer at " + address_ + " ended " + std::to_string(dropped_) +
+                   " encrypted handshakes in a row: it is not this job's, or "
+                   "EEN_JOB_SECRET_FILE is not this job's secret";
       }
     }
     return refused_.empty() ? Status::Ok() : PermissionDenied(refused_);
@@ -218,6 +246,8 @@ class ZmqConnection : public Connection {
   void* socket_;
   std::string address_;
   std::unique_ptr<HandshakeMonitor> monitor_;
+  bool encrypted_;
+  int dropped_ = 0;  // consecutive handshakes the peer ended without a word
   std::string refused_;
 };
 
@@ -240,7 +270,17 @@ Result<std::unique_ptr<Listener>> ZmqDevice::Listen(const std::string& address) 
     StartZapHandler(context_, credentials.secret);
     const char domain[] = "een";
     zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, domain, sizeof domain - 1);
-    zmq_setsockopt(s, ZMQ_PLAIN_SERVER, &one, sizeof one);
+    if (EncryptedAddress(address)) {
+      const CurveKeys keys = CurveKeysOf(credentials.secret);
+      if (keys.server_secret.empty()) {
+        zmq_close(s);
+        return Internal("cannot derive the job's CURVE keys (libsodium failed to start)");
+      }
+      zmq_setsockopt(s, ZMQ_CURVE_SERVER, &one, sizeof one);
+      zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, keys.server_secret.data(), keys.server_secret.size());
+    } else {
+      zmq_setsockopt(s, ZMQ_PLAIN_SERVER, &one, sizeof one);
+    }
   }
   auto monitor = std::make_unique<HandshakeMonitor>(context_, s);
   if (zmq_bind(s, bind.c_str()) != 0) {
@@ -260,7 +300,21 @@ Result<std::unique_ptr<Connection>> ZmqDevice::Connect(const std::string& addres
   int ms = 100;  // quick reconnects: a restarted peer is found again fast
   zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ms, sizeof ms);
   const Credentials credentials = CurrentCredentials();
-  if (!credentials.secret.empty()) {
+  const bool encrypted = EncryptedAddress(address);
+  if (encrypted) {
+    const CurveKeys keys = CurveKeysOf(credentials.secret);
+    if (keys.member_secret.empty()) {
+      zmq_close(s);
+      return Internal("cannot derive the job's CURVE keys (libsodium failed to start)");
+    }
+    zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, keys.server_public.data(), keys.server_public.size());
+    zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, keys.member_public.data(), keys.member_public.size());
+    zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, keys.member_secret.data(), keys.member_secret.size());
+    // The identity travels inside the encrypted handshake; the nonce keeps
+    // every socket's routing id unique (a restarted rank, two connections).
+    const std::string routing_id = credentials.identity + "/" + NewSecret().substr(0, 16);
+    zmq_setsockopt(s, ZMQ_ROUTING_ID, routing_id.data(), routing_id.size());
+  } else if (!credentials.secret.empty()) {
     const std::string password = PasswordFor(credentials.secret, credentials.identity);
     zmq_setsockopt(s, ZMQ_PLAIN_USERNAME, credentials.identity.data(), credentials.identity.size());
     zmq_setsockopt(s, ZMQ_PLAIN_PASSWORD, password.data(), password.size());
@@ -271,7 +325,7 @@ Result<std::unique_ptr<Connection>> ZmqDevice::Connect(const std::string& addres
     zmq_close(s);
     return InvalidArgument(msg);
   }
-  return std::unique_ptr<Connection>(new ZmqConnection(s, address, std::move(monitor)));
+  return std::unique_ptr<Connection>(new ZmqConnection(s, address, std::move(monitor), encrypted));
 }
 
 Result<MemoryRegion> ZmqDevice::RegisterMemory(void* data, size_t size) {

@@ -56,6 +56,9 @@ std::vector<HandshakeMonitor::Event> HandshakeMonitor::Drain() {
     e.auth = event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
     e.mismatch = event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
                  value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH;
+    e.crypto = event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+               value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC;
+    e.dropped = event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
     out.push_back(std::move(e));
   }
 }

@@ -24,6 +24,12 @@ class HandshakeMonitor {
     bool succeeded = false;
     bool auth = false;
     bool mismatch = false;
+    // A CURVE listener could not open the peer's handshake: the peer does
+    // not know the job's server key (not this job's secret).
+    bool crypto = false;
+    // The peer ended the handshake without saying why (what a CURVE client
+    // with another job's secret sees; also a peer that died mid-handshake).
+    bool dropped = false;
     std::string address;
   };
   // The events since the last call, oldest first (never blocks).

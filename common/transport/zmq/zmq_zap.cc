@@ -47,6 +47,7 @@ void SendReply(void* socket, const std::string& request_id, bool ok, const std::
 }
 
 void Serve(void* socket, std::string secret) {
+  const std::string member_public = CurveKeysOf(secret).member_public;
   std::set<std::string> refused_from;  // logged once each
   while (true) {
     // version, request id, domain, address, routing id, mechanism, credentials...
@@ -63,6 +64,12 @@ void Serve(void* socket, std::string secret) {
       const std::string expected = PasswordFor(secret, user);
       ok = r[7].size() == expected.size() &&
            sodium_memcmp(r[7].data(), expected.data(), expected.size()) == 0;
+    } else if (r[0] == "1.0" && r[5] == "CURVE" && r.size() == 7) {
+      // The peer proved it holds the secret half of r[6]; the member key's
+      // secret half is derived from the job secret.
+      ok = r[6].size() == member_public.size() &&
+           sodium_memcmp(r[6].data(), member_public.data(), member_public.size()) == 0;
+      if (ok) user = kCurveMember;
     }
     if (!ok) {
       const uint64_t n = ++g_refused_connections;

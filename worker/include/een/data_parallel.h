@@ -104,11 +104,13 @@ class DataParallel {
   std::vector<MembershipChange> membership_changes() const;
 
   // Completes one step after backward(). `loss` and `samples` (this worker's
-  // batch size) feed the launcher's progress line. Throws een::RolledBack
+  // batch size) feed the launcher's progress line (a NaN loss shows as nan
+  // there; Step() without a loss shows "loss -"). Throws een::RolledBack
   // when a lost PS made the job go back to its last complete snapshot: the
   // module then holds that step's parameters and step() says which step;
   // carry on from there (as after --resume).
-  void Step(double loss = std::numeric_limits<double>::quiet_NaN(), int64_t samples = 0);
+  void Step(double loss, int64_t samples = 0);
+  void Step();
 
   // Gradient accumulation, like DDP's no_sync(): while the returned guard
   // lives, backward() only adds to each .grad (as plain torch does); the

@@ -169,8 +169,8 @@ Status Coordinator::CheckIdentity(const std::string& authenticated, wire::Header
   if (operator_request && authenticated != "eenctl" && authenticated != "launcher") {
     return InvalidArgument("only eenctl may ask for this ('" + authenticated + "' asked)");
   }
-  if (h.isWorkerExited() && authenticated != "launcher") {
-    return InvalidArgument("only een-launch reports worker exits ('" + authenticated + "' did)");
+  if ((h.isWorkerExited() || h.isProcessGone()) && authenticated != "launcher") {
+    return InvalidArgument("only een-launch reports process exits ('" + authenticated + "' did)");
   }
   return Status::Ok();
 }
@@ -182,6 +182,7 @@ void Coordinator::Handle(const transport::Envelope& envelope) {
     switch (h.which()) {
       case wire::Header::HELLO: return Status::Ok();
       case wire::Header::WORKER_EXITED: return HandleWorkerExited(h.getWorkerExited());
+      case wire::Header::PROCESS_GONE: return HandleProcessGone(envelope.from, h.getProcessGone());
       case wire::Header::ROLLED_BACK: return HandleRolledBack(envelope.from, h.getRolledBack());
       case wire::Header::MAP_REQUEST: {
         Node* n = NodeByControl(envelope.from);
@@ -243,9 +244,12 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
   if (state_ == wire::JobState::RUNNING && role == wire::Role::PS && reg.getRank() >= 0 &&
       reg.getRank() < static_cast<int>(ps_.size()) &&
       (options_.job.replicas >= 2 || options_.job.snapshot_every > 0)) {
-    // A replacement for a PS: the old one is gone (or about to be declared so).
+    // A replacement for a PS, once the old one is declared lost.
+    const Node& held = ps_[reg.getRank()];
+    if (!held.lost && !held.done) return ClaimOfLiveRank(held, reg.getPid());
+    claims_.erase(reg.getPid());
     return ReplacePs(reg.getRank(), {peer, reg.getHost(), reg.getPid(), reg.getDataAddress()},
-                     Describe(ps_[reg.getRank()]) + " was replaced by a new process");
+                     Describe(held) + " was replaced by a new process");
   }
   if (state_ == wire::JobState::ABORTED) return FailedPrecondition("job aborted: " + abort_reason_);
   if (state_ != wire::JobState::STARTING) {
@@ -269,10 +273,8 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
     nodes[rank].control = peer;  // the same process asking again: nothing changes
     return Status::Ok();
   }
-  if (nodes[rank].registered) {
-    return FailedPrecondition(fmt::format("{} rank {} is already registered by {}", RoleName(role),
-                                          rank, Describe(nodes[rank])));
-  }
+  if (nodes[rank].registered) return ClaimOfLiveRank(nodes[rank], reg.getPid());
+  claims_.erase(reg.getPid());
   Node n;
   n.role = role;
   n.rank = rank;
@@ -608,24 +610,11 @@ void Coordinator::HandleLeave(const transport::PeerId& peer) {
 }
 
 void Coordinator::CheckLiveness() {
-  uint64_t job_step = 0;
-  for (const Node& w : workers_) job_step = std::max(job_step, w.step);
   for (Node& p : ps_) {
     const long silent = MillisSince(p.last_seen);
     if (!p.done && !p.lost && silent > options_.job.failover_threshold.count()) {
-      const std::string why = fmt::format("{} silent for {} ms > failover threshold {} ms, last at "
-                                          "step {}", Describe(p), silent,
-                                          options_.job.failover_threshold.count(), p.step);
-      if (options_.job.replicas >= 2 && !recovering_ && FailOver(p, why)) return;
-      if (options_.job.snapshot_every > 0) {
-        BeginRecovery(p, why);
-        return;
-      }
-      Abort(fmt::format("{} silent for {} ms > failover threshold {} ms, last at step {} "
-                        "(job at step {}); ending the job (with --snapshot-every N the job "
-                        "rolls back to its last snapshot instead)",
-                        Describe(p), silent, options_.job.failover_threshold.count(), p.step,
-                        job_step));
+      PsLost(p, fmt::format("{} silent for {} ms > failover threshold {} ms, last at step {}",
+                            Describe(p), silent, options_.job.failover_threshold.count(), p.step));
       return;
     }
   }

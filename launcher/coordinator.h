@@ -107,6 +107,19 @@ class Coordinator {
   // `how`: "finished at step 12", for the log.
   void WorkerFinished(Node& worker, const std::string& how);
   Status HandleWorkerExited(wire::WorkerExit::Reader exit);
+  // een-launch saw a PS or worker process end and starts a replacement:
+  // lost at once (before the start: its rank is free again). Answered.
+  Status HandleProcessGone(const transport::PeerId& peer, wire::ProcessGone::Reader gone);
+  // A process registering for a rank that `held` (alive: not lost, not
+  // done) holds: it is admitted only once that one is declared lost (on
+  // een-launch's word or by its silence). Until then its registration goes
+  // unanswered (it asks again every second), and after 2x the failover
+  // threshold + 5 s it is refused: a second process for one rank.
+  // Returns the refusal, or Ok to wait.
+  Status ClaimOfLiveRank(const Node& held, int pid);
+  // A PS declared lost (`why`: who, and why): its backups take over
+  // (replicas 2), or the job rolls back (snapshots), or the job ends.
+  void PsLost(Node& lost, const std::string& why);
   void HandleLeave(const transport::PeerId& peer);
   Status StartJob();
   // Resuming: the newest step whose snapshot every PS holds intact.
@@ -213,6 +226,7 @@ class Coordinator {
     std::vector<TensorInfo> model;
   };
   std::map<int, OfferedModel> offered_models_;  // by worker rank, before the start
+  std::map<int, Clock::time_point> claims_;     // pid -> first claim of a live process's rank
   OptimizerConfig optimizer_;
   wire::JobState state_ = wire::JobState::STARTING;
   std::string abort_reason_;

@@ -50,10 +50,9 @@ Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
     StartMembershipChange();
     return Status::Ok();
   }
-  if (!w.lost) {
-    WorkerLost(w, Describe(w) + " was replaced by a new process");
-    if (state_ != wire::JobState::RUNNING) return FailedPrecondition(abort_reason_);
-  }
+  // A replacement, once the one it replaces is declared lost.
+  if (!w.lost) return ClaimOfLiveRank(w, reg.getPid());
+  claims_.erase(reg.getPid());
   w.host = reg.getHost();
   w.pid = reg.getPid();
   w.control = peer;

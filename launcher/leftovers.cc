@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -21,7 +22,15 @@ void MarkRunFolder(const std::string& run_dir) {
 
 namespace {
 
-bool Alive(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+// A zombie (dead, not yet reaped by whoever adopted it) is not alive.
+bool Alive(pid_t pid) {
+  if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line) || line.rfind(')') == std::string::npos) return true;
+  const size_t state = line.find_first_not_of(' ', line.rfind(')') + 1);
+  return state == std::string::npos || (line[state] != 'Z' && line[state] != 'X');
+}
 
 // Unlinks every /dev/shm object of the job with `tag` ("een-PID-TAG-...").
 int RemoveShmOfJob(const std::string& tag) {
@@ -32,6 +41,25 @@ int RemoveShmOfJob(const std::string& tag) {
     if (name.rfind("een-", 0) != 0) continue;
     const size_t dash = name.find('-', 4);
     if (dash == std::string::npos || name.compare(dash + 1, tag.size() + 1, tag + "-") != 0) continue;
+    if (shm_unlink(("/" + name).c_str()) == 0) ++removed;
+  }
+  return removed;
+}
+
+// An --insecure job's objects all carry the tag "open": those of this user
+// whose creator ("een-PID-open-...") is gone.
+int RemoveOpenShmOfDeadCreators() {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("een-", 0) != 0) continue;
+    const size_t dash = name.find('-', 4);
+    if (dash == std::string::npos || name.compare(dash + 1, 5, "open-") != 0) continue;
+    struct stat st {};
+    if (stat(e.path().c_str(), &st) != 0 || st.st_uid != geteuid()) continue;
+    const pid_t creator = static_cast<pid_t>(std::strtol(name.c_str() + 4, nullptr, 10));
+    if (Alive(creator)) continue;
     if (shm_unlink(("/" + name).c_str()) == 0) ++removed;
   }
   return removed;
@@ -53,6 +81,8 @@ int RemoveLeftoversOfDeadJobs() {
     int segments = 0;
     if (auto secret = transport::ReadSecretFile((dir / "secret").string()); secret.ok()) {
       segments = RemoveShmOfJob(transport::JobTagOf(*secret));
+    } else if (!fs::exists(dir / "secret", ec)) {  // an --insecure job
+      segments = RemoveOpenShmOfDeadCreators();
     }
     fs::remove_all(dir, ec);
     ++jobs;

@@ -3,7 +3,9 @@
 // ipc sockets) and the shared memory its roles made stay behind. The next
 // een-launch of the same user removes them: a run folder whose launcher
 // (its pid in the folder's `launcher` file) is gone, and every /dev/shm
-// object carrying that job's tag (derived from its secret). Folders of
+// object carrying that job's tag (derived from its secret; an --insecure
+// job's objects, tagged "open", are removed when their creator is gone).
+// Folders of
 // live launchers, of other users, and without a `launcher` file are left.
 #pragma once
 

@@ -262,14 +262,38 @@ std::string LocalJob::CoordinatorVerdict() const {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-void LocalJob::TellCoordinatorWorkerExited(int rank, const ChildProcess& worker) {
-  if (!coordinator_) {
-    auto device = transport::DeviceFor(coordinator_address_);
-    if (!device.ok()) return;
-    auto connection = (*device)->Connect(coordinator_address_);
-    if (!connection.ok()) return;
-    coordinator_ = std::move(connection).value();
+Status LocalJob::ConnectToCoordinator() {
+  if (coordinator_) return Status::Ok();
+  EEN_ASSIGN_OR_RETURN(auto device, transport::DeviceFor(coordinator_address_));
+  EEN_ASSIGN_OR_RETURN(coordinator_, device->Connect(coordinator_address_));
+  return Status::Ok();
+}
+
+std::optional<bool> LocalJob::TellCoordinatorProcessGone(const ChildProcess& process,
+                                                         const std::string& what) {
+  if (!ConnectToCoordinator().ok()) return std::nullopt;
+  capnp::MallocMessageBuilder b;
+  auto gone = b.initRoot<wire::Header>().initProcessGone();
+  gone.setPid(process.pid());
+  gone.setWhat(what);
+  if (!coordinator_->Send(transport::Message{{wire::Encode(b)}}).ok()) return std::nullopt;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (Clock::now() < deadline) {
+    PumpOutput(0);
+    auto reply = coordinator_->Receive(std::chrono::milliseconds(50));
+    if (!reply.ok()) continue;
+    std::optional<bool> started;
+    (void)wire::Visit(*reply, [&](wire::Header::Reader h) -> Status {
+      if (h.isProcessGoneReply()) started = h.getProcessGoneReply().getJobStarted();
+      return Status::Ok();
+    });
+    if (started) return started;
   }
+  return std::nullopt;
+}
+
+void LocalJob::TellCoordinatorWorkerExited(int rank, const ChildProcess& worker) {
+  if (!ConnectToCoordinator().ok()) return;
   capnp::MallocMessageBuilder b;
   auto exit = b.initRoot<wire::Header>().initWorkerExited();
   exit.setRank(rank);
@@ -359,18 +383,34 @@ int LocalJob::Run() {
           what += "; its last line: " + c.last_line();
         }
         const bool is_ps = i >= 1 && !is_worker;  // a PS or a spare
-        const bool recoverable = config_.replicas >= 2 || config_.snapshot_every > 0;
+        bool recoverable = config_.replicas >= 2 || config_.snapshot_every > 0;
+        // The coordinator hears it first: the process is lost at once and
+        // its rank free for the replacement (before the start, any PS may
+        // be replaced: nothing was lost).
+        std::optional<bool> started;
+        if (!workers_done && ((is_ps && c.killed_by_signal() && ps_restarts_ < 3) ||
+                              (is_worker && worker_restarts_ < config_.max_restarts &&
+                               !children_[0].exited()))) {
+          started = TellCoordinatorProcessGone(c, c.ExitDescription());
+          if (started == false) recoverable = true;
+        }
         if (is_ps && c.killed_by_signal() && recoverable && ps_restarts_ < 3 && !workers_done) {
           ++ps_restarts_;
           const std::string how =
-              config_.spare_ps > 0 ? "; a spare takes over, and a new spare starts"
+              started == false ? "; the job had not started: a replacement takes its rank"
+              : config_.spare_ps > 0 ? "; a spare takes over, and a new spare starts"
               : config_.replicas >= 2
                   ? "; its backups take over, and a replacement starts to hold new backups"
                   : "; starting a replacement: the job rolls back to its last complete snapshot";
           Say(what + how + " (PS restart " + std::to_string(ps_restarts_) + " of 3)");
-          // With spares, the coordinator gives the lost rank to a standby;
-          // a second process of that rank would push the standby out.
-          children_[i] = config_.spare_ps > 0 ? SpareProcess() : PsProcess(static_cast<int>(i) - 1);
+          // With spares, the coordinator gives the lost rank to a standby
+          // (a second process for that rank would be refused): a new spare
+          // starts. Before the start, the PS's own rank is free: its
+          // replacement takes it.
+          const bool spare_slot = i >= first_worker + config_.workers;
+          children_[i] = (config_.spare_ps > 0 && (started != false || spare_slot))
+                             ? SpareProcess()
+                             : PsProcess(static_cast<int>(i) - 1);
           if (Status s = children_[i].Start(); !s.ok()) return Fail("restarting " + what + ": " + s.message());
           reported[i] = false;
           continue;

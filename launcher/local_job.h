@@ -21,6 +21,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,12 @@ class LocalJob {
   // Whether the coordinator declared this worker process lost.
   bool DeclaredLost(const ChildProcess& worker) const;
   void TellCoordinatorWorkerExited(int rank, const ChildProcess& worker);
+  // Before a replacement starts: tells the coordinator that `process` ended
+  // (`what`), so it is lost at once and its rank free; waits for the answer.
+  // Whether the job had started (nullopt: no answer within 5 s).
+  std::optional<bool> TellCoordinatorProcessGone(const ChildProcess& process,
+                                                 const std::string& what);
+  Status ConnectToCoordinator();
 
   JobConfig config_;
   std::vector<std::string> command_;

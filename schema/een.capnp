@@ -287,12 +287,27 @@ struct Header {
     normQuery @29 :NormQuery;      # worker -> PS (gradient clipping)
     normReply @30 :NormReply;      # PS -> worker
     clipNorm @31 :ClipNorm;        # worker -> PS
+    processGone @32 :ProcessGone;  # een-launch -> coordinator: a role it started ended
+    processGoneReply @33 :ProcessGoneReply;
   }
 }
 
 # A worker process that een-launch saw end with `status` 0: before the job
 # started it never joined (the program is not an EEN program); while the
 # job runs without having called Finish(), it leaves like a finished one.
+# een-launch saw the PS or worker process `pid` end (`what`: "was killed by
+# SIGKILL") and is about to start a replacement: the coordinator declares it
+# lost at once (before the job started: frees its rank), so the replacement
+# takes its rank as soon as it registers. Only een-launch may send it.
+struct ProcessGone {
+  pid @0 :Int32;
+  what @1 :Text;
+}
+
+struct ProcessGoneReply {
+  jobStarted @0 :Bool;             # false: nothing was lost, any process may take the rank
+}
+
 struct WorkerExit {
   rank @0 :Int32;
   pid @1 :Int32;

@@ -5,9 +5,12 @@
 //   torch::optim. Under een-launch --resume it continues from the
 //   snapshot's step. Both write the final parameters (raw float32, in
 //   named_parameters order) to --out.
+//   --join-after FILE: a worker joins the job only once FILE exists (a test
+//   acts on the job's start-up meanwhile).
 #include <een/data_parallel.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -49,6 +52,8 @@ int main(int argc, char** argv) {
   app.add_option("--stall-rank", stall_rank);
   app.add_option("--stall-step", stall_step);
   app.add_option("--stall-ms", stall_ms);
+  std::string join_after;
+  app.add_option("--join-after", join_after, "create DataParallel once this file exists");
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);
 
@@ -92,6 +97,9 @@ int main(int argc, char** argv) {
       een::DataParallelOptions options;
       options.optimizer = config;
       options.bucket_bytes = 4096;  // several buckets, pushed during backward
+      while (!join_after.empty() && !std::filesystem::exists(join_after)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the test's gate
+      }
       een::DataParallel dp(*net, options);
       een::DistributedSampler sampler(n, dp.rank(), dp.world_size(), true, 3);
       const int64_t per_epoch = static_cast<int64_t>(sampler.num_samples()) / batch;

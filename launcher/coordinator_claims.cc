@@ -1,0 +1,79 @@
+// Coordinator: who may take a rank. A process takes over a rank only once
+// its holder is declared lost: on een-launch's word that the process ended
+// (at once), or by the holder's silence (the failover threshold). A
+// Register alone never pushes a live process out. See coordinator.h.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "common/wire.h"
+#include "launcher/coordinator.h"
+#include "launcher/coordinator_internal.h"
+
+namespace een {
+
+Status Coordinator::HandleProcessGone(const transport::PeerId& peer,
+                                      wire::ProcessGone::Reader gone) {
+  const int pid = gone.getPid();
+  const std::string what = gone.getWhat();
+  if (pid <= 0) return InvalidArgument("process report without a pid");
+  Node* node = nullptr;
+  for (std::vector<Node>* nodes : {&ps_, &workers_}) {
+    for (Node& n : *nodes) {
+      if (n.registered && n.pid == pid && !n.lost && !n.done) node = &n;
+    }
+  }
+  const bool started = state_ != wire::JobState::STARTING;
+  if (node && !started) {
+    spdlog::warn("{} {} before the job started; its rank is free for a replacement",
+                 Describe(*node), what);
+    const wire::Role role = node->role;
+    const int rank = node->rank;
+    *node = Node{};
+    node->role = role;
+    node->rank = rank;
+    if (role == wire::Role::WORKER) offered_models_.erase(rank);
+  } else if (node && node->role == wire::Role::PS) {
+    PsLost(*node, Describe(*node) + " " + what + " (seen by een-launch)");
+  } else if (node) {
+    WorkerLost(*node, Describe(*node) + " " + what + " (seen by een-launch)");
+  }
+  capnp::MallocMessageBuilder b;
+  b.initRoot<wire::Header>().initProcessGoneReply().setJobStarted(started);
+  return listener_->Send(peer, transport::Message{{wire::Encode(b)}});
+}
+
+Status Coordinator::ClaimOfLiveRank(const Node& held, int pid) {
+  auto [it, first] = claims_.try_emplace(pid, Clock::now());
+  const long waited = MillisSince(it->second);
+  const long patience = 2 * options_.job.failover_threshold.count() + 5000;
+  if (first) {
+    spdlog::info("a process (pid {}) asks for the rank of {}, which is alive: it is admitted "
+                 "once that one is declared lost (een-launch reports it ended, or it is silent "
+                 "for {} ms)",
+                 pid, Describe(held), options_.job.failover_threshold.count());
+  }
+  if (waited < patience) return Status::Ok();
+  claims_.erase(it);
+  return FailedPrecondition(fmt::format(
+      "{} rank {} is held by a live process ({}): a second process for one rank is refused. A "
+      "replacement is admitted once the holder is declared lost (een-launch reports it ended, "
+      "or it is silent for {} ms)",
+      RoleName(held.role), held.rank, Describe(held), options_.job.failover_threshold.count()));
+}
+
+void Coordinator::PsLost(Node& p, const std::string& why) {
+  if (options_.job.replicas >= 2 && !recovering_ && FailOver(p, why)) return;
+  if (options_.job.snapshot_every > 0) {
+    BeginRecovery(p, why);
+    return;
+  }
+  uint64_t job_step = 0;
+  for (const Node& w : workers_) job_step = std::max(job_step, w.step);
+  Abort(fmt::format("{}; the job was at step {}; ending the job (with --snapshot-every N the job "
+                    "rolls back to its last snapshot instead)",
+                    why, job_step));
+}
+
+}  // namespace een

@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   // Gradients: one buffer per bucket (as DataParallel keeps them); parameters: one buffer.
   auto fail = [&](const een::Status& s, const char* what) {
     spdlog::error("{}: {}", what, s.message());
+    (*client)->Abandon();  // not finished: the exit status tells
     return 3;
   };
   std::vector<std::shared_ptr<float>> grads;
@@ -102,33 +103,51 @@ int main(int argc, char** argv) {
 
   std::ofstream out(report + "/worker-" + std::to_string((*client)->rank()) + ".txt");
   een::ResourceUsage start;
-  for (int step = 0; step < warmup + steps; ++step) {
-    if (step == warmup) start = een::ResourceUsage::Now();
-    const auto t0 = std::chrono::steady_clock::now();
+  // One step: every bucket's gradients and the buffer pushed, then the next
+  // parameters pulled.
+  auto run_step = [&](int step) -> een::Status {
     for (size_t b = 0; b < layout.buckets().size(); ++b) {
       const auto& bucket = layout.buckets()[b];
       std::vector<const float*> data;
       for (size_t off : bucket.chunk_offsets) data.push_back(grads[b].get() + off);
-      if (auto s = (*client)->Push(een::wire::PushKind::GRADIENT, step, bucket.chunks, data, grads[b]);
-          !s.ok()) {
-        return fail(s, "push");
-      }
+      EEN_RETURN_IF_ERROR(
+          (*client)->Push(een::wire::PushKind::GRADIENT, step, bucket.chunks, data, grads[b]));
     }
     if (!buffer_chunks.empty()) {
       if (staging.use_count() > 1) staging = std::make_shared<std::vector<float>>(buffer_floats);
       std::memcpy(staging->data(), module_buffer.data(), buffer_floats * sizeof(float));
       std::vector<const float*> data;
       for (uint32_t c : buffer_chunks) data.push_back(staging->data() + map.chunks()[c].offset);
-      if (auto s = (*client)->Push(een::wire::PushKind::GRADIENT, step, buffer_chunks, data, staging);
-          !s.ok()) {
-        return fail(s, "buffer push");
-      }
+      EEN_RETURN_IF_ERROR(
+          (*client)->Push(een::wire::PushKind::GRADIENT, step, buffer_chunks, data, staging));
     }
-    if (auto s = (*client)->Pull(step + 1, false, sink); !s.ok()) return fail(s, "pull");
+    EEN_RETURN_IF_ERROR((*client)->Pull(step + 1, false, sink));
     if (!buffer_chunks.empty()) {
       std::memcpy(module_buffer.data(), params.data() + chunk_at[buffer_chunks[0]],
                   buffer_floats * sizeof(float));
     }
+    return een::Status::Ok();
+  };
+  int recoveries = 0;
+  for (int step = 0; step < warmup + steps; ++step) {
+    if (step == warmup) start = een::ResourceUsage::Now();
+    const auto t0 = std::chrono::steady_clock::now();
+    een::Status s = run_step(step);
+    // A lost PS moved the shard map on, as DataParallel recovers: after a
+    // failover the same step again (PS drop what they counted already),
+    // after a rollback from the snapshot's step.
+    while (!s.ok() && (*client)->NeedsRecovery() && recoveries++ < 10) {
+      auto r = (*client)->Recover();
+      if (!r.ok()) return fail(r.status(), "recovering after a PS was lost");
+      if (r->rolled_back) {
+        if (auto p = (*client)->Pull(r->step, false, sink); !p.ok()) {
+          return fail(p, "pulling after the rollback");
+        }
+        step = static_cast<int>(r->step);
+      }
+      s = run_step(step);
+    }
+    if (!s.ok()) return fail(s, "step");
     const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
                             std::chrono::steady_clock::now() - t0).count();
     (*client)->ReportProgress(step + 1, std::nullopt, 0, micros);

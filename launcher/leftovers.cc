@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 
 #include "common/logging.h"
@@ -32,8 +33,9 @@ bool Alive(pid_t pid) {
   return state == std::string::npos || (line[state] != 'Z' && line[state] != 'X');
 }
 
-// Unlinks every /dev/shm object of the job with `tag` ("een-PID-TAG-...").
-int RemoveShmOfJob(const std::string& tag) {
+// Unlinks this user's /dev/shm objects "een-PID-TAG-..." with `tag` for
+// which `remove(creator pid)` holds; returns how many.
+int RemoveShm(const std::string& tag, const std::function<bool(pid_t)>& remove) {
   int removed = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
@@ -41,26 +43,10 @@ int RemoveShmOfJob(const std::string& tag) {
     if (name.rfind("een-", 0) != 0) continue;
     const size_t dash = name.find('-', 4);
     if (dash == std::string::npos || name.compare(dash + 1, tag.size() + 1, tag + "-") != 0) continue;
-    if (shm_unlink(("/" + name).c_str()) == 0) ++removed;
-  }
-  return removed;
-}
-
-// An --insecure job's objects all carry the tag "open": those of this user
-// whose creator ("een-PID-open-...") is gone.
-int RemoveOpenShmOfDeadCreators() {
-  int removed = 0;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("een-", 0) != 0) continue;
-    const size_t dash = name.find('-', 4);
-    if (dash == std::string::npos || name.compare(dash + 1, 5, "open-") != 0) continue;
     struct stat st {};
     if (stat(e.path().c_str(), &st) != 0 || st.st_uid != geteuid()) continue;
     const pid_t creator = static_cast<pid_t>(std::strtol(name.c_str() + 4, nullptr, 10));
-    if (Alive(creator)) continue;
-    if (shm_unlink(("/" + name).c_str()) == 0) ++removed;
+    if (remove(creator) && shm_unlink(("/" + name).c_str()) == 0) ++removed;
   }
   return removed;
 }
@@ -80,9 +66,11 @@ int RemoveLeftoversOfDeadJobs() {
     if (!(in >> pid) || Alive(pid)) continue;
     int segments = 0;
     if (auto secret = transport::ReadSecretFile((dir / "secret").string()); secret.ok()) {
-      segments = RemoveShmOfJob(transport::JobTagOf(*secret));
-    } else if (!fs::exists(dir / "secret", ec)) {  // an --insecure job
-      segments = RemoveOpenShmOfDeadCreators();
+      segments = RemoveShm(transport::JobTagOf(*secret), [](pid_t) { return true; });
+    } else if (!fs::exists(dir / "secret", ec)) {
+      // An --insecure job's objects all carry the tag "open": those whose
+      // creator is gone.
+      segments = RemoveShm("open", [](pid_t creator) { return !Alive(creator); });
     }
     fs::remove_all(dir, ec);
     ++jobs;

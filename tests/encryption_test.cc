@@ -13,6 +13,7 @@
 #include <regex>
 
 #include "support/files.h"
+#include "support/scratch_folder.h"
 #include "support/subprocess.h"
 
 namespace een {
@@ -24,10 +25,7 @@ const std::string kBin = EEN_BIN_DIR;
 class Encryption : public ::testing::Test {
  protected:
   void SetUp() override {
-    base_ = "/tmp/een-encryption-test-" + std::to_string(getpid());
     ns_ = "een-enc-" + std::to_string(getpid());
-    std::filesystem::remove_all(base_);
-    std::filesystem::create_directories(base_);
     if (geteuid() != 0) GTEST_SKIP() << "needs root, for a network namespace (ip netns)";
     for (const std::vector<std::string>& step :
          {std::vector<std::string>{"ip", "netns", "add", ns_},
@@ -41,7 +39,6 @@ class Encryption : public ::testing::Test {
   }
   void TearDown() override {
     if (made_ns_) testing::Run({"ip", "netns", "del", ns_}, seconds(30));
-    std::filesystem::remove_all(base_);
   }
   std::vector<std::string> InNamespace(std::vector<std::string> argv) const {
     argv.insert(argv.begin(), {"ip", "netns", "exec", ns_});
@@ -50,10 +47,10 @@ class Encryption : public ::testing::Test {
   std::vector<std::string> Job(const std::string& host, const std::string& out) const {
     return InNamespace({kBin + "/een-launch", "--ps", "2", "--workers", "2", "--host", host,
                         "--progress-interval", "200ms", "--", kBin + "/semantics_train",
-                        "--out", base_ + "/" + out, "--no-dropout", "--steps", "4000"});
+                        "--out", base_ / out, "--no-dropout", "--steps", "4000"});
   }
   std::string Rank0(const std::string& out) const {
-    return testing::ReadBytes(base_ + "/" + out + ".rank-0.bin");
+    return testing::ReadBytes(base_ / out + ".rank-0.bin");
   }
   // "packets N matching M" from a sniffer stopped now.
   static std::pair<long, long> Stop(testing::Subprocess& sniffer) {
@@ -67,7 +64,8 @@ class Encryption : public ::testing::Test {
     }
     return {std::stol(m[1]), std::stol(m[2])};
   }
-  std::string base_, ns_;
+  testing::ScratchFolder base_{"encryption-test"};
+  std::string ns_;
   bool made_ns_ = false;
 };
 
@@ -95,7 +93,7 @@ TEST_F(Encryption, BeyondLoopbackEveryConnectionIsEncryptedAndAuthenticated) {
   const std::string ps = m[1];
 
   // Strangers: no secret, then a wrong one. Not even an error comes back.
-  const std::string wrong = testing::WriteJobSecret(base_ + "/wrong-secret");
+  const std::string wrong = testing::WriteJobSecret(base_ / "wrong-secret");
   for (const std::vector<std::string>& extra :
        {std::vector<std::string>{}, {"--secret-file", wrong, "--identity", "worker:0"}}) {
     for (const auto& [address, to] : {std::pair{ps, "ps"}, {coordinator, "coordinator"}}) {

@@ -13,6 +13,7 @@
 
 #include "support/files.h"
 #include "support/job_output.h"
+#include "support/scratch_folder.h"
 #include "support/subprocess.h"
 
 namespace een {
@@ -23,29 +24,23 @@ const std::string kBin = EEN_BIN_DIR;
 
 class RankClaims : public ::testing::Test {
  protected:
-  void SetUp() override {
-    base_ = "/tmp/een-rank-claims-test-" + std::to_string(getpid());
-    std::filesystem::remove_all(base_);
-    std::filesystem::create_directories(base_);
-  }
-  void TearDown() override { std::filesystem::remove_all(base_); }
   std::vector<std::string> Job(const std::string& out, std::vector<std::string> launch,
                                std::vector<std::string> program = {}) const {
     std::vector<std::string> argv = {kBin + "/een-launch", "--ps", "2", "--workers", "2",
                                      "--progress-interval", "200ms"};
     argv.insert(argv.end(), launch.begin(), launch.end());
     argv.insert(argv.end(), {"--", kBin + "/equivalence_train", "--optimizer", "adam", "--out",
-                             base_ + "/" + out});
+                             base_ / out});
     argv.insert(argv.end(), program.begin(), program.end());
     return argv;
   }
-  std::string base_;
+  testing::ScratchFolder base_{"rank-claims-test"};
 };
 
 TEST_F(RankClaims, APsKilledBeforeTheJobStartedIsReplacedAndNothingChanges) {
   auto whole = testing::Run(Job("whole.bin", {}, {"--steps", "300"}), seconds(120));
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
-  const std::string gate = base_ + "/workers-may-join";
+  const std::string gate = base_ / "workers-may-join";
   testing::Subprocess job(Job("killed.bin", {}, {"--steps", "300", "--join-after", gate}));
   ASSERT_TRUE(job.WaitForOutput("registered ps 1", seconds(60))) << job.output();
   const pid_t ps = testing::NewestPid(job.output(), "ps 1");
@@ -61,7 +56,7 @@ TEST_F(RankClaims, APsKilledBeforeTheJobStartedIsReplacedAndNothingChanges) {
   EXPECT_NE(job.output().find("the job had not started: a replacement takes its rank"),
             std::string::npos)
       << job.output();
-  EXPECT_EQ(testing::ReadBytes(base_ + "/killed.bin"), testing::ReadBytes(base_ + "/whole.bin"));
+  EXPECT_EQ(testing::ReadBytes(base_ / "killed.bin"), testing::ReadBytes(base_ / "whole.bin"));
 }
 
 TEST_F(RankClaims, ASecondProcessForALiveRankIsRefusedAndChangesNothing) {
@@ -76,7 +71,7 @@ TEST_F(RankClaims, ASecondProcessForALiveRankIsRefusedAndChangesNothing) {
       {{"EEN_COORDINATOR", testing::CoordinatorAddress(job.output())},
        {"EEN_JOB_SECRET_FILE", testing::JobSecretFile(job.output())},
        {"EEN_ROLE", "ps"}, {"EEN_RANK", "1"}, {"EEN_WORLD_SIZE", "2"}, {"EEN_NUM_PS", "2"},
-       {"EEN_RUN_DIR", base_}});
+       {"EEN_RUN_DIR", base_.path()}});
   EXPECT_NE(second.exit_code, 0) << second.output;
   EXPECT_NE(second.output.find("ps rank 1 is held by a live process"), std::string::npos)
       << second.output;
@@ -86,7 +81,7 @@ TEST_F(RankClaims, ASecondProcessForALiveRankIsRefusedAndChangesNothing) {
   ASSERT_EQ(*code, 0) << job.output();
   EXPECT_NE(job.output().find("asks for the rank of ps 1"), std::string::npos) << job.output();
   EXPECT_EQ(job.output().find("was replaced"), std::string::npos) << job.output();
-  EXPECT_EQ(testing::ReadBytes(base_ + "/claimed.bin"), testing::ReadBytes(base_ + "/whole.bin"));
+  EXPECT_EQ(testing::ReadBytes(base_ / "claimed.bin"), testing::ReadBytes(base_ / "whole.bin"));
 }
 
 }  // namespace

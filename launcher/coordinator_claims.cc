@@ -71,9 +71,10 @@ void Coordinator::PsLost(Node& p, const std::string& why) {
   }
   uint64_t job_step = 0;
   for (const Node& w : workers_) job_step = std::max(job_step, w.step);
-  Abort(fmt::format("{}; the job was at step {}; ending the job (with --snapshot-every N the job "
-                    "rolls back to its last snapshot instead)",
-                    why, job_step));
+  Abort(fmt::format("{}; the job was at step {}; ending the job ({})", why, job_step,
+                    options_.job.replicas >= 2
+                        ? "some of its shards have no live backup"
+                        : "with --snapshot-every N the job rolls back to its last snapshot instead"));
 }
 
 }  // namespace een

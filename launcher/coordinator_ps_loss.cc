@@ -97,11 +97,7 @@ bool Coordinator::FailOver(Node& lost, const std::string& why) {
 Status Coordinator::ReplacePs(int rank, const PsProcess& process, const std::string& why) {
   Node& old = ps_[rank];
   if (!old.lost) {  // not declared lost yet: it is now
-    const bool failed_over = options_.job.replicas >= 2 && !recovering_ && FailOver(old, why);
-    if (!failed_over && options_.job.snapshot_every > 0) BeginRecovery(old, why);
-    if (!failed_over && options_.job.snapshot_every == 0) {
-      Abort(why + ", and its shards have no live backup; ending the job");
-    }
+    PsLost(old, why);
     if (state_ != wire::JobState::RUNNING) return FailedPrecondition(abort_reason_);
   }
   old.host = process.host;

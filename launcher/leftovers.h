@@ -5,8 +5,8 @@
 // (its pid in the folder's `launcher` file) is gone, and every /dev/shm
 // object carrying that job's tag (derived from its secret; an --insecure
 // job's objects, tagged "open", are removed when their creator is gone).
-// Folders of
-// live launchers, of other users, and without a `launcher` file are left.
+// Folders of live launchers, of other users, and without a `launcher` file
+// are left.
 #pragma once
 
 #include <string>

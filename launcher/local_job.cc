@@ -384,17 +384,21 @@ int LocalJob::Run() {
         }
         const bool is_ps = i >= 1 && !is_worker;  // a PS or a spare
         bool recoverable = config_.replicas >= 2 || config_.snapshot_every > 0;
+        // Whether a replacement may start (a PS's also needs the job to be
+        // recoverable; a worker's a coordinator still there).
+        const bool ps_may_restart =
+            is_ps && c.killed_by_signal() && ps_restarts_ < 3 && !workers_done;
+        const bool worker_may_restart =
+            is_worker && worker_restarts_ < config_.max_restarts && !workers_done;
         // The coordinator hears it first: the process is lost at once and
         // its rank free for the replacement (before the start, any PS may
         // be replaced: nothing was lost).
         std::optional<bool> started;
-        if (!workers_done && ((is_ps && c.killed_by_signal() && ps_restarts_ < 3) ||
-                              (is_worker && worker_restarts_ < config_.max_restarts &&
-                               !children_[0].exited()))) {
+        if (ps_may_restart || (worker_may_restart && !children_[0].exited())) {
           started = TellCoordinatorProcessGone(c, c.ExitDescription());
           if (started == false) recoverable = true;
         }
-        if (is_ps && c.killed_by_signal() && recoverable && ps_restarts_ < 3 && !workers_done) {
+        if (ps_may_restart && recoverable) {
           ++ps_restarts_;
           const std::string how =
               started == false ? "; the job had not started: a replacement takes its rank"
@@ -415,8 +419,7 @@ int LocalJob::Run() {
           reported[i] = false;
           continue;
         }
-        if (is_worker && worker_restarts_ < config_.max_restarts && !workers_done &&
-            !children_[0].exited()) {
+        if (worker_may_restart && !children_[0].exited()) {
           ++worker_restarts_;
           const int rank = static_cast<int>(i - first_worker);
           Say(what + "; starting a replacement that joins the running job (worker restart " +

@@ -254,15 +254,17 @@ Status ParameterServer::Serve(const std::atomic<bool>& stop) {
     } else if (envelope.status().code() != StatusCode::kDeadlineExceeded) {
       spdlog::warn("dropped a message that could not be read: {}", envelope.status().message());
     }
-    ReportStall();
+    const auto now = Clock::now();
+    if (now >= next_wait_check_) {  // what waits, ten times a second
+      next_wait_check_ = now + milliseconds(100);
+      ExpirePulls();
+      ReportStall();
+    }
   }
 }
 
 void ParameterServer::ReportStall() {
   const auto now = Clock::now();
-  if (now < next_stall_check_) return;
-  next_stall_check_ = now + milliseconds(100);
-  ExpirePulls();
   const auto stall = store_->OldestStall();
   if (!stall || stall->step == stall_reported_step_ || stall->missing.empty()) return;
   const auto waited = std::chrono::duration_cast<milliseconds>(now - stall->since);
@@ -317,9 +319,7 @@ Status ParameterServer::HandleControl(const Message& message) {
       TrustBackups();
       epoch_ = epoch;
       NoteChunksReady();
-      pending_.clear();  // asked under the old map: the workers ask again
-      pending_pull_chunks_ = 0;
-      pending_norms_.clear();
+      DropPendingRequests();  // asked under the old map: the workers ask again
       step_ = step;
       next_snapshot_ = (step / env_.snapshot_every + 1) * env_.snapshot_every;
       spdlog::warn("rolled back to the snapshot of step {}; shard map epoch {}", step, epoch);
@@ -664,6 +664,12 @@ Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Re
     return Status::Ok();
   }
   return QueuePull(std::move(p));
+}
+
+void ParameterServer::DropPendingRequests() {
+  pending_.clear();
+  pending_pull_chunks_ = 0;
+  pending_norms_.clear();
 }
 
 Status ParameterServer::QueuePull(PendingPull pull) {

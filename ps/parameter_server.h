@@ -111,6 +111,8 @@ class ParameterServer {
   void Answer(const PendingPull& pull);
   // Queues a pull that is not ready yet (within the queue's caps).
   Status QueuePull(PendingPull pull);
+  // Every waiting pull and norm query forgotten (the map moved on).
+  void DropPendingRequests();
   // Pulls older than the step timeout get an error naming the missing workers.
   void ExpirePulls();
   void AnswerReadyPulls();
@@ -155,7 +157,7 @@ class ParameterServer {
   // Names the workers a step has waited for longer than the failover
   // threshold (once per step), so a slow worker never stalls unexplained.
   void ReportStall();
-  std::chrono::steady_clock::time_point next_stall_check_;
+  std::chrono::steady_clock::time_point next_wait_check_;  // ExpirePulls, ReportStall
   uint64_t stall_reported_step_ = UINT64_MAX;
   // EEN_RESOURCES_AT_STEP=K: log this process's resource use once every
   // chunk reached step K (0: done or not asked).

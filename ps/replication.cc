@@ -201,9 +201,7 @@ Status ParameterServer::AdoptMap(ShardMap next) {
   EEN_ASSIGN_OR_RETURN(ChunkStore::Adoption adoption, store_->Adopt(next, env_.rank));
   map_ = std::move(next);
   epoch_ = map_.epoch();
-  pending_.clear();  // asked under the old map: the workers ask again
-  pending_pull_chunks_ = 0;
-  pending_norms_.clear();
+  DropPendingRequests();  // asked under the old map: the workers ask again
   // Primary chunks whose backup is new (another PS, or a replacement
   // process at the same index) get a whole image.
   std::vector<uint32_t> rebuild;

@@ -141,8 +141,6 @@ class ZmqListener : public Listener {
  public:
   ZmqListener(void* socket, std::string address, std::unique_ptr<HandshakeMonitor> monitor)
       : socket_(socket), address_(std::move(address)), monitor_(std::move(monitor)) {}
-  // Listening with CURVE: User-Id is kCurveMember, the identity is the one
-  // in the peer's routing id.
   ~ZmqListener() override {
     monitor_.reset();
     zmq_close(socket_);
@@ -160,6 +158,8 @@ class ZmqListener : public Listener {
     if (frames.size() < 2) return InvalidArgument("message without routing id or header");
     Envelope e;
     e.from = frames[0].ToString();
+    // Listening with CURVE, User-Id is kCurveMember and the identity is the
+    // one the peer announced in its routing id, inside the encrypted handshake.
     e.authenticated = user == kCurveMember ? IdentityOfRoutingId(e.from) : std::move(user);
     e.message.frames.assign(std::make_move_iterator(frames.begin() + 1),
                             std::make_move_iterator(frames.end()));

@@ -5,12 +5,17 @@
 // new parameters into its own buffers: the runtime's work with no model.
 // It writes to --report DIR/worker-RANK.txt one line per measured step
 // ("step MICROS") and one line of resources over the measured steps
-// ("resources CPU_SECONDS PAGE_FAULTS PEAK_RSS_KB").
+// ("resources CPU_SECONDS PAGE_FAULTS PEAK_RSS_KB"). --compute-ms N spends
+// N ms before each step's pushes, as a model's forward and backward would.
+// In a resumed job (een-launch --resume) it goes on from the snapshot's
+// step, up to the same last step.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "bench/trace.h"
 #include "common/logging.h"
@@ -24,12 +29,15 @@ int main(int argc, char** argv) {
   std::string trace_path, report;
   int steps = 20, warmup = 3;
   size_t buffer_floats = 0;
+  int compute_ms = 0;
   app.add_option("trace", trace_path)->required();
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
   app.add_option("--report", report)->required();
   app.add_option("--buffer-floats", buffer_floats,
                  "also a buffer of this many floats, broadcast from rank 0 each step");
+  app.add_option("--compute-ms", compute_ms, "milliseconds of simulated compute per step")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 
   auto env = een::JobEnvironment::FromProcess("een-bench-worker");
@@ -78,7 +86,9 @@ int main(int argc, char** argv) {
   std::vector<size_t> chunk_at(map.chunks().size());
   for (size_t c = 0, at = 0; c < map.chunks().size(); at += map.chunks()[c].numel, ++c) chunk_at[c] = at;
   auto sink = [&](uint32_t c) { return params.data() + chunk_at[c]; };
-  if ((*client)->rank() == 0) {
+  const bool resumed = (*client)->resumed();
+  const int first_step = resumed ? static_cast<int>((*client)->start_step()) : 0;
+  if ((*client)->rank() == 0 && !resumed) {
     std::vector<uint32_t> all;
     std::vector<const float*> data;
     for (uint32_t c = 0; c < map.chunks().size(); ++c) {
@@ -90,7 +100,7 @@ int main(int argc, char** argv) {
       return fail(s, "initial values");
     }
   }
-  if (auto s = (*client)->Pull(0, false, sink); !s.ok()) return fail(s, "first pull");
+  if (auto s = (*client)->Pull(first_step, false, sink); !s.ok()) return fail(s, "first pull");
 
   // The buffer's chunks: each step its values are gathered into a staging
   // copy and pushed, and pulled back (DataParallel's PushValues and StoreBuffers).
@@ -106,6 +116,7 @@ int main(int argc, char** argv) {
   // One step: every bucket's gradients and the buffer pushed, then the next
   // parameters pulled.
   auto run_step = [&](int step) -> een::Status {
+    if (compute_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(compute_ms));
     for (size_t b = 0; b < layout.buckets().size(); ++b) {
       const auto& bucket = layout.buckets()[b];
       std::vector<const float*> data;
@@ -129,8 +140,8 @@ int main(int argc, char** argv) {
     return een::Status::Ok();
   };
   int recoveries = 0;
-  for (int step = 0; step < warmup + steps; ++step) {
-    if (step == warmup) start = een::ResourceUsage::Now();
+  for (int step = first_step; step < warmup + steps; ++step) {
+    if (step == std::max(warmup, first_step)) start = een::ResourceUsage::Now();
     const auto t0 = std::chrono::steady_clock::now();
     een::Status s = run_step(step);
     // A lost PS moved the shard map on, as DataParallel recovers: after a

@@ -48,7 +48,11 @@ Status JobConfig::LoadYaml(const std::string& path) {
       "wire_dtype", "insecure"};
   std::set<std::string> seen;
   for (const auto& kv : root) {
-    const std::string key = kv.first.as<std::string>();
+    if (!kv.first.IsScalar()) {  // e.g. `[a, b]: 1` or `{x: 1}: 2`
+      return InvalidArgument("config " + path + ": line " + std::to_string(kv.first.Mark().line + 1) +
+                             ": a field name must be a plain word, like 'ps'");
+    }
+    const std::string key = kv.first.Scalar();
     const std::string where = "config " + path + ": field '" + key + "'";
     if (!seen.insert(key).second) return InvalidArgument(where + " appears twice");
     if (!kFields.count(key)) {

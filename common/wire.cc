@@ -20,12 +20,12 @@ Status Visit(const transport::Message& message,
                            " bytes is not a whole number of 8-byte words");
   }
   const size_t words = frame.size() / sizeof(capnp::word);
-  std::vector<capnp::word> aligned;
+  kj::Array<capnp::word> aligned;
   const capnp::word* data = reinterpret_cast<const capnp::word*>(frame.data());
   if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(capnp::word) != 0) {
-    aligned.resize(words);
-    std::memcpy(aligned.data(), frame.data(), frame.size());
-    data = aligned.data();
+    aligned = kj::heapArray<capnp::word>(words);
+    std::memcpy(aligned.begin(), frame.data(), frame.size());
+    data = aligned.begin();
   }
   try {
     capnp::ReaderOptions options;

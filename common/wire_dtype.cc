@@ -2,7 +2,9 @@
 
 #include "common/vector_clones.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
+// GCC only: clang 14 has no __builtin_cpu_supports("f16c") (a clang build, such as
+// the fuzzers', converts with the portable loops).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 #define EEN_HAVE_F16C_PATH 1
 #endif

@@ -80,9 +80,17 @@ Status Coordinator::RestoreState() {
     state_ = st.getState();
     EEN_ASSIGN_OR_RETURN(model_, TensorsFromWire(st.getTensors()));
     EEN_ASSIGN_OR_RETURN(optimizer_, OptimizerFromWire(st.getOptimizer()));
+    // Ranks are 0..n-1 per role (a job grows one rank at a time), so a rank
+    // beyond the records of its role is damage, not a job of 2^31 workers.
+    size_t records[2] = {0, 0};
+    for (auto r : st.getNodes()) ++records[r.getRole() == wire::Role::PS ? 0 : 1];
     for (auto r : st.getNodes()) {
       std::vector<Node>& nodes = NodesOf(r.getRole());
-      if (r.getRank() < 0) return DataLoss("the saved state lists a negative rank");
+      const size_t most = std::max(nodes.size(), records[r.getRole() == wire::Role::PS ? 0 : 1]);
+      if (r.getRank() < 0 || static_cast<size_t>(r.getRank()) >= most) {
+        return DataLoss(fmt::format("the saved state lists {} rank {}, with {} {} records",
+                                    RoleName(r.getRole()), r.getRank(), most, RoleName(r.getRole())));
+      }
       if (r.getRank() >= static_cast<int>(nodes.size())) nodes.resize(r.getRank() + 1);  // joined live
       Node& n = nodes[r.getRank()];
       n.role = r.getRole();

@@ -6,7 +6,9 @@
 
 #include <CLI/CLI.hpp>
 #include <climits>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <tuple>
 
@@ -27,6 +29,25 @@ int Usage(const std::string& message) {
   std::fprintf(stderr, "een-launch: %s\nRun `een-launch --help` for the options.\n",
                message.c_str());
   return 2;
+}
+
+// Snapshots need a folder that takes files: said before anything starts,
+// not by every PS once the job runs. Empty when it does.
+std::string SnapshotFolderProblem(const een::JobConfig& config) {
+  if (config.snapshot_every == 0 && !config.resume) return "";
+  const std::filesystem::path dir = config.snapshot_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::filesystem::path probe = dir / (".een-write-check-" + std::to_string(getpid()));
+  FILE* f = ec ? nullptr : std::fopen(probe.c_str(), "w");
+  if (!f) {
+    return "snapshot folder " + dir.string() + " is not writable (" +
+           (ec ? ec.message() : std::string(std::strerror(errno))) +
+           "): fix its permissions or free space, or give another one with --snapshot-dir";
+  }
+  std::fclose(f);
+  std::filesystem::remove(probe, ec);
+  return "";
 }
 
 }  // namespace
@@ -97,7 +118,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(own_argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help prints and exits 0; any bad flag is exit 2, as documented.
+    return app.exit(e) == 0 ? 0 : 2;
   }
 
   using Count = std::tuple<CLI::Option*, int, int>;  // option, value, least allowed
@@ -161,6 +183,7 @@ int main(int argc, char** argv) {
     return Usage("--workers M is required (or a --config with workers:)");
   }
   if (een::Status s = config.Validate(); !s.ok()) return Usage(s.message());
+  if (std::string problem = SnapshotFolderProblem(config); !problem.empty()) return Usage(problem);
   if (command.empty()) {
     return Usage("no program to run: put the worker command after --, e.g. "
                  "`een-launch --ps 2 --workers 4 -- ./train --epochs 3`");

@@ -3,10 +3,15 @@
 #include <filesystem>
 
 #include <rocksdb/db.h>
+#include <spdlog/spdlog.h>
 #include <rocksdb/write_batch.h>
+#include <sys/statvfs.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cinttypes>
+#include <optional>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -26,6 +31,22 @@ std::string ChunkKey(uint64_t step, uint32_t chunk) {
   return StepPrefix(step) + buf;
 }
 std::string ManifestKey(uint64_t step) { return StepPrefix(step) + "manifest"; }
+
+// The step of a manifest key; nothing for any other key (a chunk, or one
+// this store never writes: a damaged or edited database is read, not trusted).
+std::optional<uint64_t> ManifestStep(const std::string& key) {
+  const std::string prefix = "snap/", suffix = "/manifest";
+  constexpr size_t kDigits = 20;
+  if (key.size() != prefix.size() + kDigits + suffix.size() || key.rfind(prefix, 0) != 0 ||
+      key.compare(prefix.size() + kDigits, suffix.size(), suffix) != 0) {
+    return std::nullopt;
+  }
+  uint64_t step = 0;
+  const char* digits = key.data() + prefix.size();
+  const auto [end, error] = std::from_chars(digits, digits + kDigits, step);
+  if (error != std::errc() || end != digits + kDigits) return std::nullopt;  // not all digits, or > 2^64
+  return step;
+}
 
 uint32_t Crc(const void* data, size_t n) {
   return static_cast<uint32_t>(crc32(0L, static_cast<const Bytef*>(data), static_cast<uInt>(n)));
@@ -60,6 +81,16 @@ std::vector<ManifestEntry> DecodeManifest(const std::string& text) {
   return entries;
 }
 
+rocksdb::Options StoreOptions() {
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.paranoid_checks = true;
+  // No preallocated files: on a nearly full disk the preallocation fails
+  // first. A write that does not fit fails as that write.
+  options.allow_fallocate = false;
+  return options;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(const std::string& path, int keep) {
@@ -68,21 +99,56 @@ Result<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(const std::string& pa
   std::filesystem::create_directories(path, ec);
   std::filesystem::permissions(path, std::filesystem::perms::owner_all,
                                std::filesystem::perm_options::replace, ec);
-  rocksdb::Options options;
-  options.create_if_missing = true;
-  options.paranoid_checks = true;
+  std::unique_ptr<SnapshotStore> store(new SnapshotStore(path, keep));
+  const bool exists = std::filesystem::exists(path + "/CURRENT", ec);
+  // Opening for writing writes RocksDB's own files: never on a full disk.
+  Status s = store->CheckRoom("opening the snapshot store", 0);
+  if (s.ok()) s = store->Reopen();
+  if (s.ok()) return store;
+  // No room (or no right) to write: the snapshots there can still be read,
+  // which is all a resuming PS needs at first; writes try again later.
   rocksdb::DB* db = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(options, path, &db);
-  if (!s.ok()) {
-    return Unavailable("cannot open the snapshot store " + path + ": " + s.ToString() +
-                       " (is the folder writable, and not in use by another PS?)");
+  if (exists && rocksdb::DB::OpenForReadOnly(StoreOptions(), path, &db).ok()) {
+    store->db_ = db;
+    store->read_only_ = true;
+    spdlog::warn("the snapshot store {} is open for reading only ({}): its snapshots can be "
+                 "read; new ones are written once there is room to open it for writing",
+                 path, s.message());
+    return store;
   }
-  return std::unique_ptr<SnapshotStore>(new SnapshotStore(path, db, keep));
+  return Unavailable("cannot open the snapshot store " + path + ": " + s.message() +
+                     " (is the folder writable, with room, and not in use by another PS?)");
 }
 
 SnapshotStore::~SnapshotStore() { delete db_; }
 
+Status SnapshotStore::Reopen() const {
+  delete db_;  // closing first: RocksDB allows one opener
+  db_ = nullptr;
+  read_only_ = false;
+  const rocksdb::Status s = rocksdb::DB::Open(StoreOptions(), path_, &db_);
+  if (s.ok()) return Status::Ok();
+  db_ = nullptr;
+  return Unavailable(s.ToString() + (s.IsNoSpace() ? " (disk full)" : ""));
+}
+
 Status SnapshotStore::Write(uint64_t step, const std::vector<ChunkImage>& chunks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Room first: RocksDB is never handed a full disk (Debian's build aborts
+  // on an assertion when a write, flush, compaction or open meets one).
+  uint64_t bytes = 0;
+  for (const ChunkImage& c : chunks) bytes += sizeof c.version + c.data.size() * sizeof(float);
+  const std::string what = "writing the snapshot of step " + std::to_string(step);
+  if (Status room = CheckRoom(what, bytes); !room.ok()) return room;
+  // After a failed write, RocksDB keeps refusing writes; a reopened store
+  // forgets what was not durable and takes writes again.
+  if (needs_reopen_ || read_only_ || !db_) {
+    if (Status s = Reopen(); !s.ok()) {
+      return Unavailable("writing the snapshot of step " + std::to_string(step) + " to " + path_ +
+                         " failed: cannot reopen the store: " + s.message());
+    }
+    needs_reopen_ = false;
+  }
   rocksdb::WriteBatch batch;
   std::vector<ManifestEntry> manifest;
   for (const ChunkImage& c : chunks) {
@@ -92,39 +158,65 @@ Status SnapshotStore::Write(uint64_t step, const std::vector<ChunkImage>& chunks
   }
   batch.Put(ManifestKey(step), EncodeManifest(manifest));
   // Older snapshots beyond `keep_` go in the same batch.
-  std::vector<uint64_t> steps = ManifestSteps();
+  std::vector<uint64_t> steps = ManifestStepsLocked();
   int kept = 1;
   for (uint64_t old : steps) {  // newest first
     if (old == step) continue;
     if (++kept > keep_) batch.DeleteRange(StepPrefix(old), StepPrefix(old + 1));
   }
+  // No write-ahead log: the batch goes into the memtable and is flushed at
+  // once into a table file, synced; a snapshot is durable once we say so.
+  // (Debian's RocksDB aborts on an assertion when a log write hits a full
+  // disk; a failed flush returns its error.) One flush holds the whole
+  // batch, so a snapshot is on disk whole or not at all.
   rocksdb::WriteOptions options;
-  options.sync = true;  // a snapshot is durable once we say it is
+  options.disableWAL = true;
   rocksdb::Status s = db_->Write(options, &batch);
+  if (s.ok()) {
+    rocksdb::FlushOptions flush;
+    flush.wait = true;
+    s = db_->Flush(flush);
+  }
   if (!s.ok()) {
+    needs_reopen_ = true;
     return Unavailable("writing the snapshot of step " + std::to_string(step) + " to " + path_ +
                        " failed: " + s.ToString() + (s.IsNoSpace() ? " (disk full)" : ""));
   }
   return Status::Ok();
 }
 
-std::vector<uint64_t> SnapshotStore::ManifestSteps() const {
+std::vector<uint64_t> SnapshotStore::ManifestStepsLocked() const {
   std::vector<uint64_t> steps;
+  if (!db_) return steps;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   for (it->Seek("snap/"); it->Valid() && it->key().starts_with("snap/"); it->Next()) {
-    const std::string key = it->key().ToString();
-    if (key.size() > 6 && key.compare(key.size() - 9, 9, "/manifest") == 0) {
-      steps.push_back(std::stoull(key.substr(5, 20)));
-    }
+    if (auto step = ManifestStep(it->key().ToString())) steps.push_back(*step);
   }
   std::sort(steps.rbegin(), steps.rend());
   return steps;
 }
 
+Status SnapshotStore::CheckRoom(const std::string& what, uint64_t bytes) const {
+  struct statvfs fs {};
+  if (statvfs(path_.c_str(), &fs) != 0) return Status::Ok();  // unknown: let the write say
+  const unsigned __int128 free = static_cast<unsigned __int128>(fs.f_bavail) * fs.f_frsize;
+  // The new snapshot, room to compact the `keep_` older ones it replaces,
+  // and 1 MiB for RocksDB's own files.
+  const unsigned __int128 need = static_cast<unsigned __int128>(bytes) * (keep_ + 1) + (1u << 20);
+  if (free >= need) return Status::Ok();
+  return Unavailable(what + " in " + path_ + " failed: disk full (" +
+                     std::to_string(static_cast<uint64_t>(free)) + " bytes free; " +
+                     (bytes ? "a snapshot of " + std::to_string(bytes) + " bytes needs " +
+                                  std::to_string(static_cast<uint64_t>(need)) +
+                                  ": itself, and room to compact the ones it replaces)"
+                            : "the store needs 1 MiB for its own files)"));
+}
+
 std::vector<uint64_t> SnapshotStore::IntactSteps(std::vector<std::string>* problems) const {
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<uint64_t> intact;
-  for (uint64_t step : ManifestSteps()) {
-    auto chunks = Read(step);
+  for (uint64_t step : ManifestStepsLocked()) {
+    auto chunks = ReadLocked(step);
     if (chunks.ok()) {
       intact.push_back(step);
     } else if (problems) {
@@ -135,7 +227,18 @@ std::vector<uint64_t> SnapshotStore::IntactSteps(std::vector<std::string>* probl
 }
 
 Result<std::vector<ChunkImage>> SnapshotStore::Read(uint64_t step) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ReadLocked(step);
+}
+
+Result<std::vector<ChunkImage>> SnapshotStore::ReadLocked(uint64_t step) const {
   const std::string where = "snapshot of step " + std::to_string(step) + " in " + path_;
+  if (!db_) {
+    if (Status s = Reopen(); !s.ok()) {
+      return Unavailable(where + " cannot be read: reopening the store after a failed write "
+                         "failed: " + s.message());
+    }
+  }
   std::string manifest_text;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), ManifestKey(step), &manifest_text);
   if (!s.ok()) return DataLoss(where + " has no manifest: " + s.ToString());
@@ -153,7 +256,9 @@ Result<std::vector<ChunkImage>> SnapshotStore::Read(uint64_t step) const {
     c.chunk = e.chunk;
     std::memcpy(&c.version, record.data(), sizeof c.version);
     c.data.resize((record.size() - sizeof c.version) / sizeof(float));
-    std::memcpy(c.data.data(), record.data() + sizeof c.version, c.data.size() * sizeof(float));
+    if (!c.data.empty()) {  // an empty chunk's data() may be null
+      std::memcpy(c.data.data(), record.data() + sizeof c.version, c.data.size() * sizeof(float));
+    }
     chunks.push_back(std::move(c));
   }
   return chunks;

@@ -5,12 +5,16 @@
 // manifest that lists each chunk's size and CRC-32. A snapshot counts only
 // if its manifest is there and every chunk matches it: a torn or corrupted
 // one is reported, never used. The newest `keep` snapshots are kept.
-// Thread safety: one thread at a time (the PS's snapshot writer, or the PS
-// itself before it serves).
+// A write that fails (disk full) loses nothing older: the store reopens
+// before the next one; a store with no room to open for writing opens for
+// reading, and writes try again later.
+// Thread safety: every method may be called from any thread (one lock: the
+// PS may read for a rollback while its snapshot writer writes).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -41,13 +45,23 @@ class SnapshotStore {
   Result<std::vector<ChunkImage>> Read(uint64_t step) const;
 
  private:
-  SnapshotStore(std::string path, rocksdb::DB* db, int keep)
-      : path_(std::move(path)), db_(db), keep_(keep) {}
-  std::vector<uint64_t> ManifestSteps() const;
+  SnapshotStore(std::string path, int keep) : path_(std::move(path)), keep_(keep) {}
+  // Closes and opens the database for writing (db_ null when that fails;
+  // the error says why).
+  Status Reopen() const;
+  std::vector<uint64_t> ManifestStepsLocked() const;
+  // Unavailable ("WHAT in PATH failed: disk full ...") when the disk lacks
+  // room for a snapshot of `bytes` (0: for opening the store).
+  Status CheckRoom(const std::string& what, uint64_t bytes) const;
+  Result<std::vector<ChunkImage>> ReadLocked(uint64_t step) const;
 
-  std::string path_;
-  rocksdb::DB* db_;
-  int keep_;
+  const std::string path_;
+  const int keep_;
+  mutable std::mutex mu_;
+  // The open database; reopened under mu_ from reads too, hence mutable.
+  mutable rocksdb::DB* db_ = nullptr;  // owned
+  mutable bool read_only_ = false;
+  bool needs_reopen_ = false;  // the last write failed
 };
 
 }  // namespace een::ps

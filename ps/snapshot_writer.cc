@@ -47,12 +47,25 @@ void SnapshotWriter::Loop() {
       written_step_ = step;
       size_t bytes = 0;
       for (const ChunkImage& c : chunks) bytes += c.data.size() * sizeof(float);
+      if (failed_in_a_row_ > 0) {
+        spdlog::warn("snapshots are written again: step {} is in {} after {} failed write(s)",
+                     step, store_->path(), failed_in_a_row_);
+        failed_in_a_row_ = 0;
+      }
       spdlog::info("snapshot of step {} written to {}: {} chunks, {} bytes; training paused "
                    "{} us to copy them, the write took {} ms in the background",
                    step, store_->path(), chunks.size(), bytes, stall.count(), ms);
+    } else if (failed_in_a_row_++ == 0) {
+      // Said once: a full disk fails every write until space is freed.
+      const uint64_t newest = written_step_.load();
+      spdlog::error("snapshot of step {} not written: {}; training goes on without new "
+                    "snapshots ({}) and each one due tries again: free space in, or fix, {}",
+                    step, s.message(),
+                    newest ? fmt::format("the one of step {} stays the newest: --resume finds it", newest)
+                           : std::string("this run has written none yet"),
+                    store_->path());
     } else {
-      spdlog::error("snapshot of step {} not written: {}; training goes on, the previous "
-                    "snapshot stays the newest", step, s.message());
+      spdlog::debug("snapshot of step {} not written either: {}", step, s.message());
     }
     lock.lock();
     busy_ = false;

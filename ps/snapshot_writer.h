@@ -2,7 +2,9 @@
 // never waits for the disk. The PS captures its chunks (a memcpy of the
 // arena) and hands the copy over; one write is in flight at a time, and a
 // snapshot due while the previous one is still being written is skipped
-// with a log line (the next one catches up).
+// with a log line (the next one catches up). A write that fails (disk
+// full, folder gone read-only) is logged once, training goes on, and each
+// later snapshot tries again; the first that succeeds says so.
 // Thread safety: Submit() and written_step() from the PS thread; the writer
 // thread writes the store, and the PS thread may Read() it meanwhile
 // (RocksDB allows concurrent reads and writes).
@@ -47,6 +49,7 @@ class SnapshotWriter {
   bool busy_ = false;
   bool stop_ = false;
   std::atomic<uint64_t> written_step_{0};
+  int failed_in_a_row_ = 0;  // the writer thread's own
   std::thread thread_;
 };
 

@@ -60,6 +60,9 @@ TEST(JobConfig, ErrorsNameTheField) {
            {"failover_threshold: 1e300s\n", "longer than a week"},
            {"ps: 2\nps: 3\n", "field 'ps' appears twice"},
            {"insecure: maybe\n", "field 'insecure' has the wrong type"},
+           // Found by fuzz_job_config: a field name that is a list or a map threw.
+           {"[a, b]: 1\n", "line 1: a field name must be a plain word"},
+           {"ps: 1\n{x: 1}: 2\n", "line 2: a field name must be a plain word"},
        }) {
     JobConfig c;
     Status s = c.LoadYaml(WriteYaml(k.yaml));

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <random>
 #include <set>
 
 #include "een/error.h"
@@ -84,6 +86,41 @@ TEST(PositionAfter, FollowsTheLiveCountThroughEpochs) {
     }
   }
   EXPECT_THROW(PositionAfter(3, 4, {{1, 0}}, 100, 5), Error);
+}
+
+// Any history, as a coordinator may read it back from disk (unsorted,
+// repeated steps), gives the position a step-by-step count gives, and a
+// step count of a long job takes no time (a closed form per change).
+TEST(PositionAfter, EqualsAStepByStepCountForAnyHistoryAndIsFastForHugeSteps) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const uint64_t size = 1 + rng() % 200, batch = 1 + rng() % 40, steps = rng() % 120;
+    const int world = 1 + static_cast<int>(rng() % 6);
+    std::vector<MembershipChange> changes(rng() % 5);
+    for (auto& c : changes) c = {rng() % 130, 1 + static_cast<int>(rng() % 6)};
+    uint64_t epoch = 0, position = 0;
+    int live = world;
+    size_t next = 0;
+    for (uint64_t s = 0; s < steps; ++s) {
+      while (next < changes.size() && changes[next].step <= s) live = changes[next++].live_count;
+      position += uint64_t(live) * batch;
+      if (position >= size) {
+        ++epoch;
+        position = 0;
+      }
+    }
+    const DataPosition at = PositionAfter(steps, world, changes, size, batch);
+    ASSERT_EQ(at.epoch, epoch) << "trial " << trial;
+    ASSERT_EQ(at.position, position) << "trial " << trial;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const DataPosition far = PositionAfter(uint64_t{1} << 62, 4, {{10, 3}}, 60000, 64);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_LT(far.position, 60000u);
+  // A batch so large that live * batch overflows 64 bits: every step is an epoch.
+  const DataPosition huge = PositionAfter(5, 8, {}, 100, uint64_t{1} << 62);
+  EXPECT_EQ(huge.epoch, 5u);
+  EXPECT_EQ(huge.position, 0u);
 }
 
 }  // namespace

@@ -107,6 +107,36 @@ TEST_F(SnapshotStoreTest, ASnapshotWithoutItsManifestDoesNotExist) {
   EXPECT_EQ((*store)->IntactSteps(nullptr), std::vector<uint64_t>{10});
 }
 
+// Found by fuzz_snapshot_store: a key under snap/ that is no step (a
+// damaged or edited database) ended the PS with an uncaught exception, and
+// a chunk record of a version and no values was read with UB.
+TEST_F(SnapshotStoreTest, KeysItNeverWritesAreIgnoredAndAnEmptyChunkReads) {
+  {
+    auto store = SnapshotStore::Open(dir_);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->Write(10, Images(10)).ok());
+    ASSERT_TRUE((*store)->Write(11, {ChunkImage{0, 7, {}}}).ok());
+  }
+  {
+    rocksdb::DB* db;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_, &db).ok());
+    for (const char* key : {"snap/x/manifest", "snap/", "snap/manifest", "snap/1/manifest",
+                            "snap/0000000000000000002a/manifest", "snap/99999999999999999999/manifest"}) {
+      ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), key, "0 8 0\n").ok()) << key;
+    }
+    delete db;
+  }
+  auto store = SnapshotStore::Open(dir_);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->IntactSteps(nullptr), (std::vector<uint64_t>{11, 10}));
+  auto empty = (*store)->Read(11);
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  ASSERT_EQ(empty->size(), 1u);
+  EXPECT_EQ((*empty)[0].version, 7u);
+  EXPECT_TRUE((*empty)[0].data.empty());
+  EXPECT_TRUE((*store)->Write(12, Images(12)).ok());  // trimming old ones walks the same keys
+}
+
 TEST_F(SnapshotStoreTest, UnusableFolderIsAClearError) {
   std::ofstream(dir_) << "a file, not a folder";
   auto store = SnapshotStore::Open(dir_ + "/ps-0");

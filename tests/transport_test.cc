@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/transport/device.h"
+#include "common/transport/shm/shm_manifest.h"
 #include "common/transport/shm/shm_memory.h"
 #include "support/subprocess.h"
 
@@ -206,6 +207,41 @@ TEST(SharedMemory, RegisteredSharedMemoryIsSentWithoutACopy) {
   values[(1 << 16) + 5] = -1.0f;  // in place: the receiver sees the sender's memory
   EXPECT_EQ(reinterpret_cast<const float*>(f.data())[5], -1.0f);
   EXPECT_EQ(OwnBlocks(), before);
+}
+
+// Found by fuzz_shm_manifest: a sender naming its registered region (mapped
+// read-only) as a block made the receiver write the block's in-use flag
+// through the read-only mapping (SIGSEGV). Refused now, either way round.
+TEST(SharedMemory, ASegmentNamedAsARegionAndThenAsABlockIsRefused) {
+  auto memory = SharedMemory::Create(1 << 16, "test");
+  ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+  const std::string name = (*memory)->name();
+  auto manifest = [&](uint8_t kind) {
+    std::vector<std::byte> m;
+    auto put = [&](const void* p, size_t n) {
+      m.insert(m.end(), static_cast<const std::byte*>(p), static_cast<const std::byte*>(p) + n);
+    };
+    const uint32_t magic = 0x53454E45, count = 2;
+    const uint8_t inline_kind = 0, len = static_cast<uint8_t>(name.size());
+    const uint64_t offset = 0, size = 128;
+    put(&magic, 4);
+    put(&count, 4);
+    put(&inline_kind, 1);
+    put(&kind, 1);
+    put(&len, 1);
+    put(name.data(), len);
+    if (kind == 2) put(&offset, 8);
+    put(&size, 8);
+    return std::vector<Frame>{Frame::Copy("header..", 8), Frame(), Frame::Own(std::move(m))};
+  };
+  shm::Mappings mappings;
+  auto as_region = manifest(2);
+  ASSERT_TRUE(shm::Unpack(mappings, as_region).ok());
+  auto as_block = manifest(1);
+  Status s = shm::Unpack(mappings, as_block);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("named as a region before and now as a block"), std::string::npos)
+      << s.ToString();
 }
 
 // A full /dev/shm is an error with a message at allocation (never a SIGBUS

@@ -1,5 +1,6 @@
 #include "een/sampler.h"
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 
@@ -43,6 +44,27 @@ std::vector<size_t> DistributedSampler::Batch(uint64_t position, int index, int 
   return out;
 }
 
+namespace {
+
+// `n` more steps of `per_step` positions each (per_step >= 1), in closed
+// form: the step that reaches the end of an epoch starts the next at 0.
+DataPosition Advance(DataPosition at, uint64_t n, unsigned __int128 per_step, uint64_t size) {
+  if (n == 0) return at;
+  const unsigned __int128 left = size - at.position;  // > 0: position < size
+  const unsigned __int128 to_end = (left + per_step - 1) / per_step;
+  if (n < to_end) {
+    at.position += static_cast<uint64_t>(n * per_step);
+    return at;
+  }
+  n -= static_cast<uint64_t>(to_end);
+  const unsigned __int128 per_epoch = (size + per_step - 1) / per_step;  // >= 1
+  at.epoch += 1 + static_cast<uint64_t>(n / per_epoch);
+  at.position = static_cast<uint64_t>((n % per_epoch) * per_step);
+  return at;
+}
+
+}  // namespace
+
 DataPosition PositionAfter(uint64_t steps, int world_size,
                            const std::vector<MembershipChange>& changes, uint64_t dataset_size,
                            uint64_t batch) {
@@ -52,14 +74,13 @@ DataPosition PositionAfter(uint64_t steps, int world_size,
   DataPosition at;
   int live = world_size;
   size_t next = 0;  // the next change to take effect
-  for (uint64_t s = 0; s < steps; ++s) {
+  for (uint64_t s = 0; s < steps;) {
     while (next < changes.size() && changes[next].step <= s) live = changes[next++].live_count;
     if (live < 1) throw Error("PositionAfter: a membership change leaves no worker");
-    at.position += uint64_t(live) * batch;
-    if (at.position >= dataset_size) {
-      at.epoch++;
-      at.position = 0;
-    }
+    // Until the next change (whose step is past s), `live` workers train.
+    const uint64_t until = next < changes.size() ? std::min(steps, changes[next].step) : steps;
+    at = Advance(at, until - s, static_cast<unsigned __int128>(live) * batch, dataset_size);
+    s = until;
   }
   return at;
 }

@@ -32,7 +32,10 @@ class InProcessCluster {
     coordinator_ = std::make_unique<Coordinator>(o);
     Status s = coordinator_->Bind();
     if (!s.ok()) throw std::runtime_error(s.ToString());
-    coordinator_thread_ = std::thread([this] { coordinator_result_.set_value(coordinator_->Run(stop_coordinator_)); });
+    coordinator_thread_ = std::thread([this] {
+      coordinator_result_.set_value(coordinator_->Run(stop_coordinator_));
+      coordinator_ended_ = true;
+    });
     base_.coordinator = o.listen_address;
     base_.world_size = num_workers;
     base_.num_ps = num_ps;
@@ -93,7 +96,11 @@ class InProcessCluster {
     ps_stop_[rank] = true;
     ps_threads_[rank].join();
   }
-  // The coordinator's verdict, once Run() returned (waits up to `timeout`).
+  // Whether the coordinator's Run() has returned (the job ended).
+  bool CoordinatorEnded() const { return coordinator_ended_; }
+  const std::string& coordinator_address() const { return base_.coordinator; }
+  // The coordinator's verdict, once Run() returned (waits up to `timeout`;
+  // call it once).
   std::optional<Status> CoordinatorResult(std::chrono::milliseconds timeout) {
     auto f = coordinator_result_.get_future();
     if (f.wait_for(timeout) != std::future_status::ready) return std::nullopt;
@@ -106,6 +113,7 @@ class InProcessCluster {
   std::unique_ptr<Coordinator> coordinator_;
   std::atomic<bool> stop_coordinator_{false};
   std::promise<Status> coordinator_result_;
+  std::atomic<bool> coordinator_ended_{false};
   std::thread coordinator_thread_;
   std::vector<std::atomic<bool>> ps_stop_;
   std::vector<std::thread> ps_threads_;

@@ -103,7 +103,17 @@ Mappings::Mapping::~Mapping() {
 
 Result<std::shared_ptr<Mappings::Mapping>> Mappings::Get(const std::string& name, bool writable) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = mapped_.find(name); it != mapped_.end()) return it->second;
+  if (auto it = mapped_.find(name); it != mapped_.end()) {
+    // A sender's segment is a block (mapped writable, for its flag) or a
+    // region (read-only), never both: one named as the other is refused,
+    // not written through a read-only mapping.
+    if (it->second->writable != writable) {
+      return InvalidArgument("shared memory " + name + " was named as a " +
+                             (writable ? "region" : "block") + " before and now as a " +
+                             (writable ? "block" : "region") + ": refused");
+    }
+    return it->second;
+  }
   if (!OfThisJob(name)) {
     return InvalidArgument("shared memory " + name.substr(0, 64) +
                            " was not made by this job: refused (only /een-PID-" + JobTag() +
@@ -118,6 +128,7 @@ Result<std::shared_ptr<Mappings::Mapping>> Mappings::Get(const std::string& name
   }
   auto m = std::make_shared<Mapping>();
   m->size = st.st_size;
+  m->writable = writable;
   m->base = mmap(nullptr, m->size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
   close(fd);
   if (m->base == MAP_FAILED) {

@@ -78,6 +78,7 @@ class Mappings {
   struct Mapping {
     void* base = nullptr;
     size_t size = 0;
+    bool writable = false;
     ~Mapping();
   };
   // Blocks are mapped writable (their in-use flag), registered regions read-only.

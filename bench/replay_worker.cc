@@ -7,8 +7,12 @@
 // ("step MICROS") and one line of resources over the measured steps
 // ("resources CPU_SECONDS PAGE_FAULTS PEAK_RSS_KB"). --compute-ms N spends
 // N ms before each step's pushes, as a model's forward and backward would.
-// In a resumed job (een-launch --resume) it goes on from the snapshot's
-// step, up to the same last step.
+// In a resumed job (een-launch --resume), and as a worker joining a
+// running one, it goes on from the step it is given, up to the same last
+// step. Every worker pushes the same gradients (a fixed pattern), so the
+// parameters do not depend on who trained which step: --params-out PREFIX
+// writes them (raw float32, chunk order) to PREFIX.rank-R at the end, for
+// tests that lose processes and compare.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -30,6 +34,7 @@ int main(int argc, char** argv) {
   int steps = 20, warmup = 3;
   size_t buffer_floats = 0;
   int compute_ms = 0;
+  std::string params_out;
   app.add_option("trace", trace_path)->required();
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
@@ -38,6 +43,7 @@ int main(int argc, char** argv) {
                  "also a buffer of this many floats, broadcast from rank 0 each step");
   app.add_option("--compute-ms", compute_ms, "milliseconds of simulated compute per step")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--params-out", params_out, "write the final parameters to PREFIX.rank-R");
   CLI11_PARSE(app, argc, argv);
 
   auto env = een::JobEnvironment::FromProcess("een-bench-worker");
@@ -79,7 +85,7 @@ int main(int argc, char** argv) {
   for (const auto& b : layout.buckets()) {
     auto buffer = (*client)->GradientBuffer(b.numel);  // shared memory on the shm transport
     if (!buffer.ok()) return fail(buffer.status(), "gradient buffers");
-    std::fill(buffer->get(), buffer->get() + b.numel, 1e-3f);
+    for (size_t i = 0; i < b.numel; ++i) buffer->get()[i] = 1e-3f * static_cast<float>(1 + i % 7);
     grads.push_back(*buffer);
   }
   std::vector<float> params(map.TotalNumel(), 0.5f);
@@ -168,5 +174,11 @@ int main(int argc, char** argv) {
   out << "resources " << end.cpu_seconds - start.cpu_seconds << ' '
       << end.page_faults - start.page_faults << ' ' << end.peak_rss_mb * 1024 << '\n';
   out.close();
+  if (!params_out.empty()) {
+    std::ofstream p(params_out + ".rank-" + std::to_string((*client)->rank()), std::ios::binary);
+    p.write(reinterpret_cast<const char*>(params.data()),
+            static_cast<std::streamsize>(params.size() * sizeof(float)));
+    if (!p) return fail(een::Unavailable("cannot write " + params_out), "writing the parameters");
+  }
   return (*client)->Finish().ok() ? 0 : 3;
 }

@@ -19,9 +19,11 @@ Status Coordinator::HandleProcessGone(const transport::PeerId& peer,
   const std::string what = gone.getWhat();
   if (pid <= 0) return InvalidArgument("process report without a pid");
   Node* node = nullptr;
+  bool finished = false;  // a worker that said it finished: its part is done
   for (std::vector<Node>* nodes : {&ps_, &workers_}) {
     for (Node& n : *nodes) {
       if (n.registered && n.pid == pid && !n.lost && !n.done) node = &n;
+      if (n.registered && n.pid == pid && n.done && n.role == wire::Role::WORKER) finished = true;
     }
   }
   const bool started = state_ != wire::JobState::STARTING;
@@ -40,7 +42,9 @@ Status Coordinator::HandleProcessGone(const transport::PeerId& peer,
     WorkerLost(*node, Describe(*node) + " " + what + " (seen by een-launch)");
   }
   capnp::MallocMessageBuilder b;
-  b.initRoot<wire::Header>().initProcessGoneReply().setJobStarted(started);
+  auto reply = b.initRoot<wire::Header>().initProcessGoneReply();
+  reply.setJobStarted(started);
+  reply.setFinished(finished);
   return listener_->Send(peer, transport::Message{{wire::Encode(b)}});
 }
 

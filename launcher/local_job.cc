@@ -269,8 +269,8 @@ Status LocalJob::ConnectToCoordinator() {
   return Status::Ok();
 }
 
-std::optional<bool> LocalJob::TellCoordinatorProcessGone(const ChildProcess& process,
-                                                         const std::string& what) {
+std::optional<LocalJob::GoneReply> LocalJob::TellCoordinatorProcessGone(
+    const ChildProcess& process, const std::string& what) {
   if (!ConnectToCoordinator().ok()) return std::nullopt;
   capnp::MallocMessageBuilder b;
   auto gone = b.initRoot<wire::Header>().initProcessGone();
@@ -282,12 +282,15 @@ std::optional<bool> LocalJob::TellCoordinatorProcessGone(const ChildProcess& pro
     PumpOutput(0);
     auto reply = coordinator_->Receive(std::chrono::milliseconds(50));
     if (!reply.ok()) continue;
-    std::optional<bool> started;
+    std::optional<GoneReply> answer;
     (void)wire::Visit(*reply, [&](wire::Header::Reader h) -> Status {
-      if (h.isProcessGoneReply()) started = h.getProcessGoneReply().getJobStarted();
+      if (h.isProcessGoneReply()) {
+        answer = GoneReply{h.getProcessGoneReply().getJobStarted(),
+                           h.getProcessGoneReply().getFinished()};
+      }
       return Status::Ok();
     });
-    if (started) return started;
+    if (answer) return answer;
   }
   return std::nullopt;
 }
@@ -339,6 +342,7 @@ int LocalJob::Run() {
   bool workers_done = false;
   Clock::time_point workers_done_at, failure_at, coordinator_done_at;
   std::string failure;
+  bool failure_from_ps = false;  // the failure is a PS's exit
   std::vector<bool> reported(children_.size(), false);
   int lost_workers = 0;
   while (true) {
@@ -359,6 +363,20 @@ int LocalJob::Run() {
           std::to_string(coordinator_restarts_) + " of 3)");
       if (Status s = StartCoordinator(true); !s.ok()) return Fail("restarting the coordinator: " + s.message());
       continue;
+    }
+    if (failure.empty() && workers_done && children_[0].exited() && !children_[0].succeeded() &&
+        !reported[0]) {
+      // Every worker had finished: the training is done and nothing is lost
+      // (the parameters are the workers'), the PS have nothing left to serve.
+      reported[0] = true;
+      Say("coordinator (pid " + std::to_string(children_[0].pid()) + ") " +
+          children_[0].ExitDescription() + " after every worker had finished: nothing was lost; "
+          "stopping the PS");
+      StopAll();
+      Say("job finished: " + std::to_string(config_.workers - lost_workers) + " of " +
+          std::to_string(config_.workers) + " workers succeeded" +
+          (lost_workers ? " (the others were lost and the job went on without them)" : ""));
+      return 0;
     }
     if (failure.empty()) {
       for (size_t i = 0; i < children_.size(); ++i) {
@@ -394,8 +412,21 @@ int LocalJob::Run() {
         // its rank free for the replacement (before the start, any PS may
         // be replaced: nothing was lost).
         std::optional<bool> started;
-        if (ps_may_restart || (worker_may_restart && !children_[0].exited())) {
-          started = TellCoordinatorProcessGone(c, c.ExitDescription());
+        // A worker killed from outside may have finished training first
+        // (then nothing is replaced); one that failed on its own keeps its
+        // own last line as the verdict.
+        const bool worker_killed = is_worker && !own_failure;
+        if (ps_may_restart ||
+            ((worker_may_restart || worker_killed) && !children_[0].exited())) {
+          const auto gone = TellCoordinatorProcessGone(c, c.ExitDescription());
+          if (gone && gone->finished) {
+            // It had finished training (Finish()): nothing of the job is
+            // lost and nothing is replaced; its own work after that was cut.
+            Say(what + " after it had finished training: the job lost nothing and goes on "
+                "without a replacement (what the program did after Finish() was cut short)");
+            continue;
+          }
+          if (gone) started = gone->started;
           if (started == false) recoverable = true;
         }
         if (ps_may_restart && recoverable) {
@@ -441,8 +472,17 @@ int LocalJob::Run() {
         const std::string verdict = CoordinatorVerdict();
         failure = verdict.empty() ? what : verdict;
         failure_at = Clock::now();
+        failure_from_ps = is_ps;
         break;
       }
+    }
+    if (!failure.empty() && failure_from_ps && children_[0].succeeded()) {
+      // The coordinator ended the job well all the same (it ends a job that
+      // a PS loss hurts): the PS went while or after it left, when nothing of
+      // the job was in it any more.
+      Say("the coordinator finished the job well after that: " + failure.substr(0, failure.find(';')) +
+          " had left it, nothing was lost");
+      failure.clear();
     }
     if (!failure.empty()) {
       // Let the coordinator say which process and step, then stop everyone.

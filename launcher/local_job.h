@@ -64,10 +64,15 @@ class LocalJob {
   bool DeclaredLost(const ChildProcess& worker) const;
   void TellCoordinatorWorkerExited(int rank, const ChildProcess& worker);
   // Before a replacement starts: tells the coordinator that `process` ended
-  // (`what`), so it is lost at once and its rank free; waits for the answer.
-  // Whether the job had started (nullopt: no answer within 5 s).
-  std::optional<bool> TellCoordinatorProcessGone(const ChildProcess& process,
-                                                 const std::string& what);
+  // (`what`), so it is lost at once and its rank free; waits for the answer:
+  // whether the job had started, and whether the process (a worker) had
+  // finished training already (nullopt: no answer within 5 s).
+  struct GoneReply {
+    bool started = true;
+    bool finished = false;
+  };
+  std::optional<GoneReply> TellCoordinatorProcessGone(const ChildProcess& process,
+                                                      const std::string& what);
   Status ConnectToCoordinator();
 
   JobConfig config_;

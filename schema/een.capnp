@@ -306,6 +306,7 @@ struct ProcessGone {
 
 struct ProcessGoneReply {
   jobStarted @0 :Bool;             # false: nothing was lost, any process may take the rank
+  finished @1 :Bool;               # a worker that had finished training: nothing to replace
 }
 
 struct WorkerExit {

@@ -106,7 +106,12 @@ int main(int argc, char** argv) {
       return fail(s, "initial values");
     }
   }
-  if (auto s = (*client)->Pull(first_step, false, sink); !s.ok()) return fail(s, "first pull");
+  // A replacement that joins as the others finish may be given a step past
+  // the last one: nothing is left to train, and the last values are final.
+  const int last_version = warmup + steps;
+  if (auto s = (*client)->Pull(std::min(first_step, last_version), false, sink); !s.ok()) {
+    return fail(s, "first pull");
+  }
 
   // The buffer's chunks: each step its values are gathered into a staging
   // copy and pushed, and pulled back (DataParallel's PushValues and StoreBuffers).

@@ -147,7 +147,15 @@ Status LocalJob::StartCoordinator(bool restore) {
   close(ready[0]);
   if (line.find('\n') == std::string::npos) {
     children_[0].Drain(true);
-    return Unavailable("the coordinator did not start (see its output above)");
+    // Say how it ended, if it did (killed before it listened, say).
+    for (int i = 0; i < 20 && !children_[0].exited(); ++i) {
+      ReapChildren();
+      if (!children_[0].exited()) poll(nullptr, 0, 10);
+    }
+    return Unavailable("the coordinator (pid " + std::to_string(children_[0].pid()) + ") " +
+                       (children_[0].exited() ? children_[0].ExitDescription() : "gave no address")
+                       + " before it started listening" +
+                       (children_[0].killed_by_signal() ? "" : " (see its output above)"));
   }
   coordinator_address_ = line.substr(0, line.find('\n'));
   // For eenctl on this machine: which job secret goes with this address.
@@ -329,7 +337,13 @@ int LocalJob::Run() {
   if (!run_dir_.empty()) MarkRunFolder(run_dir_);
   if (Status s = CreateSecret(); !s.ok()) return Fail(s.message());
   children_.reserve(1 + config_.ps + config_.workers + config_.spare_ps);
-  if (Status s = StartCoordinator(false); !s.ok()) return Fail(s.message());
+  // A coordinator killed before it listened lost nothing: start it again.
+  Status started = StartCoordinator(false);
+  for (int tries = 1; !started.ok() && children_[0].killed_by_signal() && tries <= 3; ++tries) {
+    Say(started.message() + "; starting it again (" + std::to_string(tries) + " of 3)");
+    started = StartCoordinator(false);
+  }
+  if (!started.ok()) return Fail(started.message());
   Say("coordinator at " + coordinator_address_ + "; starting " + std::to_string(config_.ps) +
       " PS and " + std::to_string(config_.workers) + " workers: " + command_[0]);
   if (!config_.insecure) {
@@ -342,8 +356,11 @@ int LocalJob::Run() {
   bool workers_done = false;
   Clock::time_point workers_done_at, failure_at, coordinator_done_at;
   std::string failure;
-  bool failure_from_ps = false;  // the failure is a PS's exit
+  // The failure is a PS's exit or a replacement's (one that came too late:
+  // the job ended while it started); moot if the coordinator ends it well.
+  bool failure_from_ps = false;
   std::vector<bool> reported(children_.size(), false);
+  std::vector<bool> replacement(children_.size(), false);
   int lost_workers = 0;
   while (true) {
     PumpOutput(50);
@@ -458,6 +475,7 @@ int LocalJob::Run() {
           children_[i] = WorkerProcess(rank);
           if (Status s = children_[i].Start(); !s.ok()) return Fail("restarting " + what + ": " + s.message());
           reported[i] = false;
+          replacement[i] = true;
           continue;
         }
         if (is_worker && config_.workers - (lost_workers + 1) >= config_.MinWorkers()) {
@@ -472,16 +490,16 @@ int LocalJob::Run() {
         const std::string verdict = CoordinatorVerdict();
         failure = verdict.empty() ? what : verdict;
         failure_at = Clock::now();
-        failure_from_ps = is_ps;
+        failure_from_ps = is_ps || replacement[i];
         break;
       }
     }
     if (!failure.empty() && failure_from_ps && children_[0].succeeded()) {
       // The coordinator ended the job well all the same (it ends a job that
-      // a PS loss hurts): the PS went while or after it left, when nothing of
-      // the job was in it any more.
+      // a PS loss hurts): the PS went while or after it left, or the
+      // replacement came after the others had finished.
       Say("the coordinator finished the job well after that: " + failure.substr(0, failure.find(';')) +
-          " had left it, nothing was lost");
+          " was no longer needed by it, nothing was lost");
       failure.clear();
     }
     if (!failure.empty()) {

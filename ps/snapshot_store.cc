@@ -56,7 +56,9 @@ uint32_t Crc(const void* data, size_t n) {
 std::string EncodeChunk(const ChunkImage& c) {
   std::string out(sizeof c.version + c.data.size() * sizeof(float), '\0');
   std::memcpy(out.data(), &c.version, sizeof c.version);
-  std::memcpy(out.data() + sizeof c.version, c.data.data(), c.data.size() * sizeof(float));
+  if (!c.data.empty()) {  // an empty chunk's data() may be null
+    std::memcpy(out.data() + sizeof c.version, c.data.data(), c.data.size() * sizeof(float));
+  }
   return out;
 }
 

@@ -362,6 +362,11 @@ int LocalJob::Run() {
   std::vector<bool> reported(children_.size(), false);
   std::vector<bool> replacement(children_.size(), false);
   int lost_workers = 0;
+  auto SayFinished = [&] {
+    Say("job finished: " + std::to_string(config_.workers - lost_workers) + " of " +
+        std::to_string(config_.workers) + " workers succeeded" +
+        (lost_workers ? " (the others were lost and the job went on without them)" : ""));
+  };
   while (true) {
     PumpOutput(50);
     ReapChildren();
@@ -390,9 +395,7 @@ int LocalJob::Run() {
           children_[0].ExitDescription() + " after every worker had finished: nothing was lost; "
           "stopping the PS");
       StopAll();
-      Say("job finished: " + std::to_string(config_.workers - lost_workers) + " of " +
-          std::to_string(config_.workers) + " workers succeeded" +
-          (lost_workers ? " (the others were lost and the job went on without them)" : ""));
+      SayFinished();
       return 0;
     }
     if (failure.empty()) {
@@ -559,9 +562,7 @@ int LocalJob::Run() {
       }
       if (all) {
         StopAll();
-        Say("job finished: " + std::to_string(config_.workers - lost_workers) + " of " +
-            std::to_string(config_.workers) + " workers succeeded" +
-            (lost_workers ? " (the others were lost and the job went on without them)" : ""));
+        SayFinished();
         return 0;
       }
       if (MillisSince(workers_done_at) > 4 * config_.failover_threshold.count() + 5000) {

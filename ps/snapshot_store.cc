@@ -3,17 +3,17 @@
 #include <filesystem>
 
 #include <rocksdb/db.h>
-#include <spdlog/spdlog.h>
 #include <rocksdb/write_batch.h>
+#include <spdlog/spdlog.h>
 #include <sys/statvfs.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cinttypes>
-#include <optional>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 namespace een::ps {
@@ -146,8 +146,7 @@ Status SnapshotStore::Write(uint64_t step, const std::vector<ChunkImage>& chunks
   // forgets what was not durable and takes writes again.
   if (needs_reopen_ || read_only_ || !db_) {
     if (Status s = Reopen(); !s.ok()) {
-      return Unavailable("writing the snapshot of step " + std::to_string(step) + " to " + path_ +
-                         " failed: cannot reopen the store: " + s.message());
+      return Unavailable(what + " to " + path_ + " failed: cannot reopen the store: " + s.message());
     }
     needs_reopen_ = false;
   }
@@ -181,8 +180,8 @@ Status SnapshotStore::Write(uint64_t step, const std::vector<ChunkImage>& chunks
   }
   if (!s.ok()) {
     needs_reopen_ = true;
-    return Unavailable("writing the snapshot of step " + std::to_string(step) + " to " + path_ +
-                       " failed: " + s.ToString() + (s.IsNoSpace() ? " (disk full)" : ""));
+    return Unavailable(what + " to " + path_ + " failed: " + s.ToString() +
+                       (s.IsNoSpace() ? " (disk full)" : ""));
   }
   return Status::Ok();
 }

@@ -174,6 +174,7 @@ int RunReplay(const ReplayOptions& o) {
       raw.chunk_bytes[map->OwnerOfChunk(c)].push_back(map->chunks()[c].numel * WireBytes(*wire));
     }
     raw.workers = o.workers;
+    raw.bucket_bytes = o.bucket_bytes;
     raw.steps = o.steps;
     raw.warmup = o.warmup;
     raw.transport = o.transport == "shm" ? "ipc" : o.transport;  // ZeroMQ has no shm

@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   for (size_t c = 0, at = 0; c < map.chunks().size(); at += map.chunks()[c].numel, ++c) chunk_at[c] = at;
   auto sink = [&](uint32_t c) { return params.data() + chunk_at[c]; };
   const bool resumed = (*client)->resumed();
-  const int first_step = resumed ? static_cast<int>((*client)->start_step()) : 0;
+  int first_step = resumed ? static_cast<int>((*client)->start_step()) : 0;
   if ((*client)->rank() == 0 && !resumed) {
     std::vector<uint32_t> all;
     std::vector<const float*> data;
@@ -109,8 +109,15 @@ int main(int argc, char** argv) {
   // A replacement that joins as the others finish may be given a step past
   // the last one: nothing is left to train, and the last values are final.
   const int last_version = warmup + steps;
-  if (auto s = (*client)->Pull(std::min(first_step, last_version), false, sink); !s.ok()) {
-    return fail(s, "first pull");
+  for (int recoveries = 0;; ++recoveries) {
+    een::Status s = (*client)->Pull(std::min(first_step, last_version), false, sink);
+    if (s.ok()) break;
+    // A PS lost before everyone had the first values: the shards moved
+    // (worker 0 sends its initial values again), or every PS rolled back.
+    if (!(*client)->NeedsRecovery() || recoveries == 10) return fail(s, "first pull");
+    auto r = (*client)->Recover();
+    if (!r.ok()) return fail(r.status(), "recovering after a PS was lost");
+    if (r->rolled_back) first_step = static_cast<int>(r->step);
   }
 
   // The buffer's chunks: each step its values are gathered into a staging

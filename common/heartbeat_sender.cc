@@ -1,11 +1,60 @@
 #include "common/heartbeat_sender.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
 #include "common/logging.h"
+#include "common/transport/device.h"
 #include "common/wire.h"
 
 namespace een {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Threads started while one lives inherit a higher priority (nice -10)
+// than the calling thread's, where the system allows it; the calling
+// thread gets its own back at the end.
+class RaisedPriority {
+ public:
+  RaisedPriority() : tid_(static_cast<id_t>(syscall(SYS_gettid))) {
+    errno = 0;
+    before_ = getpriority(PRIO_PROCESS, tid_);
+    if (errno != 0) return;
+    raised_ = setpriority(PRIO_PROCESS, tid_, std::max(before_ - 10, -20)) == 0;
+    if (!raised_) spdlog::debug("heartbeats run at the process's priority: {}", strerror(errno));
+  }
+  ~RaisedPriority() {
+    if (raised_) setpriority(PRIO_PROCESS, tid_, before_);  // lowering is always allowed
+  }
+  RaisedPriority(const RaisedPriority&) = delete;
+  RaisedPriority& operator=(const RaisedPriority&) = delete;
+
+ private:
+  id_t tid_;
+  int before_ = 0;
+  bool raised_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<HeartbeatSender>> HeartbeatSender::Start(const std::string& address,
+                                                                 std::chrono::milliseconds interval,
+                                                                 std::chrono::milliseconds threshold,
+                                                                 Fill fill) {
+  RaisedPriority raised;  // for the device's I/O thread and the heartbeat thread
+  EEN_ASSIGN_OR_RETURN(transport::Device * device,
+                       transport::DeviceFor(address, transport::Lane::kHeartbeat));
+  EEN_ASSIGN_OR_RETURN(auto connection, device->Connect(address));
+  return std::make_unique<HeartbeatSender>(std::move(connection), interval, threshold,
+                                           std::move(fill));
+}
 
 HeartbeatSender::HeartbeatSender(std::unique_ptr<transport::Connection> connection,
                                  std::chrono::milliseconds interval,

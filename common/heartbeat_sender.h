@@ -1,6 +1,10 @@
 // HeartbeatSender: a PS's or worker's link to the coordinator's liveness
 // tracking. A background thread sends a Heartbeat every interval on its own
-// connection and reads the replies, which carry the job's state. It turns
+// connection and reads the replies, which carry the job's state. Nothing
+// it does waits behind the process's work: the connection is on the
+// heartbeat lane (its own device and I/O thread, device.h), and Start()
+// raises the priority of the threads it makes when the system allows (root,
+// or RLIMIT_NICE; else they run at the process's). It turns
 // silence into a state too: a coordinator unheard for 4x the failover
 // threshold makes the state kAborted with a reason naming it.
 // Thread safety: state() and reason() may be called from any thread; the
@@ -16,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "common/status.h"
 #include "common/transport/connection.h"
 #include "schema/een.capnp.h"
 
@@ -26,6 +31,11 @@ class HeartbeatSender {
   enum class State { kRunning, kShutdown, kAborted };
   using Fill = std::function<void(wire::Heartbeat::Builder)>;
 
+  // Connects to the coordinator at `address` on the heartbeat lane and starts.
+  static Result<std::unique_ptr<HeartbeatSender>> Start(const std::string& address,
+                                                        std::chrono::milliseconds interval,
+                                                        std::chrono::milliseconds threshold,
+                                                        Fill fill);
   HeartbeatSender(std::unique_ptr<transport::Connection> connection,
                   std::chrono::milliseconds interval, std::chrono::milliseconds threshold,
                   Fill fill);

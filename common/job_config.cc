@@ -45,7 +45,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
       "ps", "workers", "min_workers", "failover_threshold", "heartbeat_interval", "startup_timeout",
       "progress_interval", "step_timeout", "transport", "host", "max_chunk_numel", "shards_per_ps",
       "snapshot_every", "snapshot_dir", "replicas", "max_restarts", "spare_ps",
-      "wire_dtype", "insecure"};
+      "wire_dtype", "insecure", "liveness"};
   std::set<std::string> seen;
   for (const auto& kv : root) {
     if (!kv.first.IsScalar()) {  // e.g. `[a, b]: 1` or `{x: 1}: 2`
@@ -86,6 +86,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
       if (key == "host") host = v.as<std::string>();
       if (key == "wire_dtype") wire_dtype = v.as<std::string>();
       if (key == "insecure") insecure = v.as<bool>();
+      if (key == "liveness") liveness = v.as<std::string>();
       if (key == "max_chunk_numel") {
         int n = 0;
         EEN_RETURN_IF_ERROR(positive_int(&n));
@@ -158,6 +159,9 @@ Status JobConfig::Validate() const {
   }
   if (transport != "tcp" && transport != "ipc" && transport != "shm") {
     return InvalidArgument("transport '" + transport + "' is not one of tcp, ipc, shm");
+  }
+  if (liveness != "adaptive" && liveness != "fixed") {
+    return InvalidArgument("liveness '" + liveness + "' is not one of adaptive, fixed");
   }
   if (heartbeat_interval >= failover_threshold) {
     return InvalidArgument("heartbeat_interval (" + std::to_string(heartbeat_interval.count()) +

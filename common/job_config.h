@@ -18,6 +18,10 @@ struct JobConfig {
   int max_restarts = 0;  // replacements een-launch starts for lost workers (they join live)
   int spare_ps = 0;      // standby PS processes that take over a lost PS's rank first
   std::chrono::milliseconds failover_threshold{500};
+  // When silence means lost: "adaptive" (the threshold, raised up to 3x for a
+  // process whose heartbeats come irregularly on a busy machine) or "fixed"
+  // (exactly the threshold).
+  std::string liveness = "adaptive";
   std::chrono::milliseconds heartbeat_interval{100};
   std::chrono::milliseconds startup_timeout{120000};
   std::chrono::milliseconds progress_interval{2000};

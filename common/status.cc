@@ -15,6 +15,8 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kPermissionDenied: return "PermissionDenied";
     case StatusCode::kDataLoss: return "DataLoss";
     case StatusCode::kInternal: return "Internal";
+    case StatusCode::kStaleEpoch: return "StaleEpoch";
+    case StatusCode::kJobFinished: return "JobFinished";
   }
   return "Unknown";
 }

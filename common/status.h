@@ -25,6 +25,11 @@ enum class StatusCode {
   kPermissionDenied,
   kDataLoss,
   kInternal,
+  // EEN's own: a message routed with an older shard map than the receiver's
+  // (fetch the new map, send again), and a request that came after the job
+  // (or this worker's part in it) finished: nothing is wrong, nothing is left.
+  kStaleEpoch,
+  kJobFinished,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -63,6 +68,8 @@ inline Status PermissionDenied(std::string m) {
 }
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status StaleEpoch(std::string m) { return {StatusCode::kStaleEpoch, std::move(m)}; }
+inline Status JobFinished(std::string m) { return {StatusCode::kJobFinished, std::move(m)}; }
 
 // A value or the Status that explains why there is none.
 template <typename T>

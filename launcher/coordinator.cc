@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <random>
 
+#include "common/error_codes.h"
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
 #include "common/transport/auth.h"
@@ -64,9 +65,21 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
   } else {
     spdlog::info("listening on {} (pid {}) again", address(), getpid());
   }
+  constexpr milliseconds kTurn(20);  // the longest one turn of the loop waits for a message
+  last_turn_ = Clock::now();
   while (true) {
     if (stop) return Aborted("coordinator stopped by signal");
-    auto envelope = listener_->Receive(milliseconds(20));
+    // A turn that took much longer than it waits (a slow disk under
+    // SaveState, the scheduler): nobody was heard meanwhile, not their fault.
+    const auto turn_at = Clock::now();
+    const auto stall = turn_at - last_turn_ - 5 * kTurn;
+    last_turn_ = turn_at;
+    if (stall > Clock::duration::zero()) {
+      for (auto* nodes : {&ps_, &workers_}) {
+        for (Node& n : *nodes) n.liveness.Forgive(stall);
+      }
+    }
+    auto envelope = listener_->Receive(kTurn);
     if (envelope.ok()) Handle(*envelope);
     if (state_ == wire::JobState::STARTING && MillisSince(created_) > options_.job.startup_timeout.count()) {
       MaybeRefuseMismatchedModels();  // the better verdict, if models disagree
@@ -207,8 +220,11 @@ void Coordinator::Handle(const transport::Envelope& envelope) {
   });
   if (!s.ok()) {
     WarnCounted(KindOf(s.message()), "refused a message: " + s.ToString());
-    (void)listener_->Send(envelope.from, wire::MakeError(wire::ErrorCode::INVALID_ARGUMENT,
-                                                         "coordinator: " + s.message()));
+    // The sender reads it as "coordinator: ...", with the code it was found with.
+    if (Status sent = listener_->Send(envelope.from, wire::MakeError(WireCodeOf(s.code()), s.message()));
+        !sent.ok()) {
+      spdlog::debug("could not tell the sender: {}", sent.ToString());
+    }
   }
 }
 
@@ -447,8 +463,15 @@ Status Coordinator::StartJob() {
   SaveHistory();
   for (auto* nodes : {&ps_, &workers_}) {
     for (Node& n : *nodes) {
-      EEN_RETURN_IF_ERROR(SendJobStart(n));
-      n.last_seen = Clock::now();
+      // One that cannot be reached now (killed as the last one registered,
+      // a connection being made again) is no reason to refuse the others:
+      // it asks again (a live one repeats its registration each second), or
+      // een-launch reports it gone, or its silence makes it lost.
+      if (Status s = SendJobStart(n); !s.ok()) {
+        spdlog::warn("could not send the job's start to {}: {}; it is lost if it stays silent",
+                     Describe(n), s.ToString());
+      }
+      n.liveness.Restart(Clock::now());
     }
   }
   state_ = wire::JobState::RUNNING;
@@ -477,7 +500,7 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     reason = fmt::format("this process (pid {}) was replaced by pid {} after it was lost",
                          hb.getPid(), n.pid);
   } else {
-    n.last_seen = Clock::now();
+    n.liveness.Heard(Clock::now());
     n.step = hb.getStep();
     n.loss = hb.getLoss();
     n.loss_given = hb.getLossGiven();
@@ -609,21 +632,52 @@ void Coordinator::HandleLeave(const transport::PeerId& peer) {
   }
 }
 
+void Coordinator::DrainInbox() {
+  // Bounded: a flood of messages cannot keep the loop here.
+  for (int i = 0; i < 100000 && state_ == wire::JobState::RUNNING; ++i) {
+    auto envelope = listener_->Receive(milliseconds(0));
+    if (!envelope.ok()) return;
+    Handle(*envelope);
+  }
+}
+
 void Coordinator::CheckLiveness() {
+  const milliseconds threshold = options_.job.failover_threshold;
+  const bool adaptive = options_.job.liveness != "fixed";
+  auto allowance_of = [&](const Node& n) {
+    return adaptive ? n.liveness.AllowanceMs(threshold) : static_cast<long>(threshold.count());
+  };
+  auto silent_past_allowance = [&](const Node& n) {
+    return !n.done && !n.lost && !(n.role == wire::Role::WORKER && n.joining) &&
+           n.liveness.SilentMs(Clock::now()) > allowance_of(n);
+  };
+  auto why = [&](const Node& n) {
+    const long allowance = allowance_of(n);
+    return fmt::format("{} silent for {} ms > {}, last at step {}", Describe(n),
+                       n.liveness.SilentMs(Clock::now()),
+                       allowance == threshold.count()
+                           ? fmt::format("failover threshold {} ms", allowance)
+                           : fmt::format("its allowance {} ms (failover threshold {} ms, raised "
+                                         "for its irregular heartbeats)",
+                                         allowance, threshold.count()),
+                       n.step);
+  };
+  bool suspect = false;
+  for (auto* nodes : {&ps_, &workers_}) {
+    for (const Node& n : *nodes) suspect |= silent_past_allowance(n);
+  }
+  if (!suspect) return;
+  DrainInbox();  // its heartbeat may wait behind others
+  if (state_ != wire::JobState::RUNNING) return;
   for (Node& p : ps_) {
-    const long silent = MillisSince(p.last_seen);
-    if (!p.done && !p.lost && silent > options_.job.failover_threshold.count()) {
-      PsLost(p, fmt::format("{} silent for {} ms > failover threshold {} ms, last at step {}",
-                            Describe(p), silent, options_.job.failover_threshold.count(), p.step));
+    if (silent_past_allowance(p)) {
+      PsLost(p, why(p));
       return;
     }
   }
   for (Node& w : workers_) {
-    const long silent = MillisSince(w.last_seen);
-    if (!w.done && !w.lost && !w.joining && silent > options_.job.failover_threshold.count()) {
-      WorkerLost(w, fmt::format("{} silent for {} ms > failover threshold {} ms, last at step {}",
-                                Describe(w), silent, options_.job.failover_threshold.count(),
-                                w.step));
+    if (silent_past_allowance(w)) {
+      WorkerLost(w, why(w));
       if (state_ != wire::JobState::RUNNING) return;
     }
   }

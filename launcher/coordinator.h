@@ -35,6 +35,7 @@
 #include "common/job_config.h"
 #include "common/shard_map.h"
 #include "common/transport/device.h"
+#include "launcher/liveness.h"
 #include "launcher/membership_log.h"
 #include "launcher/state_store.h"
 #include "een/optimizer.h"
@@ -78,7 +79,7 @@ class Coordinator {
     bool joining = false;  // worker: a replacement waiting for the membership change
     uint64_t join_step = 0;  // worker: the step it joined the running job at (0: the start)
     bool drained = false;  // PS: its shards moved away; told to leave
-    Clock::time_point last_seen;
+    Liveness liveness;  // heartbeats: when its silence means it is lost
     uint64_t step = 0;
     double loss = 0;
     bool loss_given = false;  // the program gave `loss` (NaN shows as nan)
@@ -113,7 +114,7 @@ class Coordinator {
   // A process registering for a rank that `held` (alive: not lost, not
   // done) holds: it is admitted only once that one is declared lost (on
   // een-launch's word or by its silence). Until then its registration goes
-  // unanswered (it asks again every second), and after 2x the failover
+  // unanswered (it asks again every second), and after 3x the failover
   // threshold + 5 s it is refused: a second process for one rank.
   // Returns the refusal, or Ok to wait.
   Status ClaimOfLiveRank(const Node& held, int pid);
@@ -125,7 +126,12 @@ class Coordinator {
   // Resuming: the newest step whose snapshot every PS holds intact.
   Result<uint64_t> PickResumeStep();
   void NoteSnapshots();
+  // Declares lost the first PS, then every worker, silent past its
+  // allowance (liveness.h). Before it does, it handles every message that
+  // waits in the listener: a heartbeat queued behind others is no silence.
   void CheckLiveness();
+  // Takes each message waiting in the listener, without blocking.
+  void DrainInbox();
   // A lost PS, with snapshots: every PS goes back to the newest complete
   // snapshot, a replacement takes the lost one's shards, workers redo.
   void BeginRecovery(Node& lost, const std::string& why);
@@ -246,6 +252,7 @@ class Coordinator {
   std::vector<transport::PeerId> snapshot_in_round_;  // ... served by the current round
   uint64_t complete_snapshot_ = 0;  // newest step snapshotted by every PS
   Clock::time_point last_progress_ = Clock::now();
+  Clock::time_point last_turn_ = Clock::now();  // of Run()'s loop: its own stalls are forgiven
   uint64_t last_progress_samples_ = 0;
 };
 

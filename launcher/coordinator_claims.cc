@@ -51,11 +51,12 @@ Status Coordinator::HandleProcessGone(const transport::PeerId& peer,
 Status Coordinator::ClaimOfLiveRank(const Node& held, int pid) {
   auto [it, first] = claims_.try_emplace(pid, Clock::now());
   const long waited = MillisSince(it->second);
-  const long patience = 2 * options_.job.failover_threshold.count() + 5000;
+  const long patience = Liveness::kMaxFactor * options_.job.failover_threshold.count() + 5000;
   if (first) {
     spdlog::info("a process (pid {}) asks for the rank of {}, which is alive: it is admitted "
                  "once that one is declared lost (een-launch reports it ended, or it is silent "
-                 "for {} ms)",
+                 "past the failover threshold, {} ms, or up to 3x that when its heartbeats came "
+                 "irregularly)",
                  pid, Describe(held), options_.job.failover_threshold.count());
   }
   if (waited < patience) return Status::Ok();
@@ -63,7 +64,7 @@ Status Coordinator::ClaimOfLiveRank(const Node& held, int pid) {
   return FailedPrecondition(fmt::format(
       "{} rank {} is held by a live process ({}): a second process for one rank is refused. A "
       "replacement is admitted once the holder is declared lost (een-launch reports it ended, "
-      "or it is silent for {} ms)",
+      "or it is silent past the failover threshold, {} ms, or up to 3x that)",
       RoleName(held.role), held.rank, Describe(held), options_.job.failover_threshold.count()));
 }
 

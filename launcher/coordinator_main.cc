@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 2));
   app.add_option("--failover-threshold-ms", threshold)->check(CLI::PositiveNumber);
   app.add_option("--heartbeat-ms", heartbeat)->check(CLI::PositiveNumber);
+  app.add_option("--liveness", o.job.liveness, "adaptive or fixed (een-launch --liveness)")
+      ->check(CLI::IsMember({"adaptive", "fixed"}));
   app.add_option("--startup-timeout-ms", startup)->check(CLI::PositiveNumber);
   app.add_option("--progress-ms", progress)->check(CLI::PositiveNumber);
   app.add_option("--max-chunk-numel", o.job.sharding.max_chunk_numel)->check(CLI::PositiveNumber);

@@ -32,7 +32,7 @@ Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
     workers_.back().lost = true;  // nothing to declare lost: it just joins
   }
   Node& w = workers_[rank];
-  if (w.done) return FailedPrecondition(fmt::format("worker {} has finished already", rank));
+  if (w.done) return JobFinished(fmt::format("worker {} has finished already", rank));
   if (w.pid == reg.getPid() && !w.lost && !w.joining) {
     // A worker asking again: its JobStart crossed our restart.
     w.control = peer;
@@ -59,7 +59,7 @@ Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
   w.lost = false;
   w.joining = true;
   if (!grows) worker_replacements_++;
-  w.last_seen = Clock::now();
+  w.liveness.Restart(Clock::now());
   spdlog::info("{} joins the running job{}: it trains from the step every PS agrees on",
                Describe(w), grows ? fmt::format(" as a new worker ({} in all)", workers_.size()) : "");
   if (!membership_pending_) StartMembershipChange();  // else: right after the pending one
@@ -155,7 +155,7 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
     if (!w.joining) continue;
     w.joining = false;
     w.join_step = step;
-    w.last_seen = Clock::now();
+    w.liveness.Restart(Clock::now());
     spdlog::info("worker {} takes part from step {}", r, step);
     EEN_RETURN_IF_ERROR(SendJobStart(w, false, step));
   }

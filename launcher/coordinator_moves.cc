@@ -31,7 +31,7 @@ Status Coordinator::AddPs(const PsProcess& process) {
   n.data_address = process.data_address;
   n.control = process.control;
   n.registered = true;
-  n.last_seen = Clock::now();
+  n.liveness.Restart(Clock::now());
   if (n.data_address.empty()) return InvalidArgument("a PS must give its data address");
   ps_.push_back(n);
   map_ = map_->WithNewPs(n.data_address, map_epoch_);

@@ -48,10 +48,19 @@ void Coordinator::SendMapChange() {
 bool Coordinator::FailOver(Node& lost, const std::string& why) {
   std::vector<bool> usable = UsablePs();
   usable[lost.rank] = false;
+  // The first map of a fresh job: a backup still waiting for its image
+  // waits for worker 0's initial values, which worker 0 keeps until step 1
+  // is everywhere (no primary answers step 1 before its backup confirmed
+  // it) and sends again to the new primaries. Later maps' backups are built
+  // from trained values nobody else holds.
+  const bool initial_values_kept = map_epoch_ == 1 && !options_.resume;
+  bool backups_pending = false;
   for (uint32_t s = 0; s < map_->num_shards(); ++s) {
     const uint32_t backup = map_->BackupOfShard(s);
     if (map_->OwnerOfShard(s) != static_cast<uint32_t>(lost.rank) || backup == ShardMap::kNoPs) continue;
-    if (ps_[backup].chunks_ready != map_epoch_) {
+    if (ps_[backup].chunks_ready != map_epoch_ && initial_values_kept) {
+      backups_pending = true;
+    } else if (ps_[backup].chunks_ready != map_epoch_) {
       spdlog::warn("{}; no failover: ps {} is still building its backups of shard map epoch {}",
                    why, backup, map_epoch_);
       return false;
@@ -84,10 +93,12 @@ bool Coordinator::FailOver(Node& lost, const std::string& why) {
   map_ = std::move(next).value();
   map_moved_ = true;
   spdlog::warn("{}; failing over: its {} shard(s) ({} bytes) are served by their backups on {} "
-               "from now, shard map epoch {}; {} new backup(s) being built{}",
+               "from now, shard map epoch {}; {} new backup(s) being built{}{}",
                why, shards, bytes, to.empty() ? "no PS" : to, map_epoch_, rebuilt,
                LivePsCount() < 2 && spares_.empty()
-                   ? " (one PS left: no copies until a replacement joins)" : "");
+                   ? " (one PS left: no copies until a replacement joins)" : "",
+               backups_pending ? "; the backups not yet built get the initial values again "
+                                 "from worker 0" : "");
   SendMapChange();
   SaveState();
   UseSpare(lost.rank);
@@ -106,7 +117,7 @@ Status Coordinator::ReplacePs(int rank, const PsProcess& process, const std::str
   old.control = process.control;
   old.lost = false;
   old.done = false;
-  old.last_seen = Clock::now();
+  old.liveness.Restart(Clock::now());
   if (recovering_) {  // rolling back: it loads the lost PS's snapshot
     spdlog::info("{} takes over its shards from the snapshot of step {}", Describe(old),
                  rollback_step_);

@@ -104,7 +104,7 @@ Status Coordinator::RestoreState() {
       n.joining = r.getJoining();
       n.join_step = r.getJoinStep();
       n.registered = true;
-      n.last_seen = Clock::now();  // silence counts from now
+      n.liveness.Restart(Clock::now());  // silence counts from now
     }
     membership_epoch_ = st.getMembershipEpoch();
     std::vector<int> live;

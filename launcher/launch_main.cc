@@ -80,6 +80,11 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--failover-threshold", threshold,
                  "silence after which a process is lost (default 500ms)");
+  std::string liveness;
+  app.add_option("--liveness", liveness,
+                 "adaptive: a process whose heartbeats come irregularly (a busy machine) is "
+                 "allowed up to 3x the failover threshold; fixed: exactly the threshold "
+                 "(default adaptive)");
   app.add_option("--heartbeat-interval", heartbeat, "heartbeat period (default 100ms)");
   app.add_option("--startup-timeout", startup, "time for every role to register (default 120s)");
   app.add_option("--progress-interval", progress, "progress line period (default 2s)");
@@ -173,6 +178,7 @@ int main(int argc, char** argv) {
   }
   if (!transport.empty()) config.transport = transport;
   if (!host.empty()) config.host = host;
+  if (!liveness.empty()) config.liveness = liveness;
   if (insecure) config.insecure = true;
   if (backend != "local") {
     return Usage("--backend " + backend + " is not available yet; only 'local' (every role on "

@@ -104,6 +104,7 @@ Status LocalJob::StartCoordinator(bool restore) {
       "--max-restarts", std::to_string(config_.max_restarts),
       "--failover-threshold-ms", std::to_string(config_.failover_threshold.count()),
       "--heartbeat-ms", std::to_string(config_.heartbeat_interval.count()),
+      "--liveness", config_.liveness,
       "--startup-timeout-ms", std::to_string(config_.startup_timeout.count()),
       "--progress-ms", std::to_string(config_.progress_interval.count()),
       "--max-chunk-numel", std::to_string(config_.sharding.max_chunk_numel),

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <set>
 
+#include "common/error_codes.h"
 #include "common/logging.h"
 #include "common/resource_usage.h"
 #include "common/optimizer_wire.h"
@@ -95,7 +96,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
     if (!reply.ok() && reply.status().code() == StatusCode::kPermissionDenied) return reply.status();
     if (!reply.ok()) continue;
     EEN_RETURN_IF_ERROR(wire::Visit(*reply, [&](wire::Header::Reader h) -> Status {
-      if (h.isError()) return Aborted("coordinator refused this PS: " + std::string(h.getError().getMessage().cStr()));
+      if (h.isError()) return StatusOf(h.getError(), "coordinator refused this PS: ");
       if (env_.spare && h.isHeartbeatReply() &&
           h.getHeartbeatReply().getState() != wire::JobState::RUNNING) {
         not_needed_ = true;
@@ -166,9 +167,8 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
                "optimizer {}",
                store_->owned_chunks(), store_->owned_chunks() - map_.ChunksOwnedBy(env_.rank).size(),
                store_->arena().size(), workers, OptimizerName(optimizer.kind));
-  EEN_ASSIGN_OR_RETURN(auto hb_connection, control_device->Connect(env_.coordinator));
-  heartbeat_ = std::make_unique<HeartbeatSender>(
-      std::move(hb_connection), env_.heartbeat_interval, env_.failover_threshold,
+  EEN_ASSIGN_OR_RETURN(heartbeat_, HeartbeatSender::Start(
+      env_.coordinator, env_.heartbeat_interval, env_.failover_threshold,
       [this](wire::Heartbeat::Builder hb) {
         hb.setRole(wire::Role::PS);
         hb.setRank(env_.rank);
@@ -176,7 +176,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
         hb.setStep(step_.load());
         if (writer_) hb.setSnapshotStep(writer_->written_step());
         hb.setChunksReady(chunks_ready_.load());
-      });
+      }));
   return Status::Ok();
 }
 
@@ -435,11 +435,7 @@ void ParameterServer::Handle(const transport::Envelope& envelope) {
     return InvalidArgument("a PS takes only push, pull, norm and replication messages");
   });
   if (!s.ok()) {
-    wire::ErrorCode code = s.code() == StatusCode::kFailedPrecondition
-                               ? wire::ErrorCode::FAILED_PRECONDITION
-                               : wire::ErrorCode::INVALID_ARGUMENT;
-    if (s.code() == StatusCode::kUnavailable) code = wire::ErrorCode::STALE_EPOCH;
-    SendError(envelope.from, code, "PS " + std::to_string(env_.rank) + ": " + s.message(), 0);
+    SendError(envelope.from, WireCodeOf(s.code()), "PS " + std::to_string(env_.rank) + ": " + s.message(), 0);
   }
 }
 
@@ -457,7 +453,7 @@ Status ParameterServer::CheckChunks(capnp::List<uint32_t>::Reader chunks) {
 Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Reader push,
                                    const Message& message) {
   if (push.getEpoch() != epoch_) {
-    return Unavailable("push with shard map epoch " + std::to_string(push.getEpoch()) +
+    return StaleEpoch("push with shard map epoch " + std::to_string(push.getEpoch()) +
                        ", current epoch is " + std::to_string(epoch_));
   }
   const int worker = push.getWorker();
@@ -492,16 +488,24 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
   if (push.getKind() == wire::PushKind::INITIAL) {
     if (worker != 0) return InvalidArgument("only worker 0 sets initial values");
     if (push.getPullBack() != 0) return InvalidArgument("initial values take no pull-back");
+    // Sent again after a failover at the start: only the chunks whose
+    // primary was lost before its backup held them have none.
+    const bool again = push.getAgain();
     for (uint32_t c : chunks) {
-      if (store_->Initialized(c)) {
+      if (store_->Initialized(c) && !again) {
         return FailedPrecondition("chunk " + std::to_string(c) + " already has initial values");
       }
     }
-    for (uint32_t i = 0; i < chunks.size(); ++i) {
-      EEN_RETURN_IF_ERROR(store_->SetInitial(chunks[i], message.payload(i)));
-    }
     std::vector<uint32_t> initialized;
-    for (uint32_t c : chunks) initialized.push_back(c);
+    for (uint32_t i = 0; i < chunks.size(); ++i) {
+      if (store_->Initialized(chunks[i])) continue;
+      EEN_RETURN_IF_ERROR(store_->SetInitial(chunks[i], message.payload(i)));
+      initialized.push_back(chunks[i]);
+    }
+    if (again && !initialized.empty()) {
+      spdlog::info("{} chunk(s) got their initial values again from worker 0 (their primary was "
+                   "lost before their backup held them)", initialized.size());
+    }
     SendImages(initialized);
     NoteChunksReady();
     AnswerReadyPulls();
@@ -559,7 +563,7 @@ Status ParameterServer::CheckClipMessage(const char* what, uint64_t epoch, int w
     return InvalidArgument(std::string(what) + ", but this job does not clip gradients");
   }
   if (epoch != epoch_) {
-    return Unavailable(std::string(what) + " with shard map epoch " + std::to_string(epoch) +
+    return StaleEpoch(std::string(what) + " with shard map epoch " + std::to_string(epoch) +
                        ", current epoch is " + std::to_string(epoch_));
   }
   if (worker < 0 || worker >= store_->num_workers() || !store_->IsLive(worker)) {
@@ -633,7 +637,7 @@ Status ParameterServer::HandleClipNorm(wire::ClipNorm::Reader clip) {
 
 Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Reader pull) {
   if (pull.getEpoch() != epoch_) {
-    return Unavailable("pull with shard map epoch " + std::to_string(pull.getEpoch()) +
+    return StaleEpoch("pull with shard map epoch " + std::to_string(pull.getEpoch()) +
                        ", current epoch is " + std::to_string(epoch_));
   }
   // A new worker may pull before this PS has the membership that adds it

@@ -155,6 +155,9 @@ struct Push {
                                    # with these chunks once step+1 is there (0: no answer)
   lr @7 :Float64 = -1;             # gradients: this step's learning rate (< 0: the configured
                                    # one; 0 is a rate); every worker must ask the same
+  again @8 :Bool;                  # initial values sent again (worker 0, after a PS was lost
+                                   # before its backups held them): chunks that have them
+                                   # already are skipped
 }
 
 struct Pull {
@@ -230,12 +233,20 @@ struct MembershipPrepared {
   maxVersion @1 :UInt64;           # the newest version any chunk here has
 }
 
+# One per een::StatusCode (common/error_codes.h maps them both ways).
 enum ErrorCode {
   invalidArgument @0;
   staleEpoch @1;
   failedPrecondition @2;
   unavailable @3;
   internal @4;
+  notFound @5;
+  deadlineExceeded @6;
+  aborted @7;
+  resourceExhausted @8;
+  permissionDenied @9;
+  dataLoss @10;
+  jobFinished @11;
 }
 
 struct Error {

@@ -26,8 +26,27 @@ namespace een {
 
 namespace {
 
+Error::Code PublicCode(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk:
+    case StatusCode::kInternal: return Error::Code::kInternal;
+    case StatusCode::kInvalidArgument: return Error::Code::kInvalidArgument;
+    case StatusCode::kNotFound: return Error::Code::kNotFound;
+    case StatusCode::kDeadlineExceeded: return Error::Code::kDeadlineExceeded;
+    case StatusCode::kUnavailable: return Error::Code::kUnavailable;
+    case StatusCode::kFailedPrecondition: return Error::Code::kFailedPrecondition;
+    case StatusCode::kAborted: return Error::Code::kAborted;
+    case StatusCode::kResourceExhausted: return Error::Code::kResourceExhausted;
+    case StatusCode::kPermissionDenied: return Error::Code::kPermissionDenied;
+    case StatusCode::kDataLoss: return Error::Code::kDataLoss;
+    case StatusCode::kStaleEpoch: return Error::Code::kStaleEpoch;
+    case StatusCode::kJobFinished: return Error::Code::kJobFinished;
+  }
+  return Error::Code::kInternal;
+}
+
 void ThrowIfError(const Status& s, const std::string& where) {
-  if (!s.ok()) throw Error("een: " + where + ": " + s.message());
+  if (!s.ok()) throw Error("een: " + where + ": " + s.message(), PublicCode(s.code()));
 }
 
 }  // namespace
@@ -90,6 +109,8 @@ class DataParallel::Impl {
   void CheckStepAllowed();
   // Rank 0: every tensor's starting values to the PS.
   void PushInitialValues();
+  // The first values (rank 0's, or a snapshot's), through a PS lost meanwhile.
+  void JoinPull();
   // This step's buffer values, and an empty push for frozen parameters (their
   // step goes by on the PS without them changing).
   void PushValues();
@@ -189,7 +210,7 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   // Every worker starts from rank 0's values, or from the snapshot.
   step_ = client_->start_step();
   if (client_->rank() == 0 && !client_->resumed()) PushInitialValues();
-  PullInto(step_, /*gradients=*/false);
+  JoinPull();
   HookGradients();
   size_t counts[4] = {0, 0, 0, 0};
   for (const Registered& r : tensors_) counts[static_cast<int>(r.kind)]++;
@@ -503,6 +524,21 @@ Status DataParallel::Impl::TryPullInto(uint64_t version, bool gradients) {
                                     [&](uint32_t c) { return Destination(c, gradients); }));
   StoreBuffers();
   return Status::Ok();
+}
+
+void DataParallel::Impl::JoinPull() {
+  while (true) {
+    Status s = client_->Pull(step_, /*gradients=*/false,
+                             [&](uint32_t c) { return Destination(c, false); }, /*frozen_too=*/true);
+    if (s.ok()) break;
+    // A PS lost before everyone had the first values: the shards moved
+    // (worker 0 sends its initial values again), or every PS rolled back.
+    if (!client_->NeedsRecovery()) ThrowIfError(s, "pulling parameters");
+    auto recovery = client_->Recover();
+    ThrowIfError(recovery.status(), "recovering after a PS was lost");
+    if (recovery->rolled_back) step_ = recovery->step;
+  }
+  StoreBuffers();
 }
 
 void DataParallel::Impl::PullInto(uint64_t version, bool gradients) {

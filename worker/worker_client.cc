@@ -5,10 +5,12 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include <algorithm>
 
+#include "common/error_codes.h"
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
 #include "common/wire.h"
@@ -58,10 +60,9 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
   // A worker joining a running job takes the membership history it is told
   // (its start step is the newest change's); others start with everyone.
   EEN_RETURN_IF_ERROR(c->TakeHistory(c->join_history_));
-  EEN_ASSIGN_OR_RETURN(auto hb_connection, control_device->Connect(env.coordinator));
   WorkerClient* self = c.get();
-  c->heartbeat_ = std::make_unique<HeartbeatSender>(
-      std::move(hb_connection), env.heartbeat_interval, env.failover_threshold,
+  EEN_ASSIGN_OR_RETURN(c->heartbeat_, HeartbeatSender::Start(
+      env.coordinator, env.heartbeat_interval, env.failover_threshold,
       [self](wire::Heartbeat::Builder hb) {
         hb.setRole(wire::Role::WORKER);
         hb.setRank(self->rank_);
@@ -71,7 +72,7 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
         hb.setLossGiven(self->loss_given_.load());
         hb.setSamples(self->samples_.load());
         hb.setSyncMicros(self->sync_micros_.load());
-      });
+      }));
   return c;
 }
 
@@ -140,6 +141,11 @@ Result<WorkerClient::Recovery> WorkerClient::Recover() {
   } else {
     spdlog::warn("shards moved (shard map epoch {}): sending this step's gradients to their "
                  "new primaries", map_.epoch());
+    if (initial_) {  // before step 1: a lost primary's backup may not hold them yet
+      spdlog::info("sending the initial values again (the new primaries keep those they hold)");
+      EEN_RETURN_IF_ERROR(PushToOwners(wire::PushKind::INITIAL, 0, initial_->chunks,
+                                       initial_->data, initial_->values, /*again=*/true));
+    }
   }
   return r;
 }
@@ -188,9 +194,7 @@ Status WorkerClient::Request(const Message& request,
     if (!reply.ok()) continue;
     bool accepted = false;
     EEN_RETURN_IF_ERROR(wire::Visit(*reply, [&](wire::Header::Reader h) -> Status {
-      if (h.isError()) {
-        return FailedPrecondition(std::string("coordinator: ") + h.getError().getMessage().cStr());
-      }
+      if (h.isError()) return StatusOf(h.getError(), "coordinator: ");
       accepted = accept(h);
       return Status::Ok();
     }));
@@ -202,6 +206,33 @@ Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<
                           const std::vector<const float*>& data,
                           const std::shared_ptr<const void>& owner) {
   EEN_RETURN_IF_ERROR(JobStatus());
+  if (kind == wire::PushKind::INITIAL) {
+    InitialValues kept;
+    size_t numel = 0;
+    for (uint32_t c : chunks) {
+      if (c >= map_.chunks().size()) return InvalidArgument("chunk " + std::to_string(c) + " is not in the model");
+      numel += map_.chunks()[c].numel;
+    }
+    kept.values = std::make_shared<std::vector<float>>(numel);
+    float* at = kept.values->data();
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const size_t n = map_.chunks()[chunks[i]].numel;
+      if (n > 0) std::memcpy(at, data[i], n * sizeof(float));
+      kept.chunks.push_back(chunks[i]);
+      kept.data.push_back(at);
+      at += n;
+    }
+    initial_ = std::move(kept);
+    // A PS was lost already: Recover() sends them, to the new owners.
+    if (NeedsRecovery()) return Status::Ok();
+  }
+  return PushToOwners(kind, step, chunks, data, owner, /*again=*/false);
+}
+
+Status WorkerClient::PushToOwners(wire::PushKind kind, uint64_t step,
+                                  const std::vector<uint32_t>& chunks,
+                                  const std::vector<const float*>& data,
+                                  const std::shared_ptr<const void>& owner, bool again) {
   if (NeedsRecovery()) return Aborted("the shard map moved on (a PS was replaced)");
   // Initial values go as fp32: they become the PS's fp32 master values;
   // buffers too. Each PS's chunks of one dtype, in the order given, in one
@@ -223,7 +254,7 @@ Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<
         bytes += size_t{map_.chunks()[chunks[i]].numel} * WireBytes(type);
         const bool full = env_.message_bytes > 0 && bytes >= env_.message_bytes;
         if (full || k + 1 == of_type.size()) {
-          EEN_RETURN_IF_ERROR(PushMessage(p, kind, type, step, chunks, message, data, owner));
+          EEN_RETURN_IF_ERROR(PushMessage(p, kind, type, step, chunks, message, data, owner, again));
           message.clear();
           bytes = 0;
         }
@@ -237,9 +268,10 @@ Status WorkerClient::PushMessage(size_t p, wire::PushKind kind, WireType type, u
                                  const std::vector<uint32_t>& chunks,
                                  const std::vector<size_t>& indices,
                                  const std::vector<const float*>& data,
-                                 const std::shared_ptr<const void>& owner) {
+                                 const std::shared_ptr<const void>& owner, bool again) {
   capnp::MallocMessageBuilder b;
   auto push = b.initRoot<wire::Header>().initPush();
+  push.setAgain(again);
   push.setEpoch(map_.epoch());
   push.setStep(step);
   push.setWorker(rank_);
@@ -354,6 +386,9 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
         p, waiting, fmt::format("to reach version {}", min_version),
         [&](const Message& m) { return TakePullReply(p, m, min_version, destination); }));
   }
+  // Every chunk reached step 1: each chunk's backup holds it (a primary
+  // answers only what its backup confirmed), so the initial values are safe.
+  if (min_version >= 1) initial_.reset();
   return Status::Ok();
 }
 
@@ -482,8 +517,7 @@ Status WorkerClient::PsError(size_t p, wire::Error::Reader error) {
     stale_seen_ = true;  // the PS has a newer map than ours
     return Aborted(fmt::format("PS {} has a newer shard map", p));
   }
-  return FailedPrecondition(
-      fmt::format("PS {} refused this worker's request: {}", p, error.getMessage().cStr()));
+  return StatusOf(error, fmt::format("PS {} refused this worker's request: ", p));
 }
 
 Status WorkerClient::TakePullReply(size_t p, const Message& m, uint64_t min_version,

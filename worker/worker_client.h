@@ -60,6 +60,9 @@ class WorkerClient {
 
   // Buffer chunks always travel as fp32 (values, not gradients); a frozen
   // chunk's step push carries no bytes (its data pointer may be null).
+  // Initial values (worker 0) are also kept, copied, until a pull of step 1
+  // succeeds: a PS lost before its backups held them gets them again from
+  // Recover(), and the job goes on as if nothing had happened.
   Status Push(wire::PushKind kind, uint64_t step, const std::vector<uint32_t>& chunks,
               const std::vector<const float*>& data, const std::shared_ptr<const void>& owner);
   // Frozen chunks (they never change after the start) are only waited for
@@ -99,7 +102,8 @@ class WorkerClient {
                                // resend this step's pushes, pull again
   };
   // Fetches the new map from the coordinator (after a rollback it answers
-  // once every PS is back) and reconnects.
+  // once every PS is back) and reconnects; worker 0, before step 1, then
+  // sends its initial values again (the new primaries keep the ones they hold).
   Result<Recovery> Recover();
 
  private:
@@ -182,7 +186,17 @@ class WorkerClient {
   Status PushMessage(size_t p, wire::PushKind kind, WireType type, uint64_t step,
                      const std::vector<uint32_t>& chunks, const std::vector<size_t>& indices,
                      const std::vector<const float*>& data,
-                     const std::shared_ptr<const void>& owner);
+                     const std::shared_ptr<const void>& owner, bool again);
+  Status PushToOwners(wire::PushKind kind, uint64_t step, const std::vector<uint32_t>& chunks,
+                      const std::vector<const float*>& data,
+                      const std::shared_ptr<const void>& owner, bool again);
+  // Worker 0's initial values, until every chunk reached step 1.
+  struct InitialValues {
+    std::vector<uint32_t> chunks;
+    std::vector<const float*> data;  // into `values`
+    std::shared_ptr<std::vector<float>> values;
+  };
+  std::optional<InitialValues> initial_;
   uint64_t membership_epoch_ = 0;
   double lr_ = -1;
   bool resumed_ = false;

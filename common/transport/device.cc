@@ -6,8 +6,12 @@
 
 namespace een::transport {
 
-Result<Device*> DeviceFor(const std::string& address) {
+Result<Device*> DeviceFor(const std::string& address, Lane lane) {
   if (address.rfind("tcp://", 0) == 0 || address.rfind("ipc://", 0) == 0) {
+    if (lane == Lane::kHeartbeat) {
+      static ZmqDevice* heartbeats = new ZmqDevice();  // lives for the process
+      return static_cast<Device*>(heartbeats);
+    }
     static ZmqDevice* zmq = new ZmqDevice();  // lives for the process
     return static_cast<Device*>(zmq);
   }

@@ -28,8 +28,13 @@ class Device {
   virtual Result<MemoryRegion> RegisterMemory(void* data, size_t size) = 0;
 };
 
-// The process-wide device serving `address`'s scheme; created on first use
-// (after any fork()). Unknown schemes are InvalidArgument.
-Result<Device*> DeviceFor(const std::string& address);
+// What a device's connections carry. Heartbeats get devices of their own
+// (for ZeroMQ: a context with its own I/O thread), so they never wait
+// behind a payload or a burst of control messages in a busy process.
+enum class Lane { kDefault, kHeartbeat };
+
+// The process-wide device serving `address`'s scheme on `lane`; created on
+// first use (after any fork()). Unknown schemes are InvalidArgument.
+Result<Device*> DeviceFor(const std::string& address, Lane lane = Lane::kDefault);
 
 }  // namespace een::transport

@@ -1,5 +1,7 @@
 // een::Error: what the public worker API throws (as LibTorch throws
-// c10::Error). what() says what happened, where, and what to do.
+// c10::Error). what() says what happened, where, and what to do; code()
+// says what kind of failure it is, to branch on (the codes of the roles'
+// own errors travel with them: a full disk on a PS stays kResourceExhausted).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +12,27 @@ namespace een {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  enum class Code {
+    kInvalidArgument,     // this program used the API wrongly, or sent what a role refuses
+    kNotFound,
+    kDeadlineExceeded,    // a role did not answer in time
+    kUnavailable,         // a role cannot be reached
+    kFailedPrecondition,  // the job's state does not allow it
+    kAborted,             // the job was ended (the message says why and by whom)
+    kResourceExhausted,   // memory, disk or a queue's byte cap
+    kPermissionDenied,    // not this job's secret
+    kDataLoss,
+    kInternal,
+    kStaleEpoch,          // routed with an old shard map (handled inside; seen only if it persists)
+    kJobFinished,         // nothing is left to do: the job, or this worker's part, finished
+    kRolledBack,          // een::RolledBack
+  };
+  explicit Error(const std::string& what, Code code = Code::kInvalidArgument)
+      : std::runtime_error(what), code_(code) {}
+  Code code() const { return code_; }
+
+ private:
+  Code code_;
 };
 
 // Thrown by DataParallel::Step() when a lost PS made the job roll back to
@@ -20,7 +42,8 @@ class RolledBack : public Error {
  public:
   explicit RolledBack(uint64_t step)
       : Error("een: a parameter server was lost; the job rolled back to step " +
-              std::to_string(step)),
+                  std::to_string(step),
+              Code::kRolledBack),
         step_(step) {}
   uint64_t step() const { return step_; }
 

@@ -47,7 +47,7 @@ class Encryption : public ::testing::Test {
   std::vector<std::string> Job(const std::string& host, const std::string& out) const {
     return InNamespace({kBin + "/een-launch", "--ps", "2", "--workers", "2", "--host", host,
                         "--progress-interval", "200ms", "--", kBin + "/semantics_train",
-                        "--out", base_ / out, "--no-dropout", "--steps", "4000"});
+                        "--out", base_ / out, "--no-dropout", "--steps", "16000"});
   }
   std::string Rank0(const std::string& out) const {
     return testing::ReadBytes(base_ / out + ".rank-0.bin");
@@ -119,6 +119,9 @@ TEST_F(Encryption, BeyondLoopbackEveryConnectionIsEncryptedAndAuthenticated) {
   EXPECT_NE(ctl.exit_code, 0);
   EXPECT_NE(ctl.output.find("is not this job's secret"), std::string::npos) << ctl.output;
 
+  // Long enough that every stranger above met a running job (4000 steps
+  // once took 4 s, and eenctl then found no coordinator at all).
+  job.WaitUntil([](const std::string&) { return false; }, std::chrono::milliseconds(0));
   EXPECT_EQ(job.output().find("job finished"), std::string::npos) << "the strangers came late";
   auto code = job.Wait(seconds(240));
   ASSERT_TRUE(code.has_value()) << job.output();

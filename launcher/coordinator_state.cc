@@ -66,7 +66,9 @@ Status Coordinator::RestoreState() {
   }
   // Copied into words: Cap'n Proto reads aligned memory.
   std::vector<capnp::word> words(saved->size() / sizeof(capnp::word));
-  std::memcpy(words.data(), saved->data(), words.size() * sizeof(capnp::word));
+  if (!words.empty()) {  // a state shorter than a word: no memcpy from or to nothing
+    std::memcpy(words.data(), saved->data(), words.size() * sizeof(capnp::word));
+  }
   try {
     capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
     auto st = reader.getRoot<wire::CoordinatorState>();

@@ -50,11 +50,11 @@ Result<Measured> TimeOptimizer(const ShardMap& map, const OptimizerConfig& optim
   for (int step = 0; step < o.steps + 1; ++step) {  // the first is a warm-up
     for (uint32_t c : all) {
       for (int w = 0; w < o.workers; ++w) {
-        EEN_ASSIGN_OR_RETURN(bool complete,
-                             store->Contribute(c, w, step,
-                                               transport::Frame::Borrow(grads[w]->data() + at[c],
-                                                                        map.chunks()[c].numel * 4,
-                                                                        grads[w])));
+        EEN_ASSIGN_OR_RETURN(
+            bool complete,
+            store->Contribute(c, w, step,
+                              transport::Frame::Borrow(grads[w]->data() + at[c],
+                                                       map.chunks()[c].numel * 4, grads[w])));
         (void)complete;
       }
     }
@@ -82,17 +82,18 @@ int RunApply(const ApplyOptions& o) {
     std::fprintf(stderr, "een-bench: %s\n", map.status().message().c_str());
     return 2;
   }
-  std::printf("een-bench apply %s: %.1f M parameters in %zu chunks, %d worker gradient(s) per "
-              "chunk, %d steps; bandwidth = (gradients + values + state) bytes / time\n\n",
-              trace->name.c_str(), map->TotalNumel() / 1e6, map->chunks().size(), o.workers,
-              o.steps);
+  std::printf(
+      "een-bench apply %s: %.1f M parameters in %zu chunks, %d worker gradient(s) per "
+      "chunk, %d steps; bandwidth = (gradients + values + state) bytes / time\n\n",
+      trace->name.c_str(), map->TotalNumel() / 1e6, map->chunks().size(), o.workers, o.steps);
   std::printf("%-22s %7s %9s %9s %9s %9s %14s\n", "", "threads", "median", "p10", "p90", "GB/s",
               "vs memcpy/core");
   struct Case {
     const char* name;
     OptimizerConfig config;
   };
-  const Case cases[] = {{"sgd momentum 0.9", OptimizerConfig::SGD(0.01, 0.9)}, {"adam", OptimizerConfig::Adam(1e-3)}};
+  const Case cases[] = {{"sgd momentum 0.9", OptimizerConfig::SGD(0.01, 0.9)},
+                        {"adam", OptimizerConfig::Adam(1e-3)}};
   for (const Case& c : cases) {
     double per_core = 0;
     for (int t = 1; t <= o.threads; ++t) {

@@ -11,11 +11,11 @@ namespace een::bench {
 struct ReplayOptions {
   std::string trace_path;
   int ps = 1, workers = 1, steps = 20, warmup = 3;
-  std::string dtype = "fp32";      // on the wire
-  std::string transport = "tcp";   // tcp | ipc | shm
-  size_t bucket_bytes = 25u << 20; // 1: every chunk pushed alone (no coalescing)
-  bool references = true;          // false: only the runtime
-  int rounds = 1;                  // runtime + references, repeated
+  std::string dtype = "fp32";       // on the wire
+  std::string transport = "tcp";    // tcp | ipc | shm
+  size_t bucket_bytes = 25u << 20;  // 1: every chunk pushed alone (no coalescing)
+  bool references = true;           // false: only the runtime
+  int rounds = 1;                   // runtime + references, repeated
   // > 0: each round also runs the job with a buffer of this many floats
   // broadcast from rank 0 every step (DataParallel's default for BatchNorm
   // statistics), and prints what that costs against the job without it.
@@ -31,8 +31,8 @@ int RunReplay(const ReplayOptions& options);
 // 1..N apply threads, against memcpy of the same bytes on one core.
 struct ApplyOptions {
   std::string trace_path;
-  int workers = 1;   // gradients summed per chunk
-  int threads = 2;   // the most apply threads tried
+  int workers = 1;  // gradients summed per chunk
+  int threads = 2;  // the most apply threads tried
   int steps = 10;
 };
 int RunApply(const ApplyOptions& options);

@@ -38,11 +38,13 @@ int main(int argc, char** argv) {
   replay->add_option("--workers", r.workers, "workers")->check(CLI::PositiveNumber);
   replay->add_option("--steps", r.steps, "measured steps")->check(CLI::PositiveNumber);
   replay->add_option("--warmup", r.warmup, "steps not measured")->check(CLI::NonNegativeNumber);
-  replay->add_option("--dtype", r.dtype, "wire dtype")->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  replay->add_option("--dtype", r.dtype, "wire dtype")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   replay->add_option("--transport", r.transport, "tcp, ipc or shm (raw ZeroMQ then uses ipc)")
       ->check(CLI::IsMember({"tcp", "ipc", "shm"}));
-  replay->add_option("--bucket-bytes", r.bucket_bytes,
-                     "gradient bucket size (1: every chunk pushed alone)")
+  replay
+      ->add_option("--bucket-bytes", r.bucket_bytes,
+                   "gradient bucket size (1: every chunk pushed alone)")
       ->check(CLI::PositiveNumber);
   bool no_references = false;
   replay->add_flag("--no-references", no_references, "run only the runtime");
@@ -62,7 +64,8 @@ int main(int argc, char** argv) {
   auto* apply = app.add_subcommand("apply", "time the PS's aggregation + optimizer step");
   apply->add_option("trace", a.trace_path, "trace file")->required()->check(CLI::ExistingFile);
   apply->add_option("--workers", a.workers, "gradients per chunk")->check(CLI::PositiveNumber);
-  apply->add_option("--threads", a.threads, "up to this many apply threads")->check(CLI::PositiveNumber);
+  apply->add_option("--threads", a.threads, "up to this many apply threads")
+      ->check(CLI::PositiveNumber);
   apply->add_option("--steps", a.steps, "measured steps")->check(CLI::PositiveNumber);
 
   CLI11_PARSE(app, argc, argv);

@@ -60,7 +60,8 @@ void SendPiece(zmq::socket_t& socket, uint32_t piece, const char* data,
   size_t at = 0;
   for (size_t k = 0; k < range.first; ++k) at += sizes[k];
   const bool more = range.second > range.first;
-  socket.send(zmq::buffer(&piece, sizeof piece), more ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  socket.send(zmq::buffer(&piece, sizeof piece),
+              more ? zmq::send_flags::sndmore : zmq::send_flags::none);
   for (size_t k = range.first; k < range.second; ++k) {
     zmq::message_t frame(const_cast<char*>(data) + at, sizes[k], NoFree, nullptr);
     at += sizes[k];
@@ -169,8 +170,9 @@ int Client(const RawExchangeOptions& o, int w) {
         }
       }
     }
-    const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
-                            std::chrono::steady_clock::now() - t0).count();
+    const auto micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     if (step >= o.warmup) out << micros << '\n';
   }
   return 0;

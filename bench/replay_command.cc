@@ -1,4 +1,5 @@
 // een-bench replay: see een_bench.cc for what it runs and prints.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,8 +11,6 @@
 #include <map>
 #include <regex>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "bench/commands.h"
 #include "bench/raw_exchange.h"
@@ -54,8 +53,9 @@ RoleUsage ReadWorkerReports(const std::string& dir, int workers, int steps) {
 // step times, or none (and a line saying why) when torch is missing or it failed.
 std::vector<double> RunGloo(const ReplayOptions& o, int processes, const std::string& work) {
   if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0) {
-    std::printf("gloo all_reduce: skipped (needs /usr/bin/python3 with torch: apt-get install "
-                "python3-torch)\n");
+    std::printf(
+        "gloo all_reduce: skipped (needs /usr/bin/python3 with torch: apt-get install "
+        "python3-torch)\n");
     return {};
   }
   std::ostringstream g;
@@ -77,8 +77,9 @@ std::vector<double> RunGloo(const ReplayOptions& o, int processes, const std::st
 // (EEN_RESOURCES_AT_STEP), so start-up is not counted.
 void PrintPsUsage(const std::string& log_path, int steps) {
   std::ifstream log(log_path);
-  const std::regex line_re("\\[(ps [0-9]+)\\](.*)resources: cpu ([0-9.]+) s, ([0-9]+) page faults, "
-                           "peak RSS ([0-9.]+) MB");
+  const std::regex line_re(
+      "\\[(ps [0-9]+)\\](.*)resources: cpu ([0-9.]+) s, ([0-9]+) page faults, "
+      "peak RSS ([0-9.]+) MB");
   std::map<std::string, std::array<double, 3>> mark;
   for (std::string line; std::getline(log, line);) {
     std::smatch m;
@@ -117,9 +118,8 @@ bool RunJob(const ReplayOptions& o, const std::string& bin, const std::string& w
   std::ostringstream cmd;
   cmd << "EEN_BUCKET_BYTES=" << o.bucket_bytes << " EEN_RESOURCES_AT_STEP=" << o.warmup
       << (v.encrypted ? " EEN_ENCRYPT=1 " : " ") << bin << "/een-launch --ps " << o.ps
-      << " --workers " << o.workers << " --transport " << o.transport << " --wire-dtype "
-      << o.dtype << (v.insecure ? " --insecure" : "")
-      << " --progress-interval 3600s -- " << bin
+      << " --workers " << o.workers << " --transport " << o.transport << " --wire-dtype " << o.dtype
+      << (v.insecure ? " --insecure" : "") << " --progress-interval 3600s -- " << bin
       << "/een-bench-worker " << o.trace_path << " --steps " << o.steps << " --warmup " << o.warmup
       << " --buffer-floats " << v.buffer_floats << " --report " << work << "/een > " << work
       << "/job.log 2>&1";
@@ -158,11 +158,12 @@ int RunReplay(const ReplayOptions& o) {
   // The bytes on the wire: the references move the same (gloo: fp32 always).
   const double model_bytes = trace->TotalNumel() * double(WireBytes(*wire));
   const double step_bytes = 2 * model_bytes;  // per worker: push + pull
-  std::printf("een-bench replay %s: %zu tensors, %.1f MB as %s; %d PS, %d worker(s), %s, "
-              "buckets of %zu bytes, %d steps (+%d warm-up)%s\n",
-              trace->name.c_str(), trace->backward.size(), model_bytes / 1e6, o.dtype.c_str(),
-              o.ps, o.workers, o.transport.c_str(), o.bucket_bytes, o.steps, o.warmup,
-              o.rounds > 1 ? fmt::format(", {} rounds", o.rounds).c_str() : "");
+  std::printf(
+      "een-bench replay %s: %zu tensors, %.1f MB as %s; %d PS, %d worker(s), %s, "
+      "buckets of %zu bytes, %d steps (+%d warm-up)%s\n",
+      trace->name.c_str(), trace->backward.size(), model_bytes / 1e6, o.dtype.c_str(), o.ps,
+      o.workers, o.transport.c_str(), o.bucket_bytes, o.steps, o.warmup,
+      o.rounds > 1 ? fmt::format(", {} rounds", o.rounds).c_str() : "");
   const int gloo_processes = o.ps + o.workers;  // as many processes as the PS job has
   RawExchangeOptions raw;
   if (o.references) {
@@ -242,21 +243,23 @@ int RunReplay(const ReplayOptions& o) {
     Row("een encrypted (CURVE)", Summarize(encrypted_all), step_bytes);
     std::vector<double> cost;
     for (const Round& r : rounds) cost.push_back(Ratio(r.encrypted_s, r.een_s));
-    std::printf("encrypted (CURVE, as beyond loopback) / authenticated (PLAIN, loopback) = %.3fx "
-                "(%s)\n",
-                Median(cost),
-                o.rounds > 1 ? fmt::format("median of {} rounds", o.rounds).c_str() : "median");
+    std::printf(
+        "encrypted (CURVE, as beyond loopback) / authenticated (PLAIN, loopback) = %.3fx "
+        "(%s)\n",
+        Median(cost),
+        o.rounds > 1 ? fmt::format("median of {} rounds", o.rounds).c_str() : "median");
   }
   if (o.buffer_floats > 0) {
     const double buffer_bytes = 2.0 * o.buffer_floats * sizeof(float);
     Row("een + buffers broadcast", Summarize(buffers_all), step_bytes + buffer_bytes);
     std::vector<double> cost;
     for (const Round& r : rounds) cost.push_back(Ratio(r.buffers_s, r.een_s));
-    std::printf("buffers broadcast each step (%zu floats, %.2f MB pushed + pulled per worker): "
-                "%.3fx the step without them (%s), %+.2f ms\n",
-                o.buffer_floats, buffer_bytes / 1e6, Median(cost),
-                o.rounds > 1 ? fmt::format("median of {} rounds", o.rounds).c_str() : "median",
-                Summarize(buffers_all).median - Summarize(een_all).median);
+    std::printf(
+        "buffers broadcast each step (%zu floats, %.2f MB pushed + pulled per worker): "
+        "%.3fx the step without them (%s), %+.2f ms\n",
+        o.buffer_floats, buffer_bytes / 1e6, Median(cost),
+        o.rounds > 1 ? fmt::format("median of {} rounds", o.rounds).c_str() : "median",
+        Summarize(buffers_all).median - Summarize(een_all).median);
   }
   if (o.references) {
     Row(o.transport == "shm" ? "raw ZeroMQ (ipc)" : "raw ZeroMQ", Summarize(zmq_all), step_bytes);
@@ -295,11 +298,12 @@ int RunReplay(const ReplayOptions& o) {
   std::printf("bytes on the wire per step per worker: %.1f MB (push %.1f MB + pull %.1f MB)\n",
               step_bytes / 1e6, model_bytes / 1e6, model_bytes / 1e6);
   const RoleUsage& worker = rounds.back().worker;
-  std::printf("%s: %.3f CPU s/step, %.0f page faults/step (%.2f%% of the %.0f pages moved), "
-              "peak RSS %.1f MB\n",
-              o.rounds > 1 ? "worker (last round)" : "worker", worker.cpu_per_step,
-              worker.faults_per_step, 100.0 * worker.faults_per_step / (step_bytes / 4096),
-              step_bytes / 4096, worker.peak_rss_kb / 1024);
+  std::printf(
+      "%s: %.3f CPU s/step, %.0f page faults/step (%.2f%% of the %.0f pages moved), "
+      "peak RSS %.1f MB\n",
+      o.rounds > 1 ? "worker (last round)" : "worker", worker.cpu_per_step, worker.faults_per_step,
+      100.0 * worker.faults_per_step / (step_bytes / 4096), step_bytes / 4096,
+      worker.peak_rss_kb / 1024);
   PrintPsUsage(work + "/job.log", o.steps);
   std::filesystem::remove_all(work);
   return 0;

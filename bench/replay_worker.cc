@@ -64,7 +64,9 @@ int main(int argc, char** argv) {
   }
   std::vector<een::TensorInfo> tensors = trace->Parameters();
   if (buffer_floats > 0) {  // as DataParallel registers BatchNorm statistics, after the parameters
-    tensors.push_back({"bench.buffers", buffer_floats, een::TensorKind::kBufferBroadcast,
+    tensors.push_back({"bench.buffers",
+                       buffer_floats,
+                       een::TensorKind::kBufferBroadcast,
                        {static_cast<int64_t>(buffer_floats)}});
   }
   auto client = een::WorkerClient::Join(*env, tensors, een::OptimizerConfig::SGD(0.01));
@@ -90,35 +92,32 @@ int main(int argc, char** argv) {
   }
   std::vector<float> params(map.TotalNumel(), 0.5f);
   std::vector<size_t> chunk_at(map.chunks().size());
-  for (size_t c = 0, at = 0; c < map.chunks().size(); at += map.chunks()[c].numel, ++c) chunk_at[c] = at;
+  for (size_t c = 0, at = 0; c < map.chunks().size(); at += map.chunks()[c].numel, ++c)
+    chunk_at[c] = at;
   auto sink = [&](uint32_t c) { return params.data() + chunk_at[c]; };
   const bool resumed = (*client)->resumed();
   int first_step = resumed ? static_cast<int>((*client)->start_step()) : 0;
   if ((*client)->rank() == 0 && !resumed) {
+    // A copy the client may keep until step 1 (pulls overwrite `params`).
+    auto initial = std::make_shared<const std::vector<float>>(params);
     std::vector<uint32_t> all;
     std::vector<const float*> data;
     for (uint32_t c = 0; c < map.chunks().size(); ++c) {
       all.push_back(c);
-      data.push_back(params.data() + chunk_at[c]);
+      data.push_back(initial->data() + chunk_at[c]);
     }
-    auto owner = std::shared_ptr<const void>(params.data(), [](const void*) {});
-    if (auto s = (*client)->Push(een::wire::PushKind::INITIAL, 0, all, data, owner); !s.ok()) {
+    if (auto s = (*client)->Push(een::wire::PushKind::INITIAL, 0, all, data, initial); !s.ok()) {
       return fail(s, "initial values");
     }
   }
   // A replacement that joins as the others finish may be given a step past
   // the last one: nothing is left to train, and the last values are final.
   const int last_version = warmup + steps;
-  for (int recoveries = 0;; ++recoveries) {
-    een::Status s = (*client)->Pull(std::min(first_step, last_version), false, sink);
-    if (s.ok()) break;
-    // A PS lost before everyone had the first values: the shards moved
-    // (worker 0 sends its initial values again), or every PS rolled back.
-    if (!(*client)->NeedsRecovery() || recoveries == 10) return fail(s, "first pull");
-    auto r = (*client)->Recover();
-    if (!r.ok()) return fail(r.status(), "recovering after a PS was lost");
-    if (r->rolled_back) first_step = static_cast<int>(r->step);
-  }
+  const int first_pull = std::min(first_step, last_version);
+  auto pulled = (*client)->PullRecovering(first_pull, sink, /*frozen_too=*/false);
+  if (!pulled.ok()) return fail(pulled.status(), "first pull");
+  if (static_cast<int>(*pulled) != first_pull)
+    first_step = static_cast<int>(*pulled);  // rolled back
 
   // The buffer's chunks: each step its values are gathered into a staging
   // copy and pushed, and pulled back (DataParallel's PushValues and StoreBuffers).
@@ -177,8 +176,9 @@ int main(int argc, char** argv) {
       s = run_step(step);
     }
     if (!s.ok()) return fail(s, "step");
-    const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
-                            std::chrono::steady_clock::now() - t0).count();
+    const auto micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     (*client)->ReportProgress(step + 1, std::nullopt, 0, micros);
     if (step >= warmup) out << "step " << micros << '\n';
   }

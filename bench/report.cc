@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 namespace een::bench {
@@ -14,7 +14,9 @@ Summary Summarize(std::vector<double> micros) {
   Summary s;
   if (micros.empty()) return s;
   std::sort(micros.begin(), micros.end());
-  auto at = [&](double q) { return micros[std::min(micros.size() - 1, size_t(q * micros.size()))] / 1000; };
+  auto at = [&](double q) {
+    return micros[std::min(micros.size() - 1, size_t(q * micros.size()))] / 1000;
+  };
   s.median = at(0.5);
   s.p10 = at(0.1);
   s.p90 = at(0.9);

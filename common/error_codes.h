@@ -13,7 +13,7 @@
 
 namespace een {
 
-wire::ErrorCode WireCodeOf(StatusCode code);  // kOk: internal (an error must say what failed)
+wire::ErrorCode WireCodeOf(StatusCode code);    // kOk: internal (an error must say what failed)
 StatusCode StatusCodeOf(wire::ErrorCode code);  // an unknown wire code: kInternal
 // The Status an Error message stands for, its text after `prefix`.
 Status StatusOf(wire::Error::Reader error, const std::string& prefix = "");

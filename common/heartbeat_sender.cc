@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "common/logging.h"
-#include "common/transport/device.h"
+#include "common/transport/registry.h"
 #include "common/wire.h"
 
 namespace een {
@@ -45,9 +45,9 @@ class RaisedPriority {
 }  // namespace
 
 Result<std::unique_ptr<HeartbeatSender>> HeartbeatSender::Start(const std::string& address,
-                                                                 std::chrono::milliseconds interval,
-                                                                 std::chrono::milliseconds threshold,
-                                                                 Fill fill) {
+                                                                std::chrono::milliseconds interval,
+                                                                std::chrono::milliseconds threshold,
+                                                                Fill fill) {
   RaisedPriority raised;  // for the device's I/O thread and the heartbeat thread
   EEN_ASSIGN_OR_RETURN(transport::Device * device,
                        transport::DeviceFor(address, transport::Lane::kHeartbeat));
@@ -59,7 +59,9 @@ Result<std::unique_ptr<HeartbeatSender>> HeartbeatSender::Start(const std::strin
 HeartbeatSender::HeartbeatSender(std::unique_ptr<transport::Connection> connection,
                                  std::chrono::milliseconds interval,
                                  std::chrono::milliseconds threshold, Fill fill)
-    : connection_(std::move(connection)), interval_(interval), threshold_(threshold),
+    : connection_(std::move(connection)),
+      interval_(interval),
+      threshold_(threshold),
       fill_(std::move(fill)) {
   thread_ = std::thread([this] { Loop(); });
 }
@@ -108,12 +110,14 @@ void HeartbeatSender::Loop() {
       });
       if (!s.ok()) spdlog::warn("dropped a bad heartbeat reply: {}", s.ToString());
     }
-    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
-                                                                              last_reply);
+    const auto silent =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_reply);
     if (silent > coordinator_silence) {
       SetState(State::kAborted, "coordinator at " + connection_->address() + " silent for " +
-                                    std::to_string(silent.count()) + " ms (> 4 x failover "
-                                    "threshold " + std::to_string(threshold_.count()) + " ms)");
+                                    std::to_string(silent.count()) +
+                                    " ms (> 4 x failover "
+                                    "threshold " +
+                                    std::to_string(threshold_.count()) + " ms)");
     }
   }
 }

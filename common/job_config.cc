@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <set>
 
+#include "common/transport/registry.h"
 #include "common/wire_dtype.h"
 
 namespace een {
@@ -41,15 +42,31 @@ Status JobConfig::LoadYaml(const std::string& path) {
     return InvalidArgument("config " + path + ": " + e.what());
   }
   if (!root.IsMap()) return InvalidArgument("config " + path + ": top level must be a mapping");
-  static const std::set<std::string> kFields = {
-      "ps", "workers", "min_workers", "failover_threshold", "heartbeat_interval", "startup_timeout",
-      "progress_interval", "step_timeout", "transport", "host", "max_chunk_numel", "shards_per_ps",
-      "snapshot_every", "snapshot_dir", "replicas", "max_restarts", "spare_ps",
-      "wire_dtype", "insecure", "liveness"};
+  static const std::set<std::string> kFields = {"ps",
+                                                "workers",
+                                                "min_workers",
+                                                "failover_threshold",
+                                                "heartbeat_interval",
+                                                "startup_timeout",
+                                                "progress_interval",
+                                                "step_timeout",
+                                                "transport",
+                                                "host",
+                                                "max_chunk_numel",
+                                                "shards_per_ps",
+                                                "snapshot_every",
+                                                "snapshot_dir",
+                                                "replicas",
+                                                "max_restarts",
+                                                "spare_ps",
+                                                "wire_dtype",
+                                                "insecure",
+                                                "liveness"};
   std::set<std::string> seen;
   for (const auto& kv : root) {
     if (!kv.first.IsScalar()) {  // e.g. `[a, b]: 1` or `{x: 1}: 2`
-      return InvalidArgument("config " + path + ": line " + std::to_string(kv.first.Mark().line + 1) +
+      return InvalidArgument("config " + path + ": line " +
+                             std::to_string(kv.first.Mark().line + 1) +
                              ": a field name must be a plain word, like 'ps'");
     }
     const std::string key = kv.first.Scalar();
@@ -64,7 +81,8 @@ Status JobConfig::LoadYaml(const std::string& path) {
       const YAML::Node& v = kv.second;
       auto positive_int = [&](int* out) -> Status {
         int n = v.as<int>();
-        if (n < 1) return InvalidArgument(where + " must be an integer >= 1, got " + std::to_string(n));
+        if (n < 1)
+          return InvalidArgument(where + " must be an integer >= 1, got " + std::to_string(n));
         *out = n;
         return Status::Ok();
       };
@@ -124,8 +142,8 @@ Status JobConfig::Validate() const {
   // YAML fields both end here), before anything multiplies them.
   auto range = [](const char* name, int64_t v, int64_t lo, int64_t hi) -> Status {
     if (v >= lo && v <= hi) return Status::Ok();
-    return InvalidArgument(std::string(name) + " must be between " + std::to_string(lo) +
-                           " and " + std::to_string(hi) + " (got " + std::to_string(v) + ")");
+    return InvalidArgument(std::string(name) + " must be between " + std::to_string(lo) + " and " +
+                           std::to_string(hi) + " (got " + std::to_string(v) + ")");
   };
   EEN_RETURN_IF_ERROR(range("ps", ps, 1, 1024));
   EEN_RETURN_IF_ERROR(range("workers", workers, 1, 65536));
@@ -134,21 +152,23 @@ Status JobConfig::Validate() const {
   EEN_RETURN_IF_ERROR(range("spare_ps", spare_ps, 0, 64));
   EEN_RETURN_IF_ERROR(range("max_chunk_numel", sharding.max_chunk_numel, 1, int64_t{1} << 26));
   EEN_RETURN_IF_ERROR(range("shards_per_ps", sharding.shards_per_ps, 1, 4096));
-  EEN_RETURN_IF_ERROR(
-      range("snapshot_every", static_cast<int64_t>(std::min<uint64_t>(snapshot_every, INT64_MAX)), 0,
-            int64_t{1} << 40));
+  EEN_RETURN_IF_ERROR(range("snapshot_every",
+                            static_cast<int64_t>(std::min<uint64_t>(snapshot_every, INT64_MAX)), 0,
+                            int64_t{1} << 40));
   if (Result<WireType> t = ParseWireType(wire_dtype); !t.ok()) {
     return InvalidArgument("wire_dtype: " + t.status().message());
   }
   if (replicas != 1 && replicas != 2) {
-    return InvalidArgument("replicas: " + std::to_string(replicas) + " is not available; use 1 "
+    return InvalidArgument("replicas: " + std::to_string(replicas) +
+                           " is not available; use 1 "
                            "(a lost PS rolls the job back to its last snapshot, with "
                            "snapshot_every N) or 2 (a lost PS's shards fail over to backups)");
   }
   if (spare_ps > 0 && replicas < 2 && snapshot_every == 0) {
-    return InvalidArgument("spare_ps: a spare takes over a lost PS's shards from a backup "
-                           "(replicas 2) or a snapshot (snapshot_every N); with neither, a lost "
-                           "PS ends the job");
+    return InvalidArgument(
+        "spare_ps: a spare takes over a lost PS's shards from a backup "
+        "(replicas 2) or a snapshot (snapshot_every N); with neither, a lost "
+        "PS ends the job");
   }
   if (replicas == 2 && ps < 2) {
     return InvalidArgument("replicas 2 needs at least 2 PS (--ps 2): a backup lives on another PS");
@@ -157,9 +177,7 @@ Status JobConfig::Validate() const {
     return InvalidArgument("min_workers (" + std::to_string(min_workers) +
                            ") cannot exceed workers (" + std::to_string(workers) + ")");
   }
-  if (transport != "tcp" && transport != "ipc" && transport != "shm") {
-    return InvalidArgument("transport '" + transport + "' is not one of tcp, ipc, shm");
-  }
+  EEN_RETURN_IF_ERROR(transport::CheckTransport(transport, "transport", /*tests_too=*/false));
   if (liveness != "adaptive" && liveness != "fixed") {
     return InvalidArgument("liveness '" + liveness + "' is not one of adaptive, fixed");
   }

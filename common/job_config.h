@@ -14,7 +14,7 @@ namespace een {
 struct JobConfig {
   int ps = 1;
   int workers = 1;
-  int min_workers = 0;  // training goes on while this many workers live; 0: all of them
+  int min_workers = 0;   // training goes on while this many workers live; 0: all of them
   int max_restarts = 0;  // replacements een-launch starts for lost workers (they join live)
   int spare_ps = 0;      // standby PS processes that take over a lost PS's rank first
   std::chrono::milliseconds failover_threshold{500};
@@ -28,15 +28,15 @@ struct JobConfig {
   // A step waiting this long for a worker's gradients ends the job naming
   // the worker (torch.distributed's default collective timeout is 30 min).
   std::chrono::milliseconds step_timeout{30 * 60 * 1000};
-  std::string transport = "tcp";  // data plane: tcp | ipc
+  std::string transport = "tcp";    // data plane: tcp | ipc
   std::string wire_dtype = "fp32";  // gradients and parameters on the wire: fp32 | bf16 | fp16
   std::string host = "127.0.0.1";
   ShardingOptions sharding;
-  int replicas = 1;              // copies of each shard: 1 (loss -> rollback) or 2 (failover)
-  uint64_t snapshot_every = 0;   // steps between snapshots; 0: none
+  int replicas = 1;             // copies of each shard: 1 (loss -> rollback) or 2 (failover)
+  uint64_t snapshot_every = 0;  // steps between snapshots; 0: none
   std::string snapshot_dir = "een-snapshots";
-  bool resume = false;           // start from the newest complete snapshot in snapshot_dir
-  bool insecure = false;         // no job secret: any local process may connect (a warning says so)
+  bool resume = false;    // start from the newest complete snapshot in snapshot_dir
+  bool insecure = false;  // no job secret: any local process may connect (a warning says so)
 
   // Overlays the fields present in the YAML file at `path` onto *this.
   Status LoadYaml(const std::string& path);

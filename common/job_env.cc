@@ -7,6 +7,7 @@
 
 #include "common/logging.h"
 #include "common/transport/auth.h"
+#include "common/transport/registry.h"
 
 namespace een {
 namespace {
@@ -22,8 +23,8 @@ Status ReadInt(const char* name, long min, long* out) {
   char* end = nullptr;
   long n = std::strtol(v, &end, 10);
   if (*end != '\0' || n < min) {
-    return InvalidArgument(std::string(name) + "='" + v + "' must be an integer >= " +
-                           std::to_string(min));
+    return InvalidArgument(std::string(name) + "='" + v +
+                           "' must be an integer >= " + std::to_string(min));
   }
   *out = n;
   return Status::Ok();
@@ -36,14 +37,16 @@ Status AuthenticateAs(const std::string& identity, const std::string& program) {
   EEN_RETURN_IF_ERROR(ReadInt("EEN_INSECURE", 0, &insecure));
   const char* file = Get("EEN_JOB_SECRET_FILE");
   if (insecure == 1) {
-    spdlog::warn("EEN_INSECURE=1 (een-launch --insecure): no job secret; any process on this "
-                 "host may connect to this job and disturb it");
+    spdlog::warn(
+        "EEN_INSECURE=1 (een-launch --insecure): no job secret; any process on this "
+        "host may connect to this job and disturb it");
     transport::SetCredentials({"", identity});
     return Status::Ok();
   }
   if (!file) {
     return FailedPrecondition(
-        program + " has no job secret: EEN_JOB_SECRET_FILE is not set. een-launch sets it for "
+        program +
+        " has no job secret: EEN_JOB_SECRET_FILE is not set. een-launch sets it for "
         "the processes it starts and prints the file's path; a process added by hand needs "
         "EEN_JOB_SECRET_FILE=PATH too (or EEN_INSECURE=1 for a job started with --insecure)");
   }
@@ -70,8 +73,11 @@ Result<JobEnvironment> JobEnvironment::FromProcess(const std::string& program) {
   const char* coordinator = Get("EEN_COORDINATOR");
   if (!coordinator) {
     return FailedPrecondition(
-        program + " is not part of an EEN job: EEN_COORDINATOR is not set. Start it with "
-        "`een-launch --ps N --workers M -- " + program + " ARGS...`, or set EEN_COORDINATOR, "
+        program +
+        " is not part of an EEN job: EEN_COORDINATOR is not set. Start it with "
+        "`een-launch --ps N --workers M -- " +
+        program +
+        " ARGS...`, or set EEN_COORDINATOR, "
         "EEN_ROLE, EEN_RANK, EEN_WORLD_SIZE and EEN_NUM_PS as een-launch does (or, to debug "
         "one process alone, EEN_LOCAL=1).");
   }
@@ -125,21 +131,15 @@ Result<JobEnvironment> JobEnvironment::FromProcess(const std::string& program) {
   env.resources_at_step = static_cast<uint64_t>(resources_at_step);
   if (const char* t = Get("EEN_TIMELINE")) env.timeline = t;
   if (const char* t = Get("EEN_TRACE_RECORD")) env.trace_record = t;
-  if (env.data_transport != "tcp" && env.data_transport != "ipc" && env.data_transport != "shm" &&
-      env.data_transport != "mem") {
-    return InvalidArgument("EEN_DATA_TRANSPORT='" + env.data_transport +
-                           "' is not one of tcp, ipc, shm, mem");
-  }
+  EEN_RETURN_IF_ERROR(transport::CheckTransport(env.data_transport, "EEN_DATA_TRANSPORT",
+                                                /*tests_too=*/true));
   return env;
 }
 
 std::string JobEnvironment::DataListenAddress() const {
-  if (data_transport == "ipc" || data_transport == "shm") {
-    return data_transport + "://" + run_dir + "/een-" + role + "-" + std::to_string(rank) + "-" +
-           std::to_string(getpid()) + ".sock";
-  }
-  if (data_transport == "mem") return "mem://" + run_dir + "/" + role + "-" + std::to_string(rank);
-  return "tcp://" + host + ":0";
+  return transport::ListenAddress(
+      data_transport, host, run_dir,
+      role + "-" + std::to_string(rank) + "-" + std::to_string(getpid()));
 }
 
 }  // namespace een

@@ -21,7 +21,8 @@ void InitLogging(const std::string& who) {
 
 std::string KindOf(const std::string& text) {
   size_t end = 0;
-  while (end < text.size() && end < 60 && !std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+  while (end < text.size() && end < 60 && !std::isdigit(static_cast<unsigned char>(text[end])))
+    ++end;
   return text.substr(0, end);
 }
 
@@ -41,6 +42,10 @@ void WarnCounted(const std::string& kind, const std::string& text) {
   } else if (power) {
     spdlog::warn("{} ({} such refusals so far; only every power of ten is logged)", text, n);
   }
+}
+
+void Ignored(const Status& s, const char* what) {
+  if (!s.ok()) spdlog::debug("{} (not acted on): {}", what, s.ToString());
 }
 
 }  // namespace een

@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "common/status.h"
+
 namespace een {
 
 // Sets the default logger's pattern; EEN_LOG_LEVEL (trace..error) sets the level.
@@ -17,6 +19,11 @@ void InitLogging(const std::string& who);
 // lines: the first 3 of each `kind` are logged whole, then only the 10th,
 // 100th, 1000th, ... with the count so far.
 void WarnCounted(const std::string& kind, const std::string& text);
+
+// A status deliberately not acted on (a best-effort send to a peer that may
+// be gone, a cleanup on the way out): logged at debug level as "WHAT: ...",
+// never dropped without a word.
+void Ignored(const Status& s, const char* what);
 // The kind of a refusal message: its text up to the first digit (so
 // "chunk 7 ..." and "chunk 9 ..." count together), at most 60 characters.
 std::string KindOf(const std::string& text);

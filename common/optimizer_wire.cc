@@ -7,11 +7,16 @@ namespace {
 
 wire::OptimizerKind KindToWire(OptimizerConfig::Kind k) {
   switch (k) {
-    case OptimizerConfig::Kind::kSgd: return wire::OptimizerKind::SGD;
-    case OptimizerConfig::Kind::kAdam: return wire::OptimizerKind::ADAM;
-    case OptimizerConfig::Kind::kAdamW: return wire::OptimizerKind::ADAMW;
-    case OptimizerConfig::Kind::kAdagrad: return wire::OptimizerKind::ADAGRAD;
-    case OptimizerConfig::Kind::kSum: return wire::OptimizerKind::SUM;
+    case OptimizerConfig::Kind::kSgd:
+      return wire::OptimizerKind::SGD;
+    case OptimizerConfig::Kind::kAdam:
+      return wire::OptimizerKind::ADAM;
+    case OptimizerConfig::Kind::kAdamW:
+      return wire::OptimizerKind::ADAMW;
+    case OptimizerConfig::Kind::kAdagrad:
+      return wire::OptimizerKind::ADAGRAD;
+    case OptimizerConfig::Kind::kSum:
+      return wire::OptimizerKind::SUM;
   }
   return wire::OptimizerKind::SGD;
 }
@@ -20,11 +25,16 @@ wire::OptimizerKind KindToWire(OptimizerConfig::Kind k) {
 
 const char* OptimizerName(OptimizerConfig::Kind kind) {
   switch (kind) {
-    case OptimizerConfig::Kind::kSgd: return "sgd";
-    case OptimizerConfig::Kind::kAdam: return "adam";
-    case OptimizerConfig::Kind::kAdamW: return "adamw";
-    case OptimizerConfig::Kind::kAdagrad: return "adagrad";
-    case OptimizerConfig::Kind::kSum: return "sum";
+    case OptimizerConfig::Kind::kSgd:
+      return "sgd";
+    case OptimizerConfig::Kind::kAdam:
+      return "adam";
+    case OptimizerConfig::Kind::kAdamW:
+      return "adamw";
+    case OptimizerConfig::Kind::kAdagrad:
+      return "adagrad";
+    case OptimizerConfig::Kind::kSum:
+      return "sum";
   }
   return "unknown";
 }
@@ -47,12 +57,23 @@ void OptimizerToWire(const OptimizerConfig& c, wire::OptimizerConfig::Builder b)
 Result<OptimizerConfig> OptimizerFromWire(wire::OptimizerConfig::Reader r) {
   OptimizerConfig c;
   switch (r.getKind()) {
-    case wire::OptimizerKind::SGD: c.kind = OptimizerConfig::Kind::kSgd; break;
-    case wire::OptimizerKind::ADAM: c.kind = OptimizerConfig::Kind::kAdam; break;
-    case wire::OptimizerKind::ADAMW: c.kind = OptimizerConfig::Kind::kAdamW; break;
-    case wire::OptimizerKind::ADAGRAD: c.kind = OptimizerConfig::Kind::kAdagrad; break;
-    case wire::OptimizerKind::SUM: c.kind = OptimizerConfig::Kind::kSum; break;
-    default: return InvalidArgument("unknown optimizer kind " + std::to_string(int(r.getKind())));
+    case wire::OptimizerKind::SGD:
+      c.kind = OptimizerConfig::Kind::kSgd;
+      break;
+    case wire::OptimizerKind::ADAM:
+      c.kind = OptimizerConfig::Kind::kAdam;
+      break;
+    case wire::OptimizerKind::ADAMW:
+      c.kind = OptimizerConfig::Kind::kAdamW;
+      break;
+    case wire::OptimizerKind::ADAGRAD:
+      c.kind = OptimizerConfig::Kind::kAdagrad;
+      break;
+    case wire::OptimizerKind::SUM:
+      c.kind = OptimizerConfig::Kind::kSum;
+      break;
+    default:
+      return InvalidArgument("unknown optimizer kind " + std::to_string(int(r.getKind())));
   }
   c.lr = r.getLr();
   c.momentum = r.getMomentum();
@@ -71,8 +92,8 @@ Result<OptimizerConfig> OptimizerFromWire(wire::OptimizerConfig::Reader r) {
 
 Status ValidateOptimizer(const OptimizerConfig& c) {
   auto bad = [&](const char* field, const char* rule) {
-    return InvalidArgument(std::string("optimizer ") + OptimizerName(c.kind) + ": " + field +
-                           " " + rule);
+    return InvalidArgument(std::string("optimizer ") + OptimizerName(c.kind) + ": " + field + " " +
+                           rule);
   };
   auto finite = [](double v) { return std::isfinite(v); };
   if (!finite(c.lr) || c.lr < 0) return bad("lr", "must be a finite number >= 0");
@@ -88,8 +109,9 @@ Status ValidateOptimizer(const OptimizerConfig& c) {
     return bad("clip_grad_norm", "must be a finite number >= 0 (0: no clipping)");
   }
   if (c.clip_grad_norm > 0 && c.kind == OptimizerConfig::Kind::kSum) {
-    return bad("clip_grad_norm", "does not apply in sum mode: Step() leaves the mean gradient in "
-                                 ".grad, clip it there with torch::nn::utils::clip_grad_norm_");
+    return bad("clip_grad_norm",
+               "does not apply in sum mode: Step() leaves the mean gradient in "
+               ".grad, clip it there with torch::nn::utils::clip_grad_norm_");
   }
   return Status::Ok();
 }

@@ -9,8 +9,8 @@ ResourceUsage ResourceUsage::Now() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   ResourceUsage r;
-  r.cpu_seconds = u.ru_utime.tv_sec + u.ru_stime.tv_sec +
-                  (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  r.cpu_seconds =
+      u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
   r.page_faults = u.ru_minflt + u.ru_majflt;
   r.peak_rss_mb = u.ru_maxrss / 1024.0;
   return r;

@@ -7,7 +7,8 @@
 namespace een {
 namespace {
 
-constexpr uint64_t kMinChunkNumel = 4096;  // 16 KiB: below this, messages cost more than balance gains
+constexpr uint64_t kMinChunkNumel =
+    4096;  // 16 KiB: below this, messages cost more than balance gains
 
 // Assigns items (by weight) to `bins` bins: heaviest item first onto the
 // lightest bin, ties broken by index so the result is deterministic.
@@ -217,8 +218,7 @@ ShardMap ShardMap::Moved(const Moves& moves, int replicas, int leaving,
   for (const auto& [shard, to] : moves) {
     const uint32_t from = shard_owner_[shard];
     next.shard_owner_[shard] = to;
-    next.shard_backup_[shard] =
-        replicas >= 2 && static_cast<int>(from) != leaving ? from : kNoPs;
+    next.shard_backup_[shard] = replicas >= 2 && static_cast<int>(from) != leaving ? from : kNoPs;
   }
   if (replicas < 2) {
     next.shard_backup_.clear();
@@ -233,8 +233,7 @@ ShardMap ShardMap::Moved(const Moves& moves, int replicas, int leaving,
   return next;
 }
 
-Result<ShardMap> ShardMap::WithAddresses(std::vector<std::string> addresses,
-                                         uint64_t epoch) const {
+Result<ShardMap> ShardMap::WithAddresses(std::vector<std::string> addresses, uint64_t epoch) const {
   if (addresses.size() != ps_addresses_.size()) {
     return InvalidArgument("shard map for " + std::to_string(num_ps()) + " PS got " +
                            std::to_string(addresses.size()) + " addresses");
@@ -255,10 +254,14 @@ std::vector<uint32_t> ShardMap::ChunksHeldBy(uint32_t ps) const {
 
 const char* TensorKindName(TensorKind k) {
   switch (k) {
-    case TensorKind::kParameter: return "parameter";
-    case TensorKind::kBufferBroadcast: return "buffer (broadcast)";
-    case TensorKind::kBufferAverage: return "buffer (averaged)";
-    case TensorKind::kFrozen: return "frozen parameter";
+    case TensorKind::kParameter:
+      return "parameter";
+    case TensorKind::kBufferBroadcast:
+      return "buffer (broadcast)";
+    case TensorKind::kBufferAverage:
+      return "buffer (averaged)";
+    case TensorKind::kFrozen:
+      return "frozen parameter";
   }
   return "?";
 }

@@ -1,8 +1,8 @@
 // ShardMap: where every piece of every parameter tensor lives.
 //
 // Tensors are cut into chunks of at most `max_chunk_numel` elements (equal
-// pieces, so no tiny tail; smaller for small models, so they spread too); chunks are packed into a fixed number of virtual
-// shards, and virtual shards are assigned to PS processes, both greedily by
+// pieces, so no tiny tail; smaller for small models, so they spread too); chunks are packed into a
+// fixed number of virtual shards, and virtual shards are assigned to PS processes, both greedily by
 // bytes (largest first onto the lightest), so any PS count balances well and
 // a lost PS later moves whole virtual shards only. The map carries an epoch
 // that every data message repeats; a PS refuses other epochs.
@@ -51,12 +51,11 @@ Result<std::vector<TensorInfo>> TensorsFromWire(capnp::List<wire::TensorSpec>::R
 void TensorsToWire(const std::vector<TensorInfo>& tensors,
                    capnp::List<wire::TensorSpec>::Builder list);
 
-
 struct Chunk {
   uint32_t tensor = 0;
   uint64_t offset = 0;  // first element within the tensor
   uint32_t numel = 0;
-  uint32_t shard = 0;   // virtual shard
+  uint32_t shard = 0;  // virtual shard
 };
 
 struct ShardingOptions {

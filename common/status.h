@@ -52,9 +52,13 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
+inline Status DeadlineExceeded(std::string m) {
+  return {StatusCode::kDeadlineExceeded, std::move(m)};
+}
 inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status FailedPrecondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
@@ -75,7 +79,7 @@ inline Status JobFinished(std::string m) { return {StatusCode::kJobFinished, std
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return status_.ok(); }
@@ -95,9 +99,9 @@ class [[nodiscard]] Result {
 }  // namespace een
 
 // Returns early from the enclosing function with a non-OK status.
-#define EEN_RETURN_IF_ERROR(expr)            \
-  do {                                       \
-    ::een::Status een_status_ = (expr);      \
+#define EEN_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::een::Status een_status_ = (expr);        \
     if (!een_status_.ok()) return een_status_; \
   } while (0)
 

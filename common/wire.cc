@@ -52,4 +52,42 @@ transport::Message MakeError(ErrorCode code, const std::string& text, uint64_t r
   return transport::Message{{Encode(b)}};
 }
 
+MembershipChange MembershipFromWire(Membership::Reader m) {
+  MembershipChange change{m.getEffectiveStep(), {}, m.getEpoch()};
+  for (int w : m.getLiveWorkers()) change.live.push_back(w);
+  return change;
+}
+
+void MembershipToWire(const MembershipChange& change, Membership::Builder m) {
+  m.setEpoch(change.epoch);
+  m.setEffectiveStep(change.step);
+  auto live = m.initLiveWorkers(change.live.size());
+  for (size_t j = 0; j < change.live.size(); ++j) live.set(j, change.live[j]);
+}
+
+DType DTypeOf(WireType type) {
+  switch (type) {
+    case WireType::kF32:
+      return DType::F32;
+    case WireType::kF16:
+      return DType::F16;
+    case WireType::kBF16:
+      return DType::BF16;
+  }
+  return DType::F32;  // unreachable: WireType has no other value
+}
+
+Result<WireType> WireTypeOf(DType dtype, const std::string& what) {
+  switch (dtype) {
+    case DType::F32:
+      return WireType::kF32;
+    case DType::F16:
+      return WireType::kF16;
+    case DType::BF16:
+      return WireType::kBF16;
+  }
+  return InvalidArgument(what + " dtype " + std::to_string(static_cast<int>(dtype)) +
+                         " is not one of f32, bf16, f16");
+}
+
 }  // namespace een::wire

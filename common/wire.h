@@ -19,6 +19,8 @@
 
 #include "common/status.h"
 #include "common/transport/frame.h"
+#include "common/wire_dtype.h"
+#include "een/membership.h"
 #include "schema/een.capnp.h"
 
 namespace een::wire {
@@ -28,8 +30,7 @@ transport::Frame Encode(capnp::MessageBuilder& builder);
 
 // Calls `visit` with the header of `message`; any decoding failure, in the
 // header itself or while `visit` reads it, becomes InvalidArgument.
-Status Visit(const transport::Message& message,
-             const std::function<Status(Header::Reader)>& visit);
+Status Visit(const transport::Message& message, const std::function<Status(Header::Reader)>& visit);
 
 // Marks a control message with who sends it.
 inline void SetSender(Header::Builder header, Role role, int rank) {
@@ -40,5 +41,14 @@ inline void SetSender(Header::Builder header, Role role, int rank) {
 
 // A message that says `code: text` in answer to request `request_id`.
 transport::Message MakeError(ErrorCode code, const std::string& text, uint64_t request_id = 0);
+
+// A membership change on the wire (the one type, een/membership.h) and back.
+MembershipChange MembershipFromWire(Membership::Reader m);
+void MembershipToWire(const MembershipChange& change, Membership::Builder m);
+
+// A payload dtype on the wire and back, checked: a value the schema does
+// not define is InvalidArgument naming `what` ("push payload"), never cast.
+DType DTypeOf(WireType type);
+Result<WireType> WireTypeOf(DType dtype, const std::string& what);
 
 }  // namespace een::wire

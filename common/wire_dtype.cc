@@ -13,9 +13,12 @@ namespace een {
 
 const char* WireTypeName(WireType t) {
   switch (t) {
-    case WireType::kF32: return "fp32";
-    case WireType::kF16: return "fp16";
-    case WireType::kBF16: return "bf16";
+    case WireType::kF32:
+      return "fp32";
+    case WireType::kF16:
+      return "fp16";
+    case WireType::kBF16:
+      return "bf16";
   }
   return "?";
 }

@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/transport/shm/shm_device.h"
+#include "common/transport/registry.h"
 
 namespace een {
 
@@ -134,9 +134,9 @@ void ChildProcess::Signal(int signo) const {
 bool ChildProcess::Reap(pid_t pid, int wait_status) {
   if (pid != pid_) return false;
   exited_ = true;
-  // Shared-memory blocks (shm transport) of a process that died are unlinked
-  // here; one that exited normally unlinked them itself.
-  transport::RemoveShmBlocksOf(pid);
+  // What the transport left of a process that died (shm: its /dev/shm
+  // blocks) goes here; one that exited normally removed it itself.
+  transport::RemoveLeftoversOf(pid);
   if (WIFEXITED(wait_status)) exit_code_ = WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) term_signal_ = WTERMSIG(wait_status);
   return true;

@@ -26,7 +26,9 @@ class ChildProcess {
  public:
   ChildProcess(std::string label, std::vector<std::string> argv,
                std::map<std::string, std::string> env, std::vector<int> keep_fds = {})
-      : label_(std::move(label)), argv_(std::move(argv)), env_(std::move(env)),
+      : label_(std::move(label)),
+        argv_(std::move(argv)),
+        env_(std::move(env)),
         keep_fds_(std::move(keep_fds)) {}
 
   // Before Start(): a pseudo-terminal instead of a pipe (also sets TERM=dumb,
@@ -36,7 +38,7 @@ class ChildProcess {
   // Reads what the child wrote; complete lines go to `out` with the label.
   // Returns false at end of output.
   bool Drain(bool flush_partial = false);
-  void Signal(int signo) const;   // to the whole process group
+  void Signal(int signo) const;  // to the whole process group
   // Records the exit; true when `pid` was this child.
   bool Reap(pid_t pid, int wait_status);
 

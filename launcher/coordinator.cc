@@ -2,18 +2,18 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-
-#include <cstdio>
-#include <fstream>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <random>
 
 #include "common/error_codes.h"
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
 #include "common/transport/auth.h"
+#include "common/transport/registry.h"
 #include "common/wire.h"
 #include "launcher/coordinator_internal.h"
 #include "launcher/model_check.h"
@@ -81,10 +81,12 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
     }
     auto envelope = listener_->Receive(kTurn);
     if (envelope.ok()) Handle(*envelope);
-    if (state_ == wire::JobState::STARTING && MillisSince(created_) > options_.job.startup_timeout.count()) {
+    if (state_ == wire::JobState::STARTING &&
+        MillisSince(created_) > options_.job.startup_timeout.count()) {
       MaybeRefuseMismatchedModels();  // the better verdict, if models disagree
     }
-    if (state_ == wire::JobState::STARTING && MillisSince(created_) > options_.job.startup_timeout.count()) {
+    if (state_ == wire::JobState::STARTING &&
+        MillisSince(created_) > options_.job.startup_timeout.count()) {
       std::string missing;  // "ps 1 and worker 0, 2 and 3"
       for (auto* nodes : {&ps_, &workers_}) {
         std::vector<std::string> ranks;
@@ -100,8 +102,10 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
         missing += fmt::format("{}{} {}", missing.empty() ? "" : " and ",
                                nodes == &ps_ ? "ps" : "worker", list);
       }
-      RefuseJob(fmt::format("job did not start within {} ms (--startup-timeout): {} never "
-                            "registered", options_.job.startup_timeout.count(), missing));
+      RefuseJob(
+          fmt::format("job did not start within {} ms (--startup-timeout): {} never "
+                      "registered",
+                      options_.job.startup_timeout.count(), missing));
     }
     if (membership_restart_needed_ && !membership_pending_) {
       bool reachable = true;
@@ -112,9 +116,10 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
       }
     }
     if (recovering_ && MillisSince(recovery_started_) > options_.job.startup_timeout.count()) {
-      Abort(fmt::format("no replacement for the lost PS registered within {} ms; ending the job "
-                        "(its snapshots stay in place for --resume)",
-                        options_.job.startup_timeout.count()));
+      Abort(
+          fmt::format("no replacement for the lost PS registered within {} ms; ending the job "
+                      "(its snapshots stay in place for --resume)",
+                      options_.job.startup_timeout.count()));
     }
     if (state_ == wire::JobState::RUNNING) {
       CheckLiveness();
@@ -171,14 +176,15 @@ Status Coordinator::CheckIdentity(const std::string& authenticated, wire::Header
     claims.push_back(node(h.getRegister().getRole(), h.getRegister().getRank()));
   }
   if (h.isRegister() && h.getRegister().getSpare()) claims.push_back("ps:spare");
-  if (h.isHeartbeat()) claims.push_back(node(h.getHeartbeat().getRole(), h.getHeartbeat().getRank()));
+  if (h.isHeartbeat())
+    claims.push_back(node(h.getHeartbeat().getRole(), h.getHeartbeat().getRank()));
   for (const std::string& claimed : claims) {
     if (!speaks_for(claimed)) {
       return InvalidArgument("this connection authenticated as '" + authenticated +
                              "' and cannot speak for '" + claimed + "'");
     }
   }
-  const bool operator_request = h.isDrain() || h.isSnapshotRequest();
+  const bool operator_request = h.isDrain() || h.isSnapshotRequest() || h.isMetricsRequest();
   if (operator_request && authenticated != "eenctl" && authenticated != "launcher") {
     return InvalidArgument("only eenctl may ask for this ('" + authenticated + "' asked)");
   }
@@ -193,35 +199,52 @@ void Coordinator::Handle(const transport::Envelope& envelope) {
     EEN_RETURN_IF_ERROR(CheckIdentity(envelope.authenticated, h));
     NoteControlRoute(envelope.from, h);
     switch (h.which()) {
-      case wire::Header::HELLO: return Status::Ok();
-      case wire::Header::WORKER_EXITED: return HandleWorkerExited(h.getWorkerExited());
-      case wire::Header::PROCESS_GONE: return HandleProcessGone(envelope.from, h.getProcessGone());
-      case wire::Header::ROLLED_BACK: return HandleRolledBack(envelope.from, h.getRolledBack());
+      case wire::Header::HELLO:
+        return Status::Ok();
+      case wire::Header::WORKER_EXITED:
+        return HandleWorkerExited(h.getWorkerExited());
+      case wire::Header::PROCESS_GONE:
+        return HandleProcessGone(envelope.from, h.getProcessGone());
+      case wire::Header::ROLLED_BACK:
+        return HandleRolledBack(envelope.from, h.getRolledBack());
       case wire::Header::MAP_REQUEST: {
         Node* n = NodeByControl(envelope.from);
-        if (!n || n->role != wire::Role::WORKER) return InvalidArgument("map request from a non-worker");
+        if (!n || n->role != wire::Role::WORKER)
+          return InvalidArgument("map request from a non-worker");
         if (recovering_) {
           map_requests_.push_back(envelope.from);  // answered once every PS is back
           return Status::Ok();
         }
         return SendJobStart(*n);
       }
-      case wire::Header::REGISTER: return HandleRegister(envelope.from, h.getRegister());
-      case wire::Header::DRAIN: return HandleDrain(envelope.from, h.getDrain());
-      case wire::Header::SNAPSHOT_REQUEST: return HandleSnapshotRequest(envelope.from);
-      case wire::Header::HEARTBEAT: return HandleHeartbeat(envelope.from, h.getHeartbeat());
-      case wire::Header::BARRIER: return HandleBarrier(envelope.from, h.getBarrier().getSequence());
-      case wire::Header::DONE: return HandleDone(envelope.from, h.getDone());
-      case wire::Header::LEAVE: HandleLeave(envelope.from); return Status::Ok();
+      case wire::Header::REGISTER:
+        return HandleRegister(envelope.from, h.getRegister());
+      case wire::Header::DRAIN:
+        return HandleDrain(envelope.from, h.getDrain());
+      case wire::Header::SNAPSHOT_REQUEST:
+        return HandleSnapshotRequest(envelope.from);
+      case wire::Header::METRICS_REQUEST:
+        return HandleMetricsRequest(envelope.from);
+      case wire::Header::HEARTBEAT:
+        return HandleHeartbeat(envelope.from, h.getHeartbeat());
+      case wire::Header::BARRIER:
+        return HandleBarrier(envelope.from, h.getBarrier().getSequence());
+      case wire::Header::DONE:
+        return HandleDone(envelope.from, h.getDone());
+      case wire::Header::LEAVE:
+        HandleLeave(envelope.from);
+        return Status::Ok();
       case wire::Header::MEMBERSHIP_PREPARED:
         return HandleMembershipPrepared(envelope.from, h.getMembershipPrepared());
-      default: return InvalidArgument("the coordinator does not take this message kind");
+      default:
+        return InvalidArgument("the coordinator does not take this message kind");
     }
   });
   if (!s.ok()) {
     WarnCounted(KindOf(s.message()), "refused a message: " + s.ToString());
     // The sender reads it as "coordinator: ...", with the code it was found with.
-    if (Status sent = listener_->Send(envelope.from, wire::MakeError(WireCodeOf(s.code()), s.message()));
+    if (Status sent =
+            listener_->Send(envelope.from, wire::MakeError(WireCodeOf(s.code()), s.message()));
         !sent.ok()) {
       spdlog::debug("could not tell the sender: {}", sent.ToString());
     }
@@ -269,8 +292,9 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
   }
   if (state_ == wire::JobState::ABORTED) return FailedPrecondition("job aborted: " + abort_reason_);
   if (state_ != wire::JobState::STARTING) {
-    return FailedPrecondition("the job has already started (or ended); only a replacement for "
-                              "a lost process of the running job can join it");
+    return FailedPrecondition(
+        "the job has already started (or ended); only a replacement for "
+        "a lost process of the running job can join it");
   }
   if (role != wire::Role::PS && role != wire::Role::WORKER) return InvalidArgument("bad role");
   std::vector<Node>& nodes = NodesOf(role);
@@ -334,8 +358,8 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
 }
 
 Status Coordinator::CheckSameModel(int rank, const std::vector<TensorInfo>& model) {
-  const std::string mismatch = DescribeModelMismatch(
-      {{"the running job", model_}, {fmt::format("worker {}", rank), model}});
+  const std::string mismatch =
+      DescribeModelMismatch({{"the running job", model_}, {fmt::format("worker {}", rank), model}});
   return mismatch.empty() ? Status::Ok() : InvalidArgument(mismatch);
 }
 
@@ -388,16 +412,20 @@ Result<uint64_t> Coordinator::PickResumeStep() {
   for (const Node& p : ps_) {
     std::vector<uint64_t> both;
     for (uint64_t step : common) {
-      if (std::find(p.snapshot_steps.begin(), p.snapshot_steps.end(), step) != p.snapshot_steps.end()) {
+      if (std::find(p.snapshot_steps.begin(), p.snapshot_steps.end(), step) !=
+          p.snapshot_steps.end()) {
         both.push_back(step);
       }
     }
     common = both;
   }
   if (common.empty()) {
-    return FailedPrecondition("cannot resume: no snapshot is complete and intact on every one of "
-                              "the " + std::to_string(ps_.size()) + " PS (see their log lines); "
-                              "start without --resume to train from scratch");
+    return FailedPrecondition(
+        "cannot resume: no snapshot is complete and intact on every one of "
+        "the " +
+        std::to_string(ps_.size()) +
+        " PS (see their log lines); "
+        "start without --resume to train from scratch");
   }
   const uint64_t step = *std::max_element(common.begin(), common.end());
   uint64_t newest = step;
@@ -424,8 +452,9 @@ void Coordinator::NoteSnapshots() {
 
 Status Coordinator::StartJob() {
   if (options_.resume && optimizer_.kind == OptimizerConfig::Kind::kSum) {
-    const std::string reason = "cannot resume a sum-mode job: its model and optimizer live in "
-                               "the workers, which snapshots do not hold";
+    const std::string reason =
+        "cannot resume a sum-mode job: its model and optimizer live in "
+        "the workers, which snapshots do not hold";
     RefuseJob(reason);
     return FailedPrecondition(reason);
   }
@@ -442,24 +471,25 @@ Status Coordinator::StartJob() {
   map_ = map;
   std::string balance;
   for (uint64_t b : map.BytesPerPs()) balance += (balance.empty() ? "" : " / ") + std::to_string(b);
-  spdlog::info("job starts: {} tensors, {} parameters in {} chunks; bytes per PS {}; optimizer "
-               "{}; {} cop{} of each shard",
-               model_.size(), map.TotalNumel(), map.chunks().size(), balance,
-               OptimizerName(optimizer_.kind), map.replicated() ? 2 : 1,
-               map.replicated() ? "ies" : "y");
+  spdlog::info(
+      "job starts: {} tensors, {} parameters in {} chunks; bytes per PS {}; optimizer "
+      "{}; {} cop{} of each shard",
+      model_.size(), map.TotalNumel(), map.chunks().size(), balance, OptimizerName(optimizer_.kind),
+      map.replicated() ? 2 : 1, map.replicated() ? "ies" : "y");
   if (options_.resume && !options_.snapshot_dir.empty()) {
     // Where the data stood: the changes before the snapshot's step, then everyone again.
     auto saved = ReadMembershipLog(options_.snapshot_dir);
     if (saved.ok()) {
-      for (MembershipEntry& e : *saved) {
-        if (e.effective_step <= start_step_) history_.push_back(std::move(e));
+      for (MembershipChange& e : *saved) {
+        if (e.step <= start_step_) history_.push_back(std::move(e));
       }
       membership_epoch_ = history_.empty() ? 0 : history_.back().epoch + 1;
     } else {
-      spdlog::warn("{}: workers start as if every one had trained every step", saved.status().message());
+      spdlog::warn("{}: workers start as if every one had trained every step",
+                   saved.status().message());
     }
   }
-  history_.push_back({membership_epoch_, start_step_, LiveWorkerRanks()});  // the start: everyone
+  history_.push_back({start_step_, LiveWorkerRanks(), membership_epoch_});  // the start: everyone
   SaveHistory();
   for (auto* nodes : {&ps_, &workers_}) {
     for (Node& n : *nodes) {
@@ -506,6 +536,7 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     n.loss_given = hb.getLossGiven();
     n.samples = hb.getSamples();
     n.sync_micros = hb.getSyncMicros();
+    EEN_ASSIGN_OR_RETURN(n.metrics, Metrics::FromWire(hb.getMetrics()));
     if (role == wire::Role::PS && hb.getChunksReady() != n.chunks_ready) {
       n.chunks_ready = hb.getChunksReady();
       if (n.chunks_ready == map_epoch_ && map_epoch_ > 1 && map_ && map_->replicated()) {
@@ -524,8 +555,10 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     }
     if (n.lost) {
       state = wire::JobState::ABORTED;
-      reason = fmt::format("this {} was declared lost (silent longer than the failover "
-                           "threshold); the job went on without it", RoleName(role));
+      reason = fmt::format(
+          "this {} was declared lost (silent longer than the failover "
+          "threshold); the job went on without it",
+          RoleName(role));
     }
   }
   capnp::MallocMessageBuilder b;
@@ -559,7 +592,8 @@ void Coordinator::ReleaseBarriers() {
       if (workers_[rank].lost) continue;
       capnp::MallocMessageBuilder b;
       b.initRoot<wire::Header>().initBarrierReply().setSequence(it->first);
-      (void)listener_->Send(workers_[rank].control, Message{{wire::Encode(b)}});
+      Ignored(listener_->Send(workers_[rank].control, Message{{wire::Encode(b)}}),
+              "answering a barrier");
     }
     it = barriers_.erase(it);
   }
@@ -569,7 +603,9 @@ Status Coordinator::HandleDone(const transport::PeerId& peer, uint64_t steps) {
   Node* n = NodeByControl(peer);
   if (!n || n->role != wire::Role::WORKER) return InvalidArgument("done from a non-worker");
   n->step = std::max(n->step, steps);  // newer than its last heartbeat
-  if (!n->done) WorkerFinished(*n, fmt::format("finished at step {}", n->step));  // else a repeat: our answer was lost
+  if (!n->done)
+    WorkerFinished(
+        *n, fmt::format("finished at step {}", n->step));  // else a repeat: our answer was lost
   capnp::MallocMessageBuilder b;
   b.initRoot<wire::Header>().setDoneReply();
   return listener_->Send(peer, Message{{wire::Encode(b)}});
@@ -580,8 +616,10 @@ void Coordinator::WorkerFinished(Node& n, const std::string& how) {
   const std::vector<int> still = LiveWorkerRanks();
   if (state_ == wire::JobState::RUNNING && !still.empty() && !n.lost) {
     // Uneven data (DDP's join()): the others go on without it from the next step.
-    spdlog::info("worker {} {}; the {} other worker(s) go on without it (no step waits for it "
-                 "any more)", n.rank, how, still.size());
+    spdlog::info(
+        "worker {} {}; the {} other worker(s) go on without it (no step waits for it "
+        "any more)",
+        n.rank, how, still.size());
     if (!membership_pending_) StartMembershipChange();
   } else {
     spdlog::info("worker {} {}", n.rank, how);
@@ -594,7 +632,8 @@ void Coordinator::WorkerFinished(Node& n, const std::string& how) {
 Status Coordinator::HandleWorkerExited(wire::WorkerExit::Reader exit) {
   const int rank = exit.getRank();
   if (rank < 0 || rank >= static_cast<int>(workers_.size())) {
-    return InvalidArgument(fmt::format("exit of worker rank {} (job has {})", rank, workers_.size()));
+    return InvalidArgument(
+        fmt::format("exit of worker rank {} (job has {})", rank, workers_.size()));
   }
   if (exit.getStatus() != 0) return Status::Ok();  // heartbeats tell a lost worker
   Node& w = workers_[rank];
@@ -603,12 +642,14 @@ Status Coordinator::HandleWorkerExited(wire::WorkerExit::Reader exit) {
     RefuseJob(fmt::format(
         "worker {} (pid {}) exited with status 0 without joining the job: the program never "
         "created een::DataParallel (een-launch runs PROGRAM once per worker; it must be an EEN "
-        "training program)", rank, exit.getPid()));
+        "training program)",
+        rank, exit.getPid()));
     return Status::Ok();
   }
   if (state_ == wire::JobState::RUNNING && same && !w.done && !w.lost) {
     WorkerFinished(w, fmt::format("exited (status 0) without Finish() (its last heartbeat was at "
-                                  "step {})", w.step));
+                                  "step {})",
+                                  w.step));
   }
   return Status::Ok();
 }
@@ -689,11 +730,12 @@ void Coordinator::RefuseJob(const std::string& reason) {
       wire::MakeError(wire::ErrorCode::FAILED_PRECONDITION, "the job cannot start: " + reason);
   for (auto* nodes : {&ps_, &workers_}) {
     for (const Node& n : *nodes) {
-      if (n.registered) (void)listener_->Send(n.control, refusal);
+      if (n.registered) Ignored(listener_->Send(n.control, refusal), "refusing a process");
     }
   }
   for (const auto& [rank, offer] : offered_models_) {  // workers whose model disagreed
-    if (!workers_[rank].registered) (void)listener_->Send(offer.control, refusal);
+    if (!workers_[rank].registered)
+      Ignored(listener_->Send(offer.control, refusal), "refusing a worker whose model disagreed");
   }
 }
 

@@ -9,12 +9,11 @@
 // backups are built in the background, and a replacement PS that registers
 // becomes a backup holder); with snapshots every PS rolls back. It serves
 // barriers, logs a progress line, notes when a snapshot step is complete
-// on every PS (and, resuming, picks the newest step every PS holds intact), and ends the job cleanly when every worker
-// is done and every PS has left. Run() returns Ok then, Aborted otherwise.
-// With a state path it saves what it must not forget (the job, who is in
-// it, membership, snapshots) to RocksDB at every change; restarted with
-// `restore`, it takes the running job up again: heartbeats carry a new
-// incarnation, and the others greet it on their control connections.
+// on every PS (and, resuming, picks the newest step every PS holds intact), and ends the job
+// cleanly when every worker is done and every PS has left. Run() returns Ok then, Aborted
+// otherwise. With a state path it saves what it must not forget (the job, who is in it, membership,
+// snapshots) to RocksDB at every change; restarted with `restore`, it takes the running job up
+// again: heartbeats carry a new incarnation, and the others greet it on their control connections.
 // Sources: coordinator.cc (registration, heartbeats, barriers, the loop),
 // coordinator_state.cc (its saved state), coordinator_membership.cc
 // (workers lost and joining), coordinator_ps_loss.cc (failover, rollback,
@@ -33,22 +32,23 @@
 #include <vector>
 
 #include "common/job_config.h"
+#include "common/metrics.h"
 #include "common/shard_map.h"
 #include "common/transport/device.h"
+#include "een/optimizer.h"
 #include "launcher/liveness.h"
 #include "launcher/membership_log.h"
 #include "launcher/state_store.h"
-#include "een/optimizer.h"
 #include "schema/een.capnp.h"
 
 namespace een {
 
 struct CoordinatorOptions {
   std::string listen_address = "tcp://127.0.0.1:0";
-  JobConfig job;  // sizes, deadlines and sharding (transport and host unused here)
-  bool resume = false;  // start from the newest snapshot intact on every PS
-  std::string state_path;  // RocksDB for the coordinator's own state ("": keep none)
-  bool restore = false;    // restart: take the job up from state_path
+  JobConfig job;             // sizes, deadlines and sharding (transport and host unused here)
+  bool resume = false;       // start from the newest snapshot intact on every PS
+  std::string state_path;    // RocksDB for the coordinator's own state ("": keep none)
+  bool restore = false;      // restart: take the job up from state_path
   std::string snapshot_dir;  // with snapshots: where the membership history goes too
   std::string verdict_path;  // "": none; else the reason the job was aborted is written there
   std::string lost_path;     // "": none; else each worker declared lost appends "RANK PID" there
@@ -74,12 +74,12 @@ class Coordinator {
     std::string data_address;
     transport::PeerId control;
     bool registered = false;
-    bool done = false;   // worker finished / PS left
-    bool lost = false;   // declared lost; the job goes on without it (a PS: until replaced)
-    bool joining = false;  // worker: a replacement waiting for the membership change
+    bool done = false;       // worker finished / PS left
+    bool lost = false;       // declared lost; the job goes on without it (a PS: until replaced)
+    bool joining = false;    // worker: a replacement waiting for the membership change
     uint64_t join_step = 0;  // worker: the step it joined the running job at (0: the start)
-    bool drained = false;  // PS: its shards moved away; told to leave
-    Liveness liveness;  // heartbeats: when its silence means it is lost
+    bool drained = false;    // PS: its shards moved away; told to leave
+    Liveness liveness;       // heartbeats: when its silence means it is lost
     uint64_t step = 0;
     double loss = 0;
     bool loss_given = false;  // the program gave `loss` (NaN shows as nan)
@@ -88,6 +88,7 @@ class Coordinator {
     std::vector<uint64_t> snapshot_steps;  // PS, resuming: its intact snapshots
     uint64_t snapshot_step = 0;            // PS: newest snapshot written
     uint64_t chunks_ready = 0;             // PS: map epoch whose chunks it all holds
+    std::vector<MetricSample> metrics;     // from its newest heartbeat
   };
 
   void Handle(const transport::Envelope& envelope);
@@ -187,6 +188,8 @@ class Coordinator {
   // the commit). A round also serves pending on-demand snapshot requests:
   // every PS snapshots the agreed step.
   void StartMembershipChange();
+  // eenctl metrics: every known process's newest metrics (coordinator_metrics.cc).
+  Status HandleMetricsRequest(const transport::PeerId& peer);
   Status HandleSnapshotRequest(const transport::PeerId& peer);
   Status HandleMembershipPrepared(const transport::PeerId& peer,
                                   wire::MembershipPrepared::Reader prepared);
@@ -205,21 +208,21 @@ class Coordinator {
   CoordinatorOptions options_;
   std::unique_ptr<transport::Listener> listener_;
   std::unique_ptr<StateStore> state_store_;
-  uint64_t incarnation_;                  // random per start: tells the others we restarted
+  uint64_t incarnation_;                    // random per start: tells the others we restarted
   bool membership_restart_needed_ = false;  // a change was under way when we died
   uint64_t map_epoch_ = 1;
-  std::optional<ShardMap> map_;   // owners and backups, once the job started
-  bool map_moved_ = false;        // a failover moved shards since the start
-  int worker_replacements_ = 0;   // replacement workers accepted (--max-restarts)
+  std::optional<ShardMap> map_;    // owners and backups, once the job started
+  bool map_moved_ = false;         // a failover moved shards since the start
+  int worker_replacements_ = 0;    // replacement workers accepted (--max-restarts)
   std::vector<PsProcess> spares_;  // standby PS (een-launch --spare-ps), oldest first
   struct ShardMoves {
     ShardMap::Moves moves;  // virtual shard -> new owner
     int leaving = -1;       // the PS being drained, if any
     uint64_t staged_epoch = 0;
-    uint64_t bytes = 0;     // parameter bytes that move (images add optimizer state)
+    uint64_t bytes = 0;  // parameter bytes that move (images add optimizer state)
   };
   std::optional<ShardMoves> moves_;
-  uint64_t rollback_epoch_ = 0;   // map epoch of the latest rollback
+  uint64_t rollback_epoch_ = 0;  // map epoch of the latest rollback
   bool recovering_ = false;
   Clock::time_point recovery_started_;
   uint64_t rollback_step_ = 0;
@@ -242,15 +245,15 @@ class Coordinator {
   uint64_t start_step_ = 0;
   uint64_t membership_epoch_ = 0;
   bool membership_pending_ = false;
-  std::vector<int> membership_live_;          // of the round being agreed
-  std::vector<MembershipEntry> history_;       // every committed change, oldest first
+  std::vector<int> membership_live_;       // of the round being agreed
+  std::vector<MembershipChange> history_;  // every committed change, oldest first
   // Keeps history_ next to the snapshots too, for --resume.
   void SaveHistory();
   void HistoryToWire(capnp::List<wire::Membership>::Builder list) const;
-  std::map<int, uint64_t> prepared_;          // PS rank -> its max version
+  std::map<int, uint64_t> prepared_;                  // PS rank -> its max version
   std::vector<transport::PeerId> snapshot_waiting_;   // eenctl requests for the next round
   std::vector<transport::PeerId> snapshot_in_round_;  // ... served by the current round
-  uint64_t complete_snapshot_ = 0;  // newest step snapshotted by every PS
+  uint64_t complete_snapshot_ = 0;                    // newest step snapshotted by every PS
   Clock::time_point last_progress_ = Clock::now();
   Clock::time_point last_turn_ = Clock::now();  // of Run()'s loop: its own stalls are forgiven
   uint64_t last_progress_samples_ = 0;

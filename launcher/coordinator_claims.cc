@@ -53,11 +53,12 @@ Status Coordinator::ClaimOfLiveRank(const Node& held, int pid) {
   const long waited = MillisSince(it->second);
   const long patience = Liveness::kMaxFactor * options_.job.failover_threshold.count() + 5000;
   if (first) {
-    spdlog::info("a process (pid {}) asks for the rank of {}, which is alive: it is admitted "
-                 "once that one is declared lost (een-launch reports it ended, or it is silent "
-                 "past the failover threshold, {} ms, or up to 3x that when its heartbeats came "
-                 "irregularly)",
-                 pid, Describe(held), options_.job.failover_threshold.count());
+    spdlog::info(
+        "a process (pid {}) asks for the rank of {}, which is alive: it is admitted "
+        "once that one is declared lost (een-launch reports it ended, or it is silent "
+        "past the failover threshold, {} ms, or up to 3x that when its heartbeats came "
+        "irregularly)",
+        pid, Describe(held), options_.job.failover_threshold.count());
   }
   if (waited < patience) return Status::Ok();
   claims_.erase(it);
@@ -76,10 +77,11 @@ void Coordinator::PsLost(Node& p, const std::string& why) {
   }
   uint64_t job_step = 0;
   for (const Node& w : workers_) job_step = std::max(job_step, w.step);
-  Abort(fmt::format("{}; the job was at step {}; ending the job ({})", why, job_step,
-                    options_.job.replicas >= 2
-                        ? "some of its shards have no live backup"
-                        : "with --snapshot-every N the job rolls back to its last snapshot instead"));
+  Abort(
+      fmt::format("{}; the job was at step {}; ending the job ({})", why, job_step,
+                  options_.job.replicas >= 2
+                      ? "some of its shards have no live backup"
+                      : "with --snapshot-every N the job rolls back to its last snapshot instead"));
 }
 
 }  // namespace een

@@ -9,9 +9,12 @@ namespace een {
 
 inline const char* RoleName(wire::Role r) {
   switch (r) {
-    case wire::Role::PS: return "ps";
-    case wire::Role::WORKER: return "worker";
-    default: return "coordinator";
+    case wire::Role::PS:
+      return "ps";
+    case wire::Role::WORKER:
+      return "worker";
+    default:
+      return "coordinator";
   }
 }
 

@@ -21,8 +21,12 @@ int main(int argc, char** argv) {
   int ready_fd = -1;
   long threshold = 500, heartbeat = 100, startup = 120000, progress = 2000;
   app.add_option("--listen", o.listen_address, "address to listen on");
-  app.add_option("--ps", o.job.ps, "number of PS processes")->required()->check(CLI::PositiveNumber);
-  app.add_option("--workers", o.job.workers, "number of workers")->required()->check(CLI::PositiveNumber);
+  app.add_option("--ps", o.job.ps, "number of PS processes")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--workers", o.job.workers, "number of workers")
+      ->required()
+      ->check(CLI::PositiveNumber);
   app.add_option("--min-workers", o.job.min_workers, "workers the job needs to go on (0: all)");
   app.add_option("--snapshot-every", o.job.snapshot_every,
                  "PS snapshot period: with it a lost PS rolls the job back instead of ending it");

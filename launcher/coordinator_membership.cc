@@ -1,13 +1,13 @@
 // Coordinator: which workers train: a lost worker drops out, a replacement
 // or a new worker joins, at a step agreed with every PS. See coordinator.h.
-#include "launcher/coordinator.h"
-
-#include <fstream>
 #include <fmt/format.h>
+
 #include <algorithm>
+#include <fstream>
 
 #include "common/logging.h"
 #include "common/wire.h"
+#include "launcher/coordinator.h"
 #include "launcher/coordinator_internal.h"
 
 namespace een {
@@ -18,8 +18,10 @@ Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
                                             wire::Register::Reader reg) {
   const int rank = reg.getRank();
   if (rank < 0 || rank > static_cast<int>(workers_.size())) {
-    return InvalidArgument(fmt::format("worker rank {} is out of range (job has {}; a new worker "
-                                       "takes rank {})", rank, workers_.size(), workers_.size()));
+    return InvalidArgument(
+        fmt::format("worker rank {} is out of range (job has {}; a new worker "
+                    "takes rank {})",
+                    rank, workers_.size(), workers_.size()));
   }
   EEN_ASSIGN_OR_RETURN(std::vector<TensorInfo> model, TensorsFromWire(reg.getTensors()));
   EEN_RETURN_IF_ERROR(CheckSameModel(rank, model));
@@ -45,7 +47,7 @@ Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
     const auto& last = history_.empty() ? std::vector<int>() : history_.back().live;
     if (std::find(last.begin(), last.end(), rank) != last.end()) {
       w.joining = false;  // agreed already
-      return SendJobStart(w, false, history_.back().effective_step);
+      return SendJobStart(w, false, history_.back().step);
     }
     StartMembershipChange();
     return Status::Ok();
@@ -61,7 +63,8 @@ Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
   if (!grows) worker_replacements_++;
   w.liveness.Restart(Clock::now());
   spdlog::info("{} joins the running job{}: it trains from the step every PS agrees on",
-               Describe(w), grows ? fmt::format(" as a new worker ({} in all)", workers_.size()) : "");
+               Describe(w),
+               grows ? fmt::format(" as a new worker ({} in all)", workers_.size()) : "");
   if (!membership_pending_) StartMembershipChange();  // else: right after the pending one
   SaveState();
   return Status::Ok();
@@ -77,9 +80,10 @@ void Coordinator::WorkerLost(Node& w, const std::string& what) {
   int finished = 0;  // done with their data: they count toward --min-workers
   for (const Node& x : workers_) finished += x.done && !x.lost;
   if (static_cast<int>(live.size()) + finished < options_.job.MinWorkers() && restarts_left <= 0) {
-    Abort(fmt::format("{}; only {} worker(s) left, fewer than the {} the job needs "
-                      "(--min-workers); ending the job",
-                      what, live.size(), options_.job.MinWorkers()));
+    Abort(
+        fmt::format("{}; only {} worker(s) left, fewer than the {} the job needs "
+                    "(--min-workers); ending the job",
+                    what, live.size(), options_.job.MinWorkers()));
     return;
   }
   spdlog::warn("{}; the job goes on with {} workers (--min-workers {}{})", what, live.size(),
@@ -98,14 +102,16 @@ void Coordinator::StartMembershipChange() {
   prepared_.clear();
   snapshot_in_round_ = std::move(snapshot_waiting_);
   snapshot_waiting_.clear();
-  (void)SendToLivePs(
-      [&](wire::Header::Builder h) {
-        auto prepare = h.initMembershipPrepare();
-        prepare.setEpoch(membership_epoch_);
-        auto live = prepare.initLiveWorkers(membership_live_.size());
-        for (size_t i = 0; i < membership_live_.size(); ++i) live.set(i, membership_live_[i]);
-      },
-      "the new membership");
+  Ignored(SendToLivePs(
+              [&](wire::Header::Builder h) {
+                auto prepare = h.initMembershipPrepare();
+                prepare.setEpoch(membership_epoch_);
+                auto live = prepare.initLiveWorkers(membership_live_.size());
+                for (size_t i = 0; i < membership_live_.size(); ++i)
+                  live.set(i, membership_live_[i]);
+              },
+              "the new membership"),
+          "sending a membership prepare");
 }
 
 Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
@@ -121,9 +127,10 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
   for (int r : membership_live_) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
   const bool changed = history_.empty() || history_.back().live != membership_live_;
   if (changed) {
-    spdlog::info("membership {}: from step {} the {} live workers ({}) share the rest of each "
-                 "epoch's data (re-sharded: a lost worker's share included, a joiner takes part)",
-                 membership_epoch_, step, membership_live_.size(), ranks);
+    spdlog::info(
+        "membership {}: from step {} the {} live workers ({}) share the rest of each "
+        "epoch's data (re-sharded: a lost worker's share included, a joiner takes part)",
+        membership_epoch_, step, membership_live_.size(), ranks);
   }
   const uint64_t snapshot_step = snapshot_in_round_.empty() ? 0 : step;
   if (snapshot_step > 0) spdlog::info("snapshot on demand: every PS snapshots step {}", step);
@@ -142,12 +149,13 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
     capnp::MallocMessageBuilder b;
     b.initRoot<wire::Header>().setSnapshotReply(fmt::format(
         "every PS snapshots step {}; the job's log says 'snapshot of step {} complete' once it "
-        "is written everywhere", step, step));
-    (void)listener_->Send(requester, Message{{wire::Encode(b)}});
+        "is written everywhere",
+        step, step));
+    Ignored(listener_->Send(requester, Message{{wire::Encode(b)}}), "answering a snapshot request");
   }
   snapshot_in_round_.clear();
   if (changed) {
-    history_.push_back({membership_epoch_, step, membership_live_});
+    history_.push_back({step, membership_live_, membership_epoch_});
     SaveHistory();
   }
   for (int r : membership_live_) {
@@ -168,8 +176,8 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
 
 Status Coordinator::HandleSnapshotRequest(const transport::PeerId& peer) {
   auto refuse = [&](const std::string& why) {
-    return listener_->Send(peer, wire::MakeError(wire::ErrorCode::FAILED_PRECONDITION,
-                                                 "no snapshot: " + why));
+    return listener_->Send(
+        peer, wire::MakeError(wire::ErrorCode::FAILED_PRECONDITION, "no snapshot: " + why));
   };
   if (state_ != wire::JobState::RUNNING) return refuse("the job is not running");
   if (options_.job.snapshot_every == 0) {

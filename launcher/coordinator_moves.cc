@@ -1,12 +1,12 @@
 // Coordinator: moving shards while training goes on (a PS joins, a PS is
 // drained). See coordinator.h.
-#include "launcher/coordinator.h"
-
 #include <fmt/format.h>
+
 #include <algorithm>
 
 #include "common/logging.h"
 #include "common/wire.h"
+#include "launcher/coordinator.h"
 #include "launcher/coordinator_internal.h"
 
 namespace een {
@@ -35,7 +35,8 @@ Status Coordinator::AddPs(const PsProcess& process) {
   if (n.data_address.empty()) return InvalidArgument("a PS must give its data address");
   ps_.push_back(n);
   map_ = map_->WithNewPs(n.data_address, map_epoch_);
-  spdlog::info("{} joins the running job: the job grows to {} PS", Describe(ps_.back()), ps_.size());
+  spdlog::info("{} joins the running job: the job grows to {} PS", Describe(ps_.back()),
+               ps_.size());
   StartMoves(map_->MovesOnto(n.rank, UsablePs()), -1,
              fmt::format("balancing onto the new ps {}", n.rank));
   EEN_RETURN_IF_ERROR(SendJobStart(ps_.back(), /*rebuild=*/true));
@@ -44,8 +45,10 @@ Status Coordinator::AddPs(const PsProcess& process) {
 
 Status Coordinator::HandleDrain(const transport::PeerId& peer, int rank) {
   auto refuse = [&](const std::string& why) {
-    (void)listener_->Send(peer, wire::MakeError(wire::ErrorCode::FAILED_PRECONDITION,
-                                                "cannot drain ps " + std::to_string(rank) + ": " + why));
+    Ignored(listener_->Send(
+                peer, wire::MakeError(wire::ErrorCode::FAILED_PRECONDITION,
+                                      "cannot drain ps " + std::to_string(rank) + ": " + why)),
+            "refusing a drain");
     return Status::Ok();
   };
   if (state_ != wire::JobState::RUNNING || !map_) return refuse("the job is not running");
@@ -81,9 +84,10 @@ void Coordinator::StartMoves(ShardMap::Moves moves, int leaving, const std::stri
   map_ = map_->Staged(moves, map_epoch_);
   map_moved_ = true;
   moves_ = ShardMoves{std::move(moves), leaving, map_epoch_, bytes};
-  spdlog::info("{}: {} shard(s), {} bytes of parameters, move to {}; first they are backed up "
-               "there (shard map epoch {})",
-               what, moves_->moves.size(), bytes, PsList(to), map_epoch_);
+  spdlog::info(
+      "{}: {} shard(s), {} bytes of parameters, move to {}; first they are backed up "
+      "there (shard map epoch {})",
+      what, moves_->moves.size(), bytes, PsList(to), map_epoch_);
   SendMapChange();
   SaveState();
   MaybeFinishMoves();  // nothing to copy: done at once
@@ -103,9 +107,10 @@ void Coordinator::MaybeFinishMoves() {
   }
   map_epoch_++;
   map_ = map_->Moved(moves_->moves, options_.job.replicas, moves_->leaving, UsablePs(), map_epoch_);
-  spdlog::info("shard moves done: {} shard(s) ({} bytes of parameters) now served by {} (shard "
-               "map epoch {})",
-               moves_->moves.size(), moves_->bytes, PsList(to), map_epoch_);
+  spdlog::info(
+      "shard moves done: {} shard(s) ({} bytes of parameters) now served by {} (shard "
+      "map epoch {})",
+      moves_->moves.size(), moves_->bytes, PsList(to), map_epoch_);
   if (moves_->leaving >= 0) {
     Node& gone = ps_[moves_->leaving];
     gone.drained = true;

@@ -1,12 +1,11 @@
 // Coordinator: a lost PS. With replicas 2 its backups take over (failover);
 // with snapshots every PS rolls back; a replacement or a spare takes its
 // rank. See coordinator.h.
-#include "launcher/coordinator.h"
-
 #include <fmt/format.h>
 
 #include "common/logging.h"
 #include "common/wire.h"
+#include "launcher/coordinator.h"
 #include "launcher/coordinator_internal.h"
 
 namespace een {
@@ -41,8 +40,9 @@ Status Coordinator::SendToLivePs(const std::function<void(wire::Header::Builder)
 }
 
 void Coordinator::SendMapChange() {
-  (void)SendToLivePs([&](wire::Header::Builder h) { map_->ToWire(h.initMapChange()); },
-                     "the new shard map");
+  Ignored(SendToLivePs([&](wire::Header::Builder h) { map_->ToWire(h.initMapChange()); },
+                       "the new shard map"),
+          "sending the new shard map");
 }
 
 bool Coordinator::FailOver(Node& lost, const std::string& why) {
@@ -57,7 +57,8 @@ bool Coordinator::FailOver(Node& lost, const std::string& why) {
   bool backups_pending = false;
   for (uint32_t s = 0; s < map_->num_shards(); ++s) {
     const uint32_t backup = map_->BackupOfShard(s);
-    if (map_->OwnerOfShard(s) != static_cast<uint32_t>(lost.rank) || backup == ShardMap::kNoPs) continue;
+    if (map_->OwnerOfShard(s) != static_cast<uint32_t>(lost.rank) || backup == ShardMap::kNoPs)
+      continue;
     if (ps_[backup].chunks_ready != map_epoch_ && initial_values_kept) {
       backups_pending = true;
     } else if (ps_[backup].chunks_ready != map_epoch_) {
@@ -92,13 +93,15 @@ bool Coordinator::FailOver(Node& lost, const std::string& why) {
   map_epoch_++;
   map_ = std::move(next).value();
   map_moved_ = true;
-  spdlog::warn("{}; failing over: its {} shard(s) ({} bytes) are served by their backups on {} "
-               "from now, shard map epoch {}; {} new backup(s) being built{}{}",
-               why, shards, bytes, to.empty() ? "no PS" : to, map_epoch_, rebuilt,
-               LivePsCount() < 2 && spares_.empty()
-                   ? " (one PS left: no copies until a replacement joins)" : "",
-               backups_pending ? "; the backups not yet built get the initial values again "
-                                 "from worker 0" : "");
+  spdlog::warn(
+      "{}; failing over: its {} shard(s) ({} bytes) are served by their backups on {} "
+      "from now, shard map epoch {}; {} new backup(s) being built{}{}",
+      why, shards, bytes, to.empty() ? "no PS" : to, map_epoch_, rebuilt,
+      LivePsCount() < 2 && spares_.empty() ? " (one PS left: no copies until a replacement joins)"
+                                           : "",
+      backups_pending ? "; the backups not yet built get the initial values again "
+                        "from worker 0"
+                      : "");
   SendMapChange();
   SaveState();
   UseSpare(lost.rank);
@@ -134,8 +137,10 @@ Status Coordinator::ReplacePs(int rank, const PsProcess& process, const std::str
   for (uint32_t c = 0; c < map_->chunks().size(); ++c) {
     backups += map_->BackupOfChunk(c) == static_cast<uint32_t>(old.rank) ? 1 : 0;
   }
-  spdlog::info("{} joins the running job: it backs up {} chunk(s), built from their primaries; "
-               "shard map epoch {}", Describe(old), backups, map_epoch_);
+  spdlog::info(
+      "{} joins the running job: it backs up {} chunk(s), built from their primaries; "
+      "shard map epoch {}",
+      Describe(old), backups, map_epoch_);
   EEN_RETURN_IF_ERROR(SendJobStart(old, /*rebuild=*/true));
   SendMapChange();
   SaveState();
@@ -159,7 +164,8 @@ void Coordinator::ReleaseSpares() {
     reply.setIncarnation(incarnation_);
     reply.setState(state_);
     reply.setReason(abort_reason_);
-    (void)listener_->Send(spare.control, Message{{wire::Encode(b)}});
+    Ignored(listener_->Send(spare.control, Message{{wire::Encode(b)}}),
+            "telling a spare the job ended");
   }
   spares_.clear();
 }
@@ -172,13 +178,16 @@ void Coordinator::BeginRecovery(Node& lost, const std::string& why) {
   uint64_t job_step = 0;
   for (const Node& w : workers_) job_step = std::max(job_step, w.step);
   if (complete_snapshot_ == 0) {
-    Abort(why + "; no snapshot is complete yet to roll back to, so the job ends (snapshots "
-                "every " + std::to_string(options_.job.snapshot_every) + " steps)");
+    Abort(why +
+          "; no snapshot is complete yet to roll back to, so the job ends (snapshots "
+          "every " +
+          std::to_string(options_.job.snapshot_every) + " steps)");
     return;
   }
   if (map_moved_) {
-    Abort(why + "; a failover already moved shards, so the snapshots (taken with the first "
-                "shard map) cannot be rolled back to; the job ends (resume it with --resume)");
+    Abort(why +
+          "; a failover already moved shards, so the snapshots (taken with the first "
+          "shard map) cannot be rolled back to; the job ends (resume it with --resume)");
     return;
   }
   lost.lost = true;
@@ -188,17 +197,19 @@ void Coordinator::BeginRecovery(Node& lost, const std::string& why) {
   map_epoch_++;
   rollback_epoch_ = map_epoch_;
   ps_ready_.clear();
-  spdlog::warn("{}; rolling back to the snapshot of step {}: steps {}-{} are redone; shard map "
-               "epoch {}; waiting for a replacement of ps {}",
-               why, rollback_step_, rollback_step_ + 1, std::max(job_step, rollback_step_ + 1),
-               map_epoch_, lost.rank);
-  (void)SendToLivePs(
-      [&](wire::Header::Builder h) {
-        auto rb = h.initRollback();
-        rb.setEpoch(map_epoch_);
-        rb.setStep(rollback_step_);
-      },
-      "the rollback");
+  spdlog::warn(
+      "{}; rolling back to the snapshot of step {}: steps {}-{} are redone; shard map "
+      "epoch {}; waiting for a replacement of ps {}",
+      why, rollback_step_, rollback_step_ + 1, std::max(job_step, rollback_step_ + 1), map_epoch_,
+      lost.rank);
+  Ignored(SendToLivePs(
+              [&](wire::Header::Builder h) {
+                auto rb = h.initRollback();
+                rb.setEpoch(map_epoch_);
+                rb.setStep(rollback_step_);
+              },
+              "the rollback"),
+          "sending the rollback");
   SaveState();
   UseSpare(lost.rank);
 }
@@ -215,10 +226,11 @@ Status Coordinator::HandleRolledBack(const transport::PeerId& peer, wire::Rollba
 void Coordinator::MaybeEndRecovery() {
   if (!recovering_ || ps_ready_.size() < ps_.size()) return;
   recovering_ = false;
-  spdlog::info("every PS is back at step {} (shard map epoch {}); training resumes",
-               rollback_step_, map_epoch_);
+  spdlog::info("every PS is back at step {} (shard map epoch {}); training resumes", rollback_step_,
+               map_epoch_);
   for (const transport::PeerId& peer : map_requests_) {
-    if (Node* w = NodeByControl(peer)) (void)SendJobStart(*w);
+    if (Node* w = NodeByControl(peer))
+      Ignored(SendJobStart(*w), "answering a map request after the rollback");
   }
   map_requests_.clear();
 }

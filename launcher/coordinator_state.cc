@@ -1,12 +1,13 @@
 // Coordinator: what it keeps across its own restarts (RocksDB state) and
 // the membership history it keeps next to the snapshots. See coordinator.h.
-#include "launcher/coordinator.h"
-
 #include <capnp/serialize.h>
+
 #include <cstring>
 
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
+#include "common/wire.h"
+#include "launcher/coordinator.h"
 #include "launcher/coordinator_internal.h"
 
 namespace een {
@@ -53,15 +54,18 @@ void Coordinator::SaveState() {
   auto words = capnp::messageToFlatArray(b);
   auto bytes = words.asBytes();
   if (Status s = state_store_->Put(std::string(bytes.begin(), bytes.end())); !s.ok()) {
-    spdlog::error("{}; a restart of the coordinator now would lose the latest changes", s.message());
+    spdlog::error("{}; a restart of the coordinator now would lose the latest changes",
+                  s.message());
   }
 }
 
 Status Coordinator::RestoreState() {
   EEN_ASSIGN_OR_RETURN(std::optional<std::string> saved, state_store_->Get());
   if (!saved) {  // killed before the job started: nothing was lost
-    spdlog::warn("no saved state in {}: the job had not started; starting over (every process "
-                 "registers again)", options_.state_path);
+    spdlog::warn(
+        "no saved state in {}: the job had not started; starting over (every process "
+        "registers again)",
+        options_.state_path);
     return Status::Ok();
   }
   // Copied into words: Cap'n Proto reads aligned memory.
@@ -91,9 +95,11 @@ Status Coordinator::RestoreState() {
       const size_t most = std::max(nodes.size(), records[r.getRole() == wire::Role::PS ? 0 : 1]);
       if (r.getRank() < 0 || static_cast<size_t>(r.getRank()) >= most) {
         return DataLoss(fmt::format("the saved state lists {} rank {}, with {} {} records",
-                                    RoleName(r.getRole()), r.getRank(), most, RoleName(r.getRole())));
+                                    RoleName(r.getRole()), r.getRank(), most,
+                                    RoleName(r.getRole())));
       }
-      if (r.getRank() >= static_cast<int>(nodes.size())) nodes.resize(r.getRank() + 1);  // joined live
+      if (r.getRank() >= static_cast<int>(nodes.size()))
+        nodes.resize(r.getRank() + 1);  // joined live
       Node& n = nodes[r.getRank()];
       n.role = r.getRole();
       n.rank = r.getRank();
@@ -122,18 +128,16 @@ Status Coordinator::RestoreState() {
     rollback_epoch_ = st.getRollbackEpoch();
     map_moved_ = st.getMapMoved();
     worker_replacements_ = st.getWorkerReplacements();
-    for (auto m : st.getHistory()) {
-      MembershipEntry r{m.getEpoch(), m.getEffectiveStep(), {}};
-      for (int w : m.getLiveWorkers()) r.live.push_back(w);
-      history_.push_back(std::move(r));
-    }
+    for (auto m : st.getHistory()) history_.push_back(wire::MembershipFromWire(m));
   } catch (const kj::Exception& e) {
-    return DataLoss("the saved coordinator state is corrupt: " + std::string(e.getDescription().cStr()));
+    return DataLoss("the saved coordinator state is corrupt: " +
+                    std::string(e.getDescription().cStr()));
   }
   if (state_ == wire::JobState::SHUTDOWN) shutdown_at_ = Clock::now();
-  spdlog::info("took the job up again from {} (incarnation {:x}): {} workers live, newest "
-               "complete snapshot at step {}", options_.state_path, incarnation_,
-               LiveWorkerRanks().size(), complete_snapshot_);
+  spdlog::info(
+      "took the job up again from {} (incarnation {:x}): {} workers live, newest "
+      "complete snapshot at step {}",
+      options_.state_path, incarnation_, LiveWorkerRanks().size(), complete_snapshot_);
   return Status::Ok();
 }
 
@@ -145,12 +149,7 @@ void Coordinator::SaveHistory() {
 }
 
 void Coordinator::HistoryToWire(capnp::List<wire::Membership>::Builder list) const {
-  for (size_t k = 0; k < history_.size(); ++k) {
-    list[k].setEpoch(history_[k].epoch);
-    list[k].setEffectiveStep(history_[k].effective_step);
-    auto live = list[k].initLiveWorkers(history_[k].live.size());
-    for (size_t j = 0; j < history_[k].live.size(); ++j) live.set(j, history_[k].live[j]);
-  }
+  for (size_t k = 0; k < history_.size(); ++k) wire::MembershipToWire(history_[k], list[k]);
 }
 
 }  // namespace een

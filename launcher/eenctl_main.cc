@@ -7,6 +7,9 @@
 //   eenctl snapshot --coordinator ADDRESS
 //     every PS snapshots one step, agreed with all of them (the job must
 //     keep snapshots: --snapshot-every N), besides the periodic ones.
+//   eenctl metrics --coordinator ADDRESS
+//     every process's counters and gauges from its newest heartbeat, a line
+//     per process (common/metrics.h lists what each role measures).
 // eenctl authenticates with the job's secret: --secret-file, else
 // EEN_JOB_SECRET_FILE, else the secret een-launch keeps beside the address
 // in its run folder on this machine (/tmp/een-job-*/{coordinator,secret}).
@@ -15,15 +18,19 @@
 // or when the coordinator did not answer.
 // (A PS or worker is added by starting it with the job's EEN_* environment
 // and the next rank; see README.)
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
+#include <string>
 
 #include "common/transport/auth.h"
-#include "common/transport/device.h"
+#include "common/transport/registry.h"
 #include "common/wire.h"
 
 namespace {
@@ -54,7 +61,7 @@ een::Result<std::string> FindSecretFile(const std::string& coordinator, std::str
 // Sends one request to the coordinator and prints its answer.
 int Ask(const std::string& coordinator, const std::string& secret_file,
         const std::function<void(een::wire::Header::Builder)>& build,
-        const std::function<const char*(een::wire::Header::Reader)>& answer_text) {
+        const std::function<std::optional<std::string>(een::wire::Header::Reader)>& answer_text) {
   auto path = FindSecretFile(coordinator, secret_file);
   if (!path.ok()) {
     std::fprintf(stderr, "eenctl: %s\n", path.status().message().c_str());
@@ -80,7 +87,8 @@ int Ask(const std::string& coordinator, const std::string& secret_file,
   }
   capnp::MallocMessageBuilder b;
   build(b.initRoot<een::wire::Header>());
-  if (een::Status s = (*connection)->Send(een::transport::Message{{een::wire::Encode(b)}}); !s.ok()) {
+  if (een::Status s = (*connection)->Send(een::transport::Message{{een::wire::Encode(b)}});
+      !s.ok()) {
     std::fprintf(stderr, "eenctl: %s\n", s.message().c_str());
     return 2;
   }
@@ -90,8 +98,10 @@ int Ask(const std::string& coordinator, const std::string& secret_file,
     return 2;
   }
   if (!reply.ok()) {
-    std::fprintf(stderr, "eenctl: no answer from the coordinator at %s within 10 s (is the job "
-                 "running, and is this its secret?)\n", coordinator.c_str());
+    std::fprintf(stderr,
+                 "eenctl: no answer from the coordinator at %s within 10 s (is the job "
+                 "running, and is this its secret?)\n",
+                 coordinator.c_str());
     return 2;
   }
   int code = 2;
@@ -99,14 +109,33 @@ int Ask(const std::string& coordinator, const std::string& secret_file,
     if (h.isError()) {
       std::fprintf(stderr, "eenctl: %s\n", h.getError().getMessage().cStr());
       code = 1;
-    } else if (const char* text = answer_text(h)) {
-      std::printf("%s\n", text);
+    } else if (std::optional<std::string> text = answer_text(h)) {
+      std::printf("%s\n", text->c_str());
       code = 0;
     }
     return een::Status::Ok();
   });
   if (!s.ok()) std::fprintf(stderr, "eenctl: bad answer: %s\n", s.message().c_str());
   return code;
+}
+
+// One line per process: "ps 0 (pid 4242 on host, heard 20 ms ago): ps.pushes=12 ...".
+std::string MetricsText(een::wire::MetricsReport::Reader report) {
+  std::string text;
+  for (auto p : report.getProcesses()) {
+    if (!text.empty()) text += "\n";
+    text += fmt::format("{} {} (pid {} on {}, heard {} ms ago{}{}):",
+                        p.getRole() == een::wire::Role::PS ? "ps" : "worker", p.getRank(),
+                        p.getPid(), p.getHost().cStr(), p.getHeardMsAgo(),
+                        p.getLost() ? ", lost" : "", p.getDone() ? ", finished" : "");
+    if (p.getMetrics().size() == 0) text += " (no metrics yet)";
+    for (auto m : p.getMetrics()) {
+      text += m.getCounter()
+                  ? fmt::format(" {}={}", m.getName().cStr(), static_cast<uint64_t>(m.getValue()))
+                  : fmt::format(" {}={:g}", m.getName().cStr(), m.getValue());
+    }
+  }
+  return text.empty() ? "no process has registered yet" : text;
 }
 
 }  // namespace
@@ -118,21 +147,38 @@ int main(int argc, char** argv) {
   app.add_option("--secret-file", secret_file, "the job's secret (een-launch prints its path)");
   int ps = -1;
   auto* drain = app.add_subcommand("drain", "move every shard off a PS, then let it leave");
-  drain->add_option("--coordinator", coordinator, "the job's coordinator address (een-launch prints it)")
+  drain
+      ->add_option("--coordinator", coordinator,
+                   "the job's coordinator address (een-launch prints it)")
       ->required();
   drain->add_option("--ps", ps, "the PS to drain")->required()->check(CLI::NonNegativeNumber);
   auto* snapshot = app.add_subcommand("snapshot", "every PS snapshots one agreed step now");
   snapshot->add_option("--coordinator", coordinator, "the job's coordinator address")->required();
+  auto* metrics = app.add_subcommand("metrics", "every process's counters and gauges");
+  metrics->add_option("--coordinator", coordinator, "the job's coordinator address")->required();
   CLI11_PARSE(app, argc, argv);
 
-  if (*drain) {
-    return Ask(coordinator, secret_file, [&](een::wire::Header::Builder h) { h.setDrain(ps); },
-               [](een::wire::Header::Reader h) -> const char* {
-                 return h.isDrainReply() ? h.getDrainReply().cStr() : nullptr;
-               });
+  if (*metrics) {
+    return Ask(
+        coordinator, secret_file, [](een::wire::Header::Builder h) { h.setMetricsRequest(); },
+        [](een::wire::Header::Reader h) -> std::optional<std::string> {
+          if (!h.isMetricsReply()) return std::nullopt;
+          return MetricsText(h.getMetricsReply());
+        });
   }
-  return Ask(coordinator, secret_file, [](een::wire::Header::Builder h) { h.setSnapshotRequest(); },
-             [](een::wire::Header::Reader h) -> const char* {
-               return h.isSnapshotReply() ? h.getSnapshotReply().cStr() : nullptr;
-             });
+
+  if (*drain) {
+    return Ask(
+        coordinator, secret_file, [&](een::wire::Header::Builder h) { h.setDrain(ps); },
+        [](een::wire::Header::Reader h) -> std::optional<std::string> {
+          if (!h.isDrainReply()) return std::nullopt;
+          return std::string(h.getDrainReply().cStr());
+        });
+  }
+  return Ask(
+      coordinator, secret_file, [](een::wire::Header::Builder h) { h.setSnapshotRequest(); },
+      [](een::wire::Header::Reader h) -> std::optional<std::string> {
+        if (!h.isSnapshotReply()) return std::nullopt;
+        return std::string(h.getSnapshotReply().cStr());
+      });
 }

@@ -1,12 +1,12 @@
 // een-launch: start a whole EEN job with one command.
 //
 //   een-launch --ps 2 --workers 4 [--config job.yaml] [flags] -- PROGRAM ARGS...
-#include <algorithm>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <climits>
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -91,7 +91,9 @@ int main(int argc, char** argv) {
   app.add_option("--step-timeout", step_timeout,
                  "a step waiting this long for a worker's gradients ends the job, naming the "
                  "worker (default 30min)");
-  app.add_option("--transport", transport, "data plane: tcp, ipc or shm (one host: payloads through shared memory; default tcp)");
+  app.add_option(
+      "--transport", transport,
+      "data plane: tcp, ipc or shm (one host: payloads through shared memory; default tcp)");
   std::string wire_dtype;
   app.add_option("--wire-dtype", wire_dtype,
                  "gradients and parameters on the wire: fp32, bf16 or fp16 (default fp32; the "
@@ -111,7 +113,9 @@ int main(int argc, char** argv) {
                                    "standby PS processes that take over a lost PS first "
                                    "(needs --replicas 2 or --snapshot-every)");
   int replicas = 0;
-  auto* replicas_opt = app.add_option("--replicas", replicas, "copies of each shard: 1 (a lost PS rolls back to a snapshot) or 2 (its backups take over)");
+  auto* replicas_opt = app.add_option(
+      "--replicas", replicas,
+      "copies of each shard: 1 (a lost PS rolls back to a snapshot) or 2 (its backups take over)");
   int64_t snapshot_every = 0;  // signed: -1 is an error, not 2^64 - 1
   std::string snapshot_dir, resume_dir;
   auto* every_opt = app.add_option("--snapshot-every", snapshot_every,
@@ -129,9 +133,13 @@ int main(int argc, char** argv) {
 
   using Count = std::tuple<CLI::Option*, int, int>;  // option, value, least allowed
   for (const auto& [opt, value, least] : std::initializer_list<Count>{
-           {ps_opt, ps, 1}, {workers_opt, workers, 1}, {min_opt, min_workers, 1},
-           {replicas_opt, replicas, 1}, {restarts_opt, max_restarts, 0},
-           {spare_opt, spare_ps, 0}, {every_opt, static_cast<int>(std::clamp<int64_t>(snapshot_every, -1000000, 0)), 0}}) {
+           {ps_opt, ps, 1},
+           {workers_opt, workers, 1},
+           {min_opt, min_workers, 1},
+           {replicas_opt, replicas, 1},
+           {restarts_opt, max_restarts, 0},
+           {spare_opt, spare_ps, 0},
+           {every_opt, static_cast<int>(std::clamp<int64_t>(snapshot_every, -1000000, 0)), 0}}) {
     if (*opt && value < least) {
       return Usage(opt->get_name() + " must be at least " + std::to_string(least) + " (got " +
                    std::to_string(value) + ")");
@@ -181,7 +189,8 @@ int main(int argc, char** argv) {
   if (!liveness.empty()) config.liveness = liveness;
   if (insecure) config.insecure = true;
   if (backend != "local") {
-    return Usage("--backend " + backend + " is not available yet; only 'local' (every role on "
+    return Usage("--backend " + backend +
+                 " is not available yet; only 'local' (every role on "
                  "this machine) is");
   }
   if (config_path.empty() && !*ps_opt) return Usage("--ps N is required (or a --config with ps:)");
@@ -191,8 +200,9 @@ int main(int argc, char** argv) {
   if (een::Status s = config.Validate(); !s.ok()) return Usage(s.message());
   if (std::string problem = SnapshotFolderProblem(config); !problem.empty()) return Usage(problem);
   if (command.empty()) {
-    return Usage("no program to run: put the worker command after --, e.g. "
-                 "`een-launch --ps 2 --workers 4 -- ./train --epochs 3`");
+    return Usage(
+        "no program to run: put the worker command after --, e.g. "
+        "`een-launch --ps 2 --workers 4 -- ./train --epochs 3`");
   }
   een::LocalJob job(config, command, BinaryDir());
   return job.Run();

@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 
 #include "common/logging.h"
 #include "common/transport/auth.h"
@@ -42,7 +42,8 @@ int RemoveShm(const std::string& tag, const std::function<bool(pid_t)>& remove) 
     const std::string name = e.path().filename().string();
     if (name.rfind("een-", 0) != 0) continue;
     const size_t dash = name.find('-', 4);
-    if (dash == std::string::npos || name.compare(dash + 1, tag.size() + 1, tag + "-") != 0) continue;
+    if (dash == std::string::npos || name.compare(dash + 1, tag.size() + 1, tag + "-") != 0)
+      continue;
     struct stat st {};
     if (stat(e.path().c_str(), &st) != 0 || st.st_uid != geteuid()) continue;
     const pid_t creator = static_cast<pid_t>(std::strtol(name.c_str() + 4, nullptr, 10));
@@ -74,8 +75,10 @@ int RemoveLeftoversOfDeadJobs() {
     }
     fs::remove_all(dir, ec);
     ++jobs;
-    std::printf("[een-launch] removed what a killed job left behind: %s and %d shared-memory "
-                "object(s)\n", dir.c_str(), segments);
+    std::printf(
+        "[een-launch] removed what a killed job left behind: %s and %d shared-memory "
+        "object(s)\n",
+        dir.c_str(), segments);
   }
   std::fflush(stdout);
   return jobs;

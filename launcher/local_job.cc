@@ -13,7 +13,9 @@
 #include <fstream>
 #include <thread>
 
+#include "common/logging.h"
 #include "common/transport/auth.h"
+#include "common/transport/registry.h"
 #include "common/wire.h"
 #include "launcher/leftovers.h"
 
@@ -94,25 +96,43 @@ Status LocalJob::CreateSecret() {
 Status LocalJob::StartCoordinator(bool restore) {
   int ready[2];
   if (pipe2(ready, O_CLOEXEC) != 0) return Internal("pipe failed");
-  std::vector<std::string> argv = {
-      bin_dir_ + "/een-coordinator",
-      "--ps", std::to_string(config_.ps),
-      "--workers", std::to_string(config_.workers),
-      "--min-workers", std::to_string(config_.MinWorkers()),
-      "--snapshot-every", std::to_string(config_.snapshot_every),
-      "--replicas", std::to_string(config_.replicas),
-      "--max-restarts", std::to_string(config_.max_restarts),
-      "--failover-threshold-ms", std::to_string(config_.failover_threshold.count()),
-      "--heartbeat-ms", std::to_string(config_.heartbeat_interval.count()),
-      "--liveness", config_.liveness,
-      "--startup-timeout-ms", std::to_string(config_.startup_timeout.count()),
-      "--progress-ms", std::to_string(config_.progress_interval.count()),
-      "--max-chunk-numel", std::to_string(config_.sharding.max_chunk_numel),
-      "--shards-per-ps", std::to_string(config_.sharding.shards_per_ps),
-      "--listen", restore ? coordinator_address_ : "tcp://" + config_.host + ":0",
-      "--state-dir", run_dir_ + "/coordinator-state",
-      "--verdict-file", VerdictPath(), "--lost-file", run_dir_ + "/lost",
-      "--ready-fd", std::to_string(ready[1])};
+  std::vector<std::string> argv = {bin_dir_ + "/een-coordinator",
+                                   "--ps",
+                                   std::to_string(config_.ps),
+                                   "--workers",
+                                   std::to_string(config_.workers),
+                                   "--min-workers",
+                                   std::to_string(config_.MinWorkers()),
+                                   "--snapshot-every",
+                                   std::to_string(config_.snapshot_every),
+                                   "--replicas",
+                                   std::to_string(config_.replicas),
+                                   "--max-restarts",
+                                   std::to_string(config_.max_restarts),
+                                   "--failover-threshold-ms",
+                                   std::to_string(config_.failover_threshold.count()),
+                                   "--heartbeat-ms",
+                                   std::to_string(config_.heartbeat_interval.count()),
+                                   "--liveness",
+                                   config_.liveness,
+                                   "--startup-timeout-ms",
+                                   std::to_string(config_.startup_timeout.count()),
+                                   "--progress-ms",
+                                   std::to_string(config_.progress_interval.count()),
+                                   "--max-chunk-numel",
+                                   std::to_string(config_.sharding.max_chunk_numel),
+                                   "--shards-per-ps",
+                                   std::to_string(config_.sharding.shards_per_ps),
+                                   "--listen",
+                                   restore ? coordinator_address_ : "tcp://" + config_.host + ":0",
+                                   "--state-dir",
+                                   run_dir_ + "/coordinator-state",
+                                   "--verdict-file",
+                                   VerdictPath(),
+                                   "--lost-file",
+                                   run_dir_ + "/lost",
+                                   "--ready-fd",
+                                   std::to_string(ready[1])};
   if (config_.resume) argv.push_back("--resume");
   if (config_.snapshot_every > 0 || config_.resume) {
     argv.push_back("--snapshot-dir");
@@ -153,10 +173,11 @@ Status LocalJob::StartCoordinator(bool restore) {
       ReapChildren();
       if (!children_[0].exited()) poll(nullptr, 0, 10);
     }
-    return Unavailable("the coordinator (pid " + std::to_string(children_[0].pid()) + ") " +
-                       (children_[0].exited() ? children_[0].ExitDescription() : "gave no address")
-                       + " before it started listening" +
-                       (children_[0].killed_by_signal() ? "" : " (see its output above)"));
+    return Unavailable(
+        "the coordinator (pid " + std::to_string(children_[0].pid()) + ") " +
+        (children_[0].exited() ? children_[0].ExitDescription() : "gave no address") +
+        " before it started listening" +
+        (children_[0].killed_by_signal() ? "" : " (see its output above)"));
   }
   coordinator_address_ = line.substr(0, line.find('\n'));
   // For eenctl on this machine: which job secret goes with this address.
@@ -204,7 +225,8 @@ void LocalJob::PumpOutput(int timeout_ms) {
     if (c.output_fd() >= 0) fds.push_back({c.output_fd(), POLLIN, 0});
   }
   if (fds.empty()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));  // nothing to read: pace the loop
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(timeout_ms));  // nothing to read: pace the loop
   } else {
     poll(fds.data(), fds.size(), timeout_ms);
   }
@@ -278,8 +300,8 @@ Status LocalJob::ConnectToCoordinator() {
   return Status::Ok();
 }
 
-std::optional<LocalJob::GoneReply> LocalJob::TellCoordinatorProcessGone(
-    const ChildProcess& process, const std::string& what) {
+std::optional<LocalJob::GoneReply> LocalJob::TellCoordinatorProcessGone(const ChildProcess& process,
+                                                                        const std::string& what) {
   if (!ConnectToCoordinator().ok()) return std::nullopt;
   capnp::MallocMessageBuilder b;
   auto gone = b.initRoot<wire::Header>().initProcessGone();
@@ -292,13 +314,15 @@ std::optional<LocalJob::GoneReply> LocalJob::TellCoordinatorProcessGone(
     auto reply = coordinator_->Receive(std::chrono::milliseconds(50));
     if (!reply.ok()) continue;
     std::optional<GoneReply> answer;
-    (void)wire::Visit(*reply, [&](wire::Header::Reader h) -> Status {
-      if (h.isProcessGoneReply()) {
-        answer = GoneReply{h.getProcessGoneReply().getJobStarted(),
-                           h.getProcessGoneReply().getFinished()};
-      }
-      return Status::Ok();
-    });
+    Ignored(wire::Visit(*reply,
+                        [&](wire::Header::Reader h) -> Status {
+                          if (h.isProcessGoneReply()) {
+                            answer = GoneReply{h.getProcessGoneReply().getJobStarted(),
+                                               h.getProcessGoneReply().getFinished()};
+                          }
+                          return Status::Ok();
+                        }),
+            "reading the coordinator's answer about a gone process");
     if (answer) return answer;
   }
   return std::nullopt;
@@ -312,8 +336,8 @@ void LocalJob::TellCoordinatorWorkerExited(int rank, const ChildProcess& worker)
   exit.setPid(worker.pid());
   exit.setStatus(worker.succeeded() ? 0 : 1);
   if (Status s = coordinator_->Send(transport::Message{{wire::Encode(b)}}); !s.ok()) {
-    Say("could not tell the coordinator that worker " + std::to_string(rank) + " exited: " +
-        s.message());
+    Say("could not tell the coordinator that worker " + std::to_string(rank) +
+        " exited: " + s.message());
   }
 }
 
@@ -325,7 +349,7 @@ int LocalJob::Fail(const std::string& reason) {
 }
 
 int LocalJob::Run() {
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
@@ -348,8 +372,10 @@ int LocalJob::Run() {
   Say("coordinator at " + coordinator_address_ + "; starting " + std::to_string(config_.ps) +
       " PS and " + std::to_string(config_.workers) + " workers: " + command_[0]);
   if (!config_.insecure) {
-    Say("job secret in " + SecretPath() + " (a process added by hand needs "
-        "EEN_JOB_SECRET_FILE=" + SecretPath() + "; eenctl finds it)");
+    Say("job secret in " + SecretPath() +
+        " (a process added by hand needs "
+        "EEN_JOB_SECRET_FILE=" +
+        SecretPath() + "; eenctl finds it)");
   }
   if (Status s = StartRoles(); !s.ok()) return Fail(s.message());
 
@@ -384,7 +410,8 @@ int LocalJob::Run() {
       Say("coordinator (pid " + std::to_string(children_[0].pid()) + ") " +
           children_[0].ExitDescription() + "; restarting it from its saved state (restart " +
           std::to_string(coordinator_restarts_) + " of 3)");
-      if (Status s = StartCoordinator(true); !s.ok()) return Fail("restarting the coordinator: " + s.message());
+      if (Status s = StartCoordinator(true); !s.ok())
+        return Fail("restarting the coordinator: " + s.message());
       continue;
     }
     if (failure.empty() && workers_done && children_[0].exited() && !children_[0].succeeded() &&
@@ -393,7 +420,8 @@ int LocalJob::Run() {
       // (the parameters are the workers'), the PS have nothing left to serve.
       reported[0] = true;
       Say("coordinator (pid " + std::to_string(children_[0].pid()) + ") " +
-          children_[0].ExitDescription() + " after every worker had finished: nothing was lost; "
+          children_[0].ExitDescription() +
+          " after every worker had finished: nothing was lost; "
           "stopping the PS");
       StopAll();
       SayFinished();
@@ -437,13 +465,13 @@ int LocalJob::Run() {
         // (then nothing is replaced); one that failed on its own keeps its
         // own last line as the verdict.
         const bool worker_killed = is_worker && !own_failure;
-        if (ps_may_restart ||
-            ((worker_may_restart || worker_killed) && !children_[0].exited())) {
+        if (ps_may_restart || ((worker_may_restart || worker_killed) && !children_[0].exited())) {
           const auto gone = TellCoordinatorProcessGone(c, c.ExitDescription());
           if (gone && gone->finished) {
             // It had finished training (Finish()): nothing of the job is
             // lost and nothing is replaced; its own work after that was cut.
-            Say(what + " after it had finished training: the job lost nothing and goes on "
+            Say(what +
+                " after it had finished training: the job lost nothing and goes on "
                 "without a replacement (what the program did after Finish() was cut short)");
             continue;
           }
@@ -453,7 +481,7 @@ int LocalJob::Run() {
         if (ps_may_restart && recoverable) {
           ++ps_restarts_;
           const std::string how =
-              started == false ? "; the job had not started: a replacement takes its rank"
+              started == false       ? "; the job had not started: a replacement takes its rank"
               : config_.spare_ps > 0 ? "; a spare takes over, and a new spare starts"
               : config_.replicas >= 2
                   ? "; its backups take over, and a replacement starts to hold new backups"
@@ -467,7 +495,8 @@ int LocalJob::Run() {
           children_[i] = (config_.spare_ps > 0 && (started != false || spare_slot))
                              ? SpareProcess()
                              : PsProcess(static_cast<int>(i) - 1);
-          if (Status s = children_[i].Start(); !s.ok()) return Fail("restarting " + what + ": " + s.message());
+          if (Status s = children_[i].Start(); !s.ok())
+            return Fail("restarting " + what + ": " + s.message());
           reported[i] = false;
           continue;
         }
@@ -475,9 +504,11 @@ int LocalJob::Run() {
           ++worker_restarts_;
           const int rank = static_cast<int>(i - first_worker);
           Say(what + "; starting a replacement that joins the running job (worker restart " +
-              std::to_string(worker_restarts_) + " of " + std::to_string(config_.max_restarts) + ")");
+              std::to_string(worker_restarts_) + " of " + std::to_string(config_.max_restarts) +
+              ")");
           children_[i] = WorkerProcess(rank);
-          if (Status s = children_[i].Start(); !s.ok()) return Fail("restarting " + what + ": " + s.message());
+          if (Status s = children_[i].Start(); !s.ok())
+            return Fail("restarting " + what + ": " + s.message());
           reported[i] = false;
           replacement[i] = true;
           continue;
@@ -502,8 +533,8 @@ int LocalJob::Run() {
       // The coordinator ended the job well all the same (it ends a job that
       // a PS loss hurts): the PS went while or after it left, or the
       // replacement came after the others had finished.
-      Say("the coordinator finished the job well after that: " + failure.substr(0, failure.find(';')) +
-          " was no longer needed by it, nothing was lost");
+      Say("the coordinator finished the job well after that: " +
+          failure.substr(0, failure.find(';')) + " was no longer needed by it, nothing was lost");
       failure.clear();
     }
     if (!failure.empty()) {
@@ -569,7 +600,9 @@ int LocalJob::Run() {
       if (MillisSince(workers_done_at) > 4 * config_.failover_threshold.count() + 5000) {
         std::string running;
         for (const ChildProcess& c : children_) {
-          if (!c.exited()) running += (running.empty() ? "" : ", ") + c.label() + " (pid " + std::to_string(c.pid()) + ")";
+          if (!c.exited())
+            running += (running.empty() ? "" : ", ") + c.label() + " (pid " +
+                       std::to_string(c.pid()) + ")";
         }
         return Fail("every worker finished, but " + running + " did not stop within " +
                     std::to_string(4 * config_.failover_threshold.count() + 5000) + " ms");

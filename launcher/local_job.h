@@ -44,8 +44,8 @@ class LocalJob {
   // its saved state, replacing the dead one.
   Status StartCoordinator(bool restore);
   Status StartRoles();
-  ChildProcess PsProcess(int rank) const;  // not started yet
-  ChildProcess SpareProcess();             // a standby PS, not started yet
+  ChildProcess PsProcess(int rank) const;      // not started yet
+  ChildProcess SpareProcess();                 // a standby PS, not started yet
   ChildProcess WorkerProcess(int rank) const;  // the user's program, not started yet
   std::map<std::string, std::string> RoleEnvironment(const std::string& role, int rank) const;
   // The job secret (0600 in the run folder, SecretPath()) that every role

@@ -11,14 +11,14 @@ namespace {
 std::string PathIn(const std::string& dir) { return dir + "/membership-history"; }
 }  // namespace
 
-Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipEntry>& history) {
+Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipChange>& history) {
   const std::string path = PathIn(dir), temporary = path + ".tmp";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);  // the PS create it too; whoever is first
   {
     std::ofstream out(temporary, std::ios::trunc);
-    for (const MembershipEntry& e : history) {
-      out << e.epoch << ' ' << e.effective_step << ' ';
+    for (const MembershipChange& e : history) {
+      out << e.epoch << ' ' << e.step << ' ';
       for (size_t i = 0; i < e.live.size(); ++i) out << (i ? "," : "") << e.live[i];
       out << '\n';
     }
@@ -31,16 +31,16 @@ Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipEn
   return Status::Ok();
 }
 
-Result<std::vector<MembershipEntry>> ReadMembershipLog(const std::string& dir) {
+Result<std::vector<MembershipChange>> ReadMembershipLog(const std::string& dir) {
   std::ifstream in(PathIn(dir));
   if (!in) return NotFound("no membership history in " + dir);
-  std::vector<MembershipEntry> history;
+  std::vector<MembershipChange> history;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     std::istringstream fields(line);
-    MembershipEntry e;
+    MembershipChange e;
     std::string ranks;
-    if (!(fields >> e.epoch >> e.effective_step >> ranks)) {
+    if (!(fields >> e.epoch >> e.step >> ranks)) {
       return DataLoss(PathIn(dir) + " line " + std::to_string(n) + " is not 'EPOCH STEP RANKS'");
     }
     std::istringstream list(ranks);

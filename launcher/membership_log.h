@@ -13,17 +13,12 @@
 #include <vector>
 
 #include "common/status.h"
+#include "een/membership.h"
 
 namespace een {
 
-struct MembershipEntry {
-  uint64_t epoch = 0;
-  uint64_t effective_step = 0;
-  std::vector<int> live;
-};
-
-Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipEntry>& history);
+Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipChange>& history);
 // NotFound when there is none (a job that never wrote one).
-Result<std::vector<MembershipEntry>> ReadMembershipLog(const std::string& dir);
+Result<std::vector<MembershipChange>> ReadMembershipLog(const std::string& dir);
 
 }  // namespace een

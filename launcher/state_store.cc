@@ -16,7 +16,8 @@ Result<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path) {
   options.allow_fallocate = false;
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, path, &db);
-  if (!s.ok()) return Unavailable("cannot open the coordinator state " + path + ": " + s.ToString());
+  if (!s.ok())
+    return Unavailable("cannot open the coordinator state " + path + ": " + s.ToString());
   return std::unique_ptr<StateStore>(new StateStore(path, db));
 }
 

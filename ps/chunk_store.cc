@@ -10,10 +10,10 @@ namespace een::ps {
 Result<std::unique_ptr<ChunkStore>> ChunkStore::Create(const ShardMap& map, uint32_t ps,
                                                        int num_workers,
                                                        const OptimizerConfig& optimizer,
-                                                       bool shared_arenas) {
+                                                       transport::Device* device) {
   if (num_workers < 1) return InvalidArgument("a PS needs at least one worker");
   std::unique_ptr<ChunkStore> store(new ChunkStore(map, num_workers));
-  store->shared_arenas_ = shared_arenas;
+  store->device_ = device;
   EEN_ASSIGN_OR_RETURN(store->optimizer_, Optimizer::Create(optimizer));
   store->max_norm_ = optimizer.clip_grad_norm;
   store->slot_of_.assign(map.chunks().size(), -1);
@@ -39,7 +39,7 @@ Status ChunkStore::AddSlots(const std::vector<uint32_t>& chunks, uint32_t ps) {
   };
   size_t bytes = 0;
   for (uint32_t c : chunks) bytes += slots_per_chunk(c) * Arena::BytesFor(map_.chunks()[c].numel);
-  EEN_ASSIGN_OR_RETURN(Arena block, Arena::Create(bytes, shared_arenas_));
+  EEN_ASSIGN_OR_RETURN(Arena block, Arena::Create(bytes, device_));
   auto arena = std::make_shared<Arena>(std::move(block));
   arenas_.push_back(arena);
   for (uint32_t c : chunks) {
@@ -103,7 +103,9 @@ Result<ChunkStore::Adoption> ChunkStore::Adopt(const ShardMap& next, uint32_t ps
   map_ = next;
   if (!added.empty()) EEN_RETURN_IF_ERROR(AddSlots(added, ps));
   for (uint32_t c : added) {
-    if (Owns(c)) return FailedPrecondition("chunk " + std::to_string(c) + " moved here as primary without its state");
+    if (Owns(c))
+      return FailedPrecondition("chunk " + std::to_string(c) +
+                                " moved here as primary without its state");
     adoption.new_backups.push_back(c);
   }
   return adoption;
@@ -111,14 +113,16 @@ Result<ChunkStore::Adoption> ChunkStore::Adopt(const ShardMap& next, uint32_t ps
 
 Result<bool> ChunkStore::ApplyReplica(uint32_t chunk, uint64_t step, const transport::Frame& mean,
                                       double lr, double norm) {
-  if (!BacksUp(chunk)) return InvalidArgument("chunk " + std::to_string(chunk) + " is not backed up here");
+  if (!BacksUp(chunk))
+    return InvalidArgument("chunk " + std::to_string(chunk) + " is not backed up here");
   Slot& s = slots_[slot_of_[chunk]];
   const uint32_t n = Numel(chunk);
   if (mean.size() != ContributionBytes(chunk, WireType::kF32)) {
     return InvalidArgument("replicated mean of chunk " + std::to_string(chunk) + " has " +
                            std::to_string(mean.size()) + " bytes");
   }
-  if (!s.initialized) return FailedPrecondition("chunk " + std::to_string(chunk) + " has no image yet");
+  if (!s.initialized)
+    return FailedPrecondition("chunk " + std::to_string(chunk) + " has no image yet");
   if (step < s.version) return false;
   if (step > s.version) {
     return FailedPrecondition("replicated step " + std::to_string(step) + " of chunk " +
@@ -182,7 +186,7 @@ Result<bool> ChunkStore::AddGradient(uint32_t chunk, int worker, uint64_t step,
 }
 
 Result<bool> ChunkStore::Contribute(uint32_t chunk, int worker, uint64_t step,
-                                     transport::Frame grad, WireType type, double lr) {
+                                    transport::Frame grad, WireType type, double lr) {
   if (!Owns(chunk)) return InvalidArgument("chunk " + std::to_string(chunk) + " is not here");
   if (worker < 0 || worker >= num_workers_) {
     return InvalidArgument("worker rank " + std::to_string(worker) + " out of range");
@@ -224,7 +228,9 @@ Result<bool> ChunkStore::Contribute(uint32_t chunk, int worker, uint64_t step,
   bool first = true;
   for (const auto& f : s.contributions) first &= f.data() == nullptr;
   if (s.kind == TensorKind::kParameter && !first && lr != s.step_lr) {
-    auto name = [](double x) { return x >= 0 ? std::to_string(x) : std::string("the configured one"); };
+    auto name = [](double x) {
+      return x >= 0 ? std::to_string(x) : std::string("the configured one");
+    };
     return FailedPrecondition("worker " + std::to_string(worker) + " asks learning rate " +
                               name(lr) + " for step " + std::to_string(step) + ", worker " +
                               std::to_string(s.step_lr_from) + " asked " + name(s.step_lr) +
@@ -325,7 +331,8 @@ void ChunkStore::Run(const std::vector<StepInputs>& inputs, const std::vector<ui
   for (size_t k = 0; k < chunks.size(); ++k) {
     if (inputs[k].grads.empty()) continue;  // frozen: only the version moves on
     const uint32_t n = Numel(chunks[k]);
-    for (size_t b = 0; b < n; b += kPiece) pieces.push_back({k, b, std::min<size_t>(n, b + kPiece)});
+    for (size_t b = 0; b < n; b += kPiece)
+      pieces.push_back({k, b, std::min<size_t>(n, b + kPiece)});
   }
   auto run = [&](size_t i) { StepRange(inputs[pieces[i].input], pieces[i].begin, pieces[i].end); };
   if (pool_) {
@@ -336,7 +343,8 @@ void ChunkStore::Run(const std::vector<StepInputs>& inputs, const std::vector<ui
 }
 
 void ChunkStore::TakeContributions(const Slot& s, StepInputs* in) {
-  for (size_t w = 0; w < s.contributions.size(); ++w) {  // rank order: the result does not depend on arrival
+  for (size_t w = 0; w < s.contributions.size();
+       ++w) {  // rank order: the result does not depend on arrival
     if (s.contributions[w].data() == nullptr) continue;
     in->grads.push_back(s.contributions[w].data());
     in->types.push_back(s.contribution_types[w]);
@@ -485,7 +493,8 @@ std::vector<uint32_t> ChunkStore::ApplyHeld(const std::vector<uint32_t>& chunks)
   Run(inputs, chunks);
   for (size_t k = 0; k < chunks.size(); ++k) {
     Slot& s = slots_[slot_of_[chunks[k]]];
-    if (IsBuffer(s.kind)) std::memcpy(s.values, s.mean->data(), size_t{Numel(chunks[k])} * sizeof(float));
+    if (IsBuffer(s.kind))
+      std::memcpy(s.values, s.mean->data(), size_t{Numel(chunks[k])} * sizeof(float));
     s.awaiting_clip = false;
     s.applied_norm = known_norm_;
     s.norm_known = true;

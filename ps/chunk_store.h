@@ -47,11 +47,13 @@ namespace een::ps {
 
 class ChunkStore {
  public:
-  // `shared_arenas`: values and state in shared memory (Arena), for the shm transport.
+  // `device`: the data plane's transport device, which allocates the arenas
+  // (so pulls are answered from them without a copy where it can); nullptr:
+  // plain memory.
   static Result<std::unique_ptr<ChunkStore>> Create(const ShardMap& map, uint32_t ps,
                                                     int num_workers,
                                                     const OptimizerConfig& optimizer,
-                                                    bool shared_arenas = false);
+                                                    transport::Device* device = nullptr);
 
   // Owns: this PS is the chunk's primary. Holds: primary or backup.
   bool Holds(uint32_t chunk) const { return chunk < slot_of_.size() && slot_of_[chunk] >= 0; }
@@ -75,8 +77,8 @@ class ChunkStore {
   void SetAcked(uint32_t chunk, int64_t version) { slots_[slot_of_[chunk]].acked = version; }
 
   struct Adoption {
-    std::vector<uint32_t> promoted;    // were backups here, now primaries
-    std::vector<uint32_t> new_backups; // newly held as backup: wait for an image
+    std::vector<uint32_t> promoted;     // were backups here, now primaries
+    std::vector<uint32_t> new_backups;  // newly held as backup: wait for an image
   };
   // Follows `next` for PS `ps`: keeps what stays, promotes, demotes (a chunk
   // moved away that this PS now backs up: gradients held for it are
@@ -119,8 +121,8 @@ class ChunkStore {
   // step is long past or its norm unknown here.
   struct NormShare {
     enum class State { kWaiting, kPartial, kApplied, kGone } state = State::kWaiting;
-    double total_norm = 0;                   // kApplied
-    std::vector<uint32_t> chunks;            // kPartial
+    double total_norm = 0;         // kApplied
+    std::vector<uint32_t> chunks;  // kPartial
     std::vector<double> sum_squares;
   };
   NormShare NormOf(uint64_t step) const;
@@ -185,20 +187,22 @@ class ChunkStore {
     WireType wire_type = WireType::kF32;
     bool wire_fresh = false;
     std::chrono::steady_clock::time_point first_contribution;  // of step `version`
-    std::shared_ptr<std::vector<float>> mean;     // last step's mean (sum mode, replicas)
-    double step_lr = -1;     // asked by the contributions of step `version` (< 0: configured)
-    int step_lr_from = -1;   // the worker that asked first
-    double applied_lr = 0;   // the last applied step's
+    std::shared_ptr<std::vector<float>> mean;  // last step's mean (sum mode, replicas)
+    double step_lr = -1;    // asked by the contributions of step `version` (< 0: configured)
+    int step_lr_from = -1;  // the worker that asked first
+    double applied_lr = 0;  // the last applied step's
     // Clipping: the step is aggregated (mean in `mean`, `sum_squares` its
     // squared norm) and held back for the total norm.
     bool awaiting_clip = false;
     double sum_squares = 0;
-    double applied_norm = 0;   // the total norm the last applied step was clipped with
-    bool norm_known = false;   // applied_norm is (false after an image or a snapshot)
+    double applied_norm = 0;  // the total norm the last applied step was clipped with
+    bool norm_known = false;  // applied_norm is (false after an image or a snapshot)
   };
 
   ChunkStore(const ShardMap& map, int num_workers)
-      : map_(map), num_workers_(num_workers), live_(num_workers, true),
+      : map_(map),
+        num_workers_(num_workers),
+        live_(num_workers, true),
         join_step_(num_workers, 0) {}
   // Slots for `chunks`, in one new arena block.
   Status AddSlots(const std::vector<uint32_t>& chunks, uint32_t ps);
@@ -227,11 +231,11 @@ class ChunkStore {
   std::vector<uint64_t> join_step_;  // per worker: the first step it takes part in
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<std::shared_ptr<Arena>> arenas_;  // first: the job's start; then one per Adopt
-  std::vector<int32_t> slot_of_;             // chunk id -> slot, -1 if not owned
+  std::vector<int32_t> slot_of_;                // chunk id -> slot, -1 if not owned
   std::vector<Slot> slots_;
   ApplyPool* pool_ = nullptr;
-  bool shared_arenas_ = false;
-  double max_norm_ = 0;                   // clip_grad_norm (0: no clipping)
+  transport::Device* device_ = nullptr;    // allocates the arenas; outlives the store
+  double max_norm_ = 0;                    // clip_grad_norm (0: no clipping)
   uint64_t known_norm_step_ = UINT64_MAX;  // the step whose total norm is known
   double known_norm_ = 0;
 };

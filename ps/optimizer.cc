@@ -13,7 +13,10 @@ namespace {
 class Sgd : public Optimizer {
  public:
   explicit Sgd(const OptimizerConfig& c)
-      : lr_(c.lr), momentum_(c.momentum), dampening_(c.dampening), wd_(c.weight_decay),
+      : lr_(c.lr),
+        momentum_(c.momentum),
+        dampening_(c.dampening),
+        wd_(c.weight_decay),
         nesterov_(c.nesterov) {}
   int state_slots() const override { return momentum_ != 0 ? 1 : 0; }
   double configured_lr() const override { return lr_; }
@@ -48,8 +51,8 @@ class Sgd : public Optimizer {
     }
   }
   template <bool kDecay, bool kFirst, bool kNesterov>
-  EEN_VECTOR_CLONES void Momentum(float* __restrict p, const float* __restrict g, float* __restrict buf,
-                size_t n, double lr) const {
+  EEN_VECTOR_CLONES void Momentum(float* __restrict p, const float* __restrict g,
+                                  float* __restrict buf, size_t n, double lr) const {
     const float neg_lr = -static_cast<float>(lr), wd = wd_, mom = momentum_, keep = 1 - dampening_;
     for (size_t i = 0; i < n; ++i) {
       float d = g[i];
@@ -94,7 +97,11 @@ EEN_VECTOR_CLONES void AdamLoop(const AdamStep& k, float* __restrict p, const fl
 class Adam : public Optimizer {
  public:
   Adam(const OptimizerConfig& c, bool decoupled)
-      : lr_(c.lr), beta1_(c.beta1), beta2_(c.beta2), eps_(c.eps), wd_(c.weight_decay),
+      : lr_(c.lr),
+        beta1_(c.beta1),
+        beta2_(c.beta2),
+        eps_(c.eps),
+        wd_(c.weight_decay),
         decoupled_(decoupled) {}
   int state_slots() const override { return 2; }
   double configured_lr() const override { return lr_; }
@@ -121,7 +128,10 @@ class Adam : public Optimizer {
 class Adagrad : public Optimizer {
  public:
   explicit Adagrad(const OptimizerConfig& c)
-      : lr_(c.lr), lr_decay_(c.lr_decay), wd_(c.weight_decay), eps_(c.eps),
+      : lr_(c.lr),
+        lr_decay_(c.lr_decay),
+        wd_(c.weight_decay),
+        eps_(c.eps),
         initial_(c.initial_accumulator) {}
   int state_slots() const override { return 1; }
   void InitState(float* const* state, size_t n) const override {
@@ -151,11 +161,16 @@ class Adagrad : public Optimizer {
 Result<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerConfig& config) {
   EEN_RETURN_IF_ERROR(ValidateOptimizer(config));
   switch (config.kind) {
-    case OptimizerConfig::Kind::kSgd: return std::unique_ptr<Optimizer>(new Sgd(config));
-    case OptimizerConfig::Kind::kAdam: return std::unique_ptr<Optimizer>(new Adam(config, false));
-    case OptimizerConfig::Kind::kAdamW: return std::unique_ptr<Optimizer>(new Adam(config, true));
-    case OptimizerConfig::Kind::kAdagrad: return std::unique_ptr<Optimizer>(new Adagrad(config));
-    case OptimizerConfig::Kind::kSum: return std::unique_ptr<Optimizer>();
+    case OptimizerConfig::Kind::kSgd:
+      return std::unique_ptr<Optimizer>(new Sgd(config));
+    case OptimizerConfig::Kind::kAdam:
+      return std::unique_ptr<Optimizer>(new Adam(config, false));
+    case OptimizerConfig::Kind::kAdamW:
+      return std::unique_ptr<Optimizer>(new Adam(config, true));
+    case OptimizerConfig::Kind::kAdagrad:
+      return std::unique_ptr<Optimizer>(new Adagrad(config));
+    case OptimizerConfig::Kind::kSum:
+      return std::unique_ptr<Optimizer>();
   }
   return InvalidArgument("unknown optimizer kind");
 }

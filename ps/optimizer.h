@@ -29,8 +29,8 @@ class Optimizer {
   // One update of `n` parameters with the mean gradient; `step` counts this
   // chunk's updates from 1 (Adam's bias correction, SGD's first momentum);
   // `lr` is this step's learning rate (configured_lr(), or a schedule's).
-  virtual void Apply(float* param, const float* grad, float* const* state, size_t n,
-                     uint64_t step, double lr) const = 0;
+  virtual void Apply(float* param, const float* grad, float* const* state, size_t n, uint64_t step,
+                     double lr) const = 0;
   // The learning rate the job was configured with.
   virtual double configured_lr() const = 0;
 };

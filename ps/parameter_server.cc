@@ -1,7 +1,5 @@
 #include "ps/parameter_server.h"
 
-#include "common/transport/auth.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,9 +10,10 @@
 
 #include "common/error_codes.h"
 #include "common/logging.h"
-#include "common/resource_usage.h"
 #include "common/optimizer_wire.h"
-#include "common/transport/rdma/rdma_probe.h"
+#include "common/resource_usage.h"
+#include "common/transport/auth.h"
+#include "common/transport/registry.h"
 #include "common/wire.h"
 
 namespace een::ps {
@@ -24,29 +23,16 @@ using transport::Frame;
 using transport::Message;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-// A message's payload dtype; InvalidArgument naming `what` for a value the
-// schema does not define.
-Result<WireType> PayloadType(wire::DType dtype, const std::string& what) {
-  const auto type = static_cast<WireType>(dtype);
-  if (type != WireType::kF32 && type != WireType::kBF16 && type != WireType::kF16) {
-    return InvalidArgument(what + " dtype " + std::to_string(int(dtype)) +
-                           " is not one of f32, bf16, f16");
-  }
-  return type;
-}
-
-}  // namespace
 constexpr int kMaxWorkers = 1 << 20;  // a sanity bound on worker ranks from the coordinator
 
 Status ParameterServer::Join(const std::atomic<bool>& stop) {
   resources_at_step_ = env_.resources_at_step;
-  EEN_ASSIGN_OR_RETURN(transport::Device * data_device, transport::DeviceFor(env_.DataListenAddress()));
+  EEN_ASSIGN_OR_RETURN(transport::Device * data_device,
+                       transport::DeviceFor(env_.DataListenAddress()));
   EEN_ASSIGN_OR_RETURN(listener_, data_device->Listen(env_.DataListenAddress()));
   data_device_ = data_device;
   spdlog::info("data plane: {} on {}; {}", data_device->name(), listener_->address(),
-               transport::DescribeRdmaDevices());
+               transport::DescribeHardware());
   EEN_ASSIGN_OR_RETURN(transport::Device * control_device, transport::DeviceFor(env_.coordinator));
   EEN_ASSIGN_OR_RETURN(control_, control_device->Connect(env_.coordinator));
   std::vector<uint64_t> intact;
@@ -93,7 +79,8 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
       next_register = Clock::now() + std::chrono::seconds(1);
     }
     auto reply = control_->Receive(milliseconds(100));
-    if (!reply.ok() && reply.status().code() == StatusCode::kPermissionDenied) return reply.status();
+    if (!reply.ok() && reply.status().code() == StatusCode::kPermissionDenied)
+      return reply.status();
     if (!reply.ok()) continue;
     EEN_RETURN_IF_ERROR(wire::Visit(*reply, [&](wire::Header::Reader h) -> Status {
       if (h.isError()) return StatusOf(h.getError(), "coordinator refused this PS: ");
@@ -130,15 +117,17 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   if (env_.rank < 0 || static_cast<uint32_t>(env_.rank) >= map_.num_ps()) {
     return InvalidArgument("PS rank " + std::to_string(env_.rank) + " is not in the shard map");
   }
-  EEN_ASSIGN_OR_RETURN(store_, ChunkStore::Create(map_, env_.rank, workers, optimizer,
-                                                  /*shared_arenas=*/env_.data_transport == "shm"));
+  EEN_ASSIGN_OR_RETURN(store_,
+                       ChunkStore::Create(map_, env_.rank, workers, optimizer, data_device_));
   apply_pool_ = std::make_unique<ApplyPool>(env_.ps_threads > 0 ? env_.ps_threads
-                                                                   : ApplyPool::DefaultThreads());
+                                                                : ApplyPool::DefaultThreads());
   store_->SetApplyPool(apply_pool_.get());
   epoch_ = map_.epoch();
   if (rebuild) {
-    spdlog::info("joining the running job (shard map epoch {}): {} backup chunk(s) arrive as "
-                 "images from their primaries", epoch_, store_->owned_chunks());
+    spdlog::info(
+        "joining the running job (shard map epoch {}): {} backup chunk(s) arrive as "
+        "images from their primaries",
+        epoch_, store_->owned_chunks());
   } else if (resume) {
     if (!snapshots_) return FailedPrecondition("asked to resume, but no snapshot folder was given");
     EEN_ASSIGN_OR_RETURN(std::vector<ChunkImage> images, snapshots_->Read(start_step));
@@ -151,11 +140,9 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
     next_snapshot_ = (store_->MinVersion() / env_.snapshot_every + 1) * env_.snapshot_every;
     writer_ = std::make_unique<SnapshotWriter>(std::move(snapshots_));
   }
-  EEN_ASSIGN_OR_RETURN(transport::MemoryRegion region,
-                       data_device->RegisterMemory(store_->arena().data(), store_->arena().size()));
-  registered_ = region;  // shm: pulls are then answered from the arena without a copy
   if (membership_epoch > 0) {  // workers were lost before this PS started
     for (int w = 0; w < store_->num_workers(); ++w) {
+      // No step completes by it: this PS has not started serving.
       if (std::find(live.begin(), live.end(), w) == live.end()) (void)store_->RemoveWorker(w);
     }
     membership_epoch_ = membership_epoch;
@@ -163,20 +150,23 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   }
   live_workers_ = store_->LiveWorkers();
   NoteChunksReady();
-  spdlog::info("holding {} chunks ({} of them as backup; {} bytes of arena) for {} workers; "
-               "optimizer {}",
-               store_->owned_chunks(), store_->owned_chunks() - map_.ChunksOwnedBy(env_.rank).size(),
-               store_->arena().size(), workers, OptimizerName(optimizer.kind));
-  EEN_ASSIGN_OR_RETURN(heartbeat_, HeartbeatSender::Start(
-      env_.coordinator, env_.heartbeat_interval, env_.failover_threshold,
-      [this](wire::Heartbeat::Builder hb) {
-        hb.setRole(wire::Role::PS);
-        hb.setRank(env_.rank);
-        hb.setPid(getpid());
-        hb.setStep(step_.load());
-        if (writer_) hb.setSnapshotStep(writer_->written_step());
-        hb.setChunksReady(chunks_ready_.load());
-      }));
+  spdlog::info(
+      "holding {} chunks ({} of them as backup; {} bytes of arena) for {} workers; "
+      "optimizer {}",
+      store_->owned_chunks(), store_->owned_chunks() - map_.ChunksOwnedBy(env_.rank).size(),
+      store_->arena().size(), workers, OptimizerName(optimizer.kind));
+  EEN_ASSIGN_OR_RETURN(
+      heartbeat_,
+      HeartbeatSender::Start(env_.coordinator, env_.heartbeat_interval, env_.failover_threshold,
+                             [this](wire::Heartbeat::Builder hb) {
+                               hb.setRole(wire::Role::PS);
+                               hb.setRank(env_.rank);
+                               hb.setPid(getpid());
+                               hb.setStep(step_.load());
+                               if (writer_) hb.setSnapshotStep(writer_->written_step());
+                               hb.setChunksReady(chunks_ready_.load());
+                               metrics_.ToWire(hb);
+                             }));
   return Status::Ok();
 }
 
@@ -226,7 +216,7 @@ Status ParameterServer::Serve(const std::atomic<bool>& stop) {
         auto header = b.initRoot<wire::Header>();
         wire::SetSender(header, wire::Role::PS, env_.rank);
         header.setHello();
-        (void)control_->Send(Message{{wire::Encode(b)}});
+        Ignored(control_->Send(Message{{wire::Encode(b)}}), "greeting the restarted coordinator");
       }
       incarnation_ = inc;
     }
@@ -235,7 +225,7 @@ Status ParameterServer::Serve(const std::atomic<bool>& stop) {
       auto header = b.initRoot<wire::Header>();
       wire::SetSender(header, wire::Role::PS, env_.rank);
       header.setLeave();
-      (void)control_->Send(Message{{wire::Encode(b)}});
+      Ignored(control_->Send(Message{{wire::Encode(b)}}), "telling the coordinator this PS leaves");
       spdlog::info("job finished; leaving after {} steps", step_.load());
       return Status::Ok();
     }
@@ -273,10 +263,11 @@ void ParameterServer::ReportStall() {
   std::string who;
   for (int w : stall->missing) who += (who.empty() ? "" : ", ") + std::to_string(w);
   const Chunk& chunk = map_.chunks()[stall->chunk];
-  spdlog::warn("step {} has waited {} ms for the gradients of worker(s) {} (chunk {}: tensor '{}' "
-               "elements {}-{}, virtual shard {})",
-               stall->step, waited.count(), who, stall->chunk, map_.tensors()[chunk.tensor].name,
-               chunk.offset, chunk.offset + chunk.numel - 1, chunk.shard);
+  spdlog::warn(
+      "step {} has waited {} ms for the gradients of worker(s) {} (chunk {}: tensor '{}' "
+      "elements {}-{}, virtual shard {})",
+      stall->step, waited.count(), who, stall->chunk, map_.tensors()[chunk.tensor].name,
+      chunk.offset, chunk.offset + chunk.numel - 1, chunk.shard);
 }
 
 Status ParameterServer::HandleControl(const Message& message) {
@@ -293,8 +284,10 @@ Status ParameterServer::HandleControl(const Message& message) {
         if (!keep[w] && store_->IsLive(w)) {
           const std::vector<uint32_t> done = store_->RemoveWorker(w);
           completed.insert(completed.end(), done.begin(), done.end());
-          spdlog::info("worker {} left the job (finished, or lost): no step waits for it any "
-                       "more ({} chunk(s) completed without it)", w, done.size());
+          spdlog::info(
+              "worker {} left the job (finished, or lost): no step waits for it any "
+              "more ({} chunk(s) completed without it)",
+              w, done.size());
         }
       }
       frozen_ = true;
@@ -380,13 +373,17 @@ void ParameterServer::StepsCompleted(const std::vector<uint32_t>& completed) {
 void ParameterServer::SendError(const transport::PeerId& peer, wire::ErrorCode code,
                                 const std::string& text, uint64_t request_id) {
   // Routed with an old map: expected for a moment after every map change.
-  const std::string line = "refused a message from " + std::string(peer.size() <= 16 ? "a worker" : peer) + ": " + text;
+  const std::string line =
+      "refused a message from " + std::string(peer.size() <= 16 ? "a worker" : peer) + ": " + text;
   if (code == wire::ErrorCode::STALE_EPOCH) {
     spdlog::info("{}", line);
   } else {
     WarnCounted(KindOf(text), line);  // a flood of bad messages is counted, not echoed
   }
-  (void)listener_->Send(peer, wire::MakeError(code, text, request_id));
+  refused_.Add();
+  if (Status s = listener_->Send(peer, wire::MakeError(code, text, request_id)); !s.ok()) {
+    spdlog::debug("could not tell the sender why: {}", s.ToString());  // it may be gone
+  }
 }
 
 void ParameterServer::Handle(const transport::Envelope& envelope) {
@@ -400,11 +397,11 @@ void ParameterServer::Handle(const transport::Envelope& envelope) {
     // A message speaks only for the identity its connection authenticated as.
     if (!envelope.authenticated.empty()) {
       const std::string claimed =
-          h.isPush()        ? transport::WorkerIdentity(h.getPush().getWorker())
-          : h.isPull()      ? transport::WorkerIdentity(h.getPull().getWorker())
-          : h.isNormQuery() ? transport::WorkerIdentity(h.getNormQuery().getWorker())
-          : h.isClipNorm()  ? transport::WorkerIdentity(h.getClipNorm().getWorker())
-          : h.isReplicate() ? transport::PsIdentity(h.getReplicate().getFrom())
+          h.isPush()         ? transport::WorkerIdentity(h.getPush().getWorker())
+          : h.isPull()       ? transport::WorkerIdentity(h.getPull().getWorker())
+          : h.isNormQuery()  ? transport::WorkerIdentity(h.getNormQuery().getWorker())
+          : h.isClipNorm()   ? transport::WorkerIdentity(h.getClipNorm().getWorker())
+          : h.isReplicate()  ? transport::PsIdentity(h.getReplicate().getFrom())
           : h.isReplicated() ? transport::PsIdentity(h.getReplicated().getFrom())
                              : std::string();
       if (claimed != envelope.authenticated) {
@@ -435,7 +432,8 @@ void ParameterServer::Handle(const transport::Envelope& envelope) {
     return InvalidArgument("a PS takes only push, pull, norm and replication messages");
   });
   if (!s.ok()) {
-    SendError(envelope.from, WireCodeOf(s.code()), "PS " + std::to_string(env_.rank) + ": " + s.message(), 0);
+    SendError(envelope.from, WireCodeOf(s.code()),
+              "PS " + std::to_string(env_.rank) + ": " + s.message(), 0);
   }
 }
 
@@ -445,16 +443,19 @@ Status ParameterServer::CheckChunks(capnp::List<uint32_t>::Reader chunks) {
     if (!store_->Owns(c)) {
       return InvalidArgument("chunk " + std::to_string(c) + " is not held by this PS");
     }
-    if (!seen.insert(c).second) return InvalidArgument("chunk " + std::to_string(c) + " listed twice");
+    if (!seen.insert(c).second)
+      return InvalidArgument("chunk " + std::to_string(c) + " listed twice");
   }
   return Status::Ok();
 }
 
 Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Reader push,
                                    const Message& message) {
+  pushes_.Add();
+  push_bytes_.Add(message.payload_bytes());
   if (push.getEpoch() != epoch_) {
     return StaleEpoch("push with shard map epoch " + std::to_string(push.getEpoch()) +
-                       ", current epoch is " + std::to_string(epoch_));
+                      ", current epoch is " + std::to_string(epoch_));
   }
   const int worker = push.getWorker();
   if (worker < 0 || worker >= store_->num_workers()) {
@@ -465,7 +466,7 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     return FailedPrecondition("worker " + std::to_string(worker) +
                               " was declared lost and is no longer part of the job");
   }
-  EEN_ASSIGN_OR_RETURN(const WireType type, PayloadType(push.getDtype(), "push payload"));
+  EEN_ASSIGN_OR_RETURN(const WireType type, wire::WireTypeOf(push.getDtype(), "push payload"));
   if (push.getKind() == wire::PushKind::INITIAL && type != WireType::kF32) {
     return InvalidArgument("initial values must be f32 (they become the master values)");
   }
@@ -503,8 +504,10 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
       initialized.push_back(chunks[i]);
     }
     if (again && !initialized.empty()) {
-      spdlog::info("{} chunk(s) got their initial values again from worker 0 (their primary was "
-                   "lost before their backup held them)", initialized.size());
+      spdlog::info(
+          "{} chunk(s) got their initial values again from worker 0 (their primary was "
+          "lost before their backup held them)",
+          initialized.size());
     }
     SendImages(initialized);
     NoteChunksReady();
@@ -513,11 +516,13 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
   }
   const uint64_t step = push.getStep();
   const double lr = push.getLr();  // < 0: the configured one
-  if (!std::isfinite(lr)) return InvalidArgument("learning rate " + std::to_string(lr) + " is not finite");
+  if (!std::isfinite(lr))
+    return InvalidArgument("learning rate " + std::to_string(lr) + " is not finite");
   std::vector<uint32_t> fresh;  // a resent push repeats chunks already counted: those are dropped
   for (uint32_t i = 0; i < chunks.size(); ++i) {
     const uint32_t c = chunks[i];
-    if (!store_->Initialized(c)) return FailedPrecondition("chunk " + std::to_string(c) + " has no initial values yet");
+    if (!store_->Initialized(c))
+      return FailedPrecondition("chunk " + std::to_string(c) + " has no initial values yet");
     if (step > store_->Version(c)) {
       return FailedPrecondition("push for step " + std::to_string(step) + " but chunk " +
                                 std::to_string(c) + " is at step " +
@@ -546,7 +551,7 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     // bucket by bucket while the worker's later buckets are still arriving.
     PendingPull p{peer, push.getPullBack(), step + 1, store_->sum_mode(), type, {}, false};
     for (uint32_t c : chunks) p.chunks.push_back(c);
-    failed = QueuePull(std::move(p));  // applied all the same
+    failed = QueuePull(std::move(p));           // applied all the same
     if (completed.empty()) AnswerReadyPulls();  // a repeat: may be ready already
   }
   AfterCompletion(applied);
@@ -564,7 +569,7 @@ Status ParameterServer::CheckClipMessage(const char* what, uint64_t epoch, int w
   }
   if (epoch != epoch_) {
     return StaleEpoch(std::string(what) + " with shard map epoch " + std::to_string(epoch) +
-                       ", current epoch is " + std::to_string(epoch_));
+                      ", current epoch is " + std::to_string(epoch_));
   }
   if (worker < 0 || worker >= store_->num_workers() || !store_->IsLive(worker)) {
     return InvalidArgument(std::string(what) + " from worker rank " + std::to_string(worker) +
@@ -638,7 +643,7 @@ Status ParameterServer::HandleClipNorm(wire::ClipNorm::Reader clip) {
 Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Reader pull) {
   if (pull.getEpoch() != epoch_) {
     return StaleEpoch("pull with shard map epoch " + std::to_string(pull.getEpoch()) +
-                       ", current epoch is " + std::to_string(epoch_));
+                      ", current epoch is " + std::to_string(epoch_));
   }
   // A new worker may pull before this PS has the membership that adds it
   // (the answer waits for that step anyway): any sane rank may pull.
@@ -649,9 +654,9 @@ Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Re
   if (pull.getGradients() && (!store_->sum_mode() || pull.getMinVersion() == 0)) {
     return InvalidArgument("gradients can be pulled only in sum mode, for a step that ran");
   }
-  EEN_ASSIGN_OR_RETURN(const WireType type, PayloadType(pull.getDtype(), "pull"));
-  PendingPull p{peer,           pull.getRequestId(), pull.getMinVersion(), pull.getGradients(),
-                type,           {},                    pull.getFrozenValues()};
+  EEN_ASSIGN_OR_RETURN(const WireType type, wire::WireTypeOf(pull.getDtype(), "pull"));
+  PendingPull p{peer, pull.getRequestId(),   pull.getMinVersion(), pull.getGradients(), type,
+                {},   pull.getFrozenValues()};
   for (uint32_t c : pull.getChunks()) {
     if (p.gradients && store_->Kind(c) == TensorKind::kFrozen && p.frozen_values) {
       return InvalidArgument("chunk " + std::to_string(c) + " is frozen: it has no gradient");
@@ -682,8 +687,8 @@ Status ParameterServer::QueuePull(PendingPull pull) {
   constexpr size_t kMaxPendingPulls = 1 << 16, kMaxPendingPullChunks = 1 << 22;
   if (pending_.size() >= kMaxPendingPulls ||
       pending_pull_chunks_ + pull.chunks.size() > kMaxPendingPullChunks) {
-    return InvalidArgument("too many pulls wait here already (" +
-                           std::to_string(pending_.size()) + "); refused");
+    return InvalidArgument("too many pulls wait here already (" + std::to_string(pending_.size()) +
+                           "); refused");
   }
   pending_pull_chunks_ += pull.chunks.size();
   pending_.push_back(std::move(pull));
@@ -707,7 +712,7 @@ void ParameterServer::Answer(const PendingPull& p) {
   capnp::MallocMessageBuilder b;
   auto reply = b.initRoot<wire::Header>().initPullReply();
   reply.setRequestId(p.request_id);
-  reply.setDtype(static_cast<wire::DType>(p.type));
+  reply.setDtype(wire::DTypeOf(p.type));
   auto list = reply.initChunks(p.chunks.size());
   uint64_t version = UINT64_MAX;
   Message m;
@@ -729,9 +734,13 @@ void ParameterServer::Answer(const PendingPull& p) {
   auto live = membership.initLiveWorkers(live_workers_.size());
   for (size_t i = 0; i < live_workers_.size(); ++i) live.set(i, live_workers_[i]);
   m.frames[0] = wire::Encode(b);
+  const size_t bytes = m.payload_bytes();
   if (Status s = listener_->Send(p.peer, std::move(m)); !s.ok()) {
     spdlog::warn("could not answer a pull: {}", s.ToString());
+    return;
   }
+  pulls_answered_.Add();
+  pull_bytes_.Add(bytes);
 }
 
 void ParameterServer::AnswerReadyPulls() {
@@ -757,15 +766,15 @@ void ParameterServer::ExpirePulls() {
     if (const auto stall = store_->OldestStall(); stall && !stall->missing.empty()) {
       std::string who;
       for (int w : stall->missing) who += (who.empty() ? "" : ", ") + std::to_string(w);
-      why = fmt::format(": step {} still waits for the gradients of worker(s) {}", stall->step,
-                        who);
+      why =
+          fmt::format(": step {} still waits for the gradients of worker(s) {}", stall->step, who);
     }
     SendError(it->peer, wire::ErrorCode::FAILED_PRECONDITION,
-              fmt::format("PS {}: the parameters of step {} were not ready within the step "
-                          "timeout ({} s, een-launch --step-timeout){}",
-                          env_.rank, it->min_version,
-                          std::chrono::duration_cast<std::chrono::seconds>(env_.step_timeout).count(),
-                          why),
+              fmt::format(
+                  "PS {}: the parameters of step {} were not ready within the step "
+                  "timeout ({} s, een-launch --step-timeout){}",
+                  env_.rank, it->min_version,
+                  std::chrono::duration_cast<std::chrono::seconds>(env_.step_timeout).count(), why),
               it->request_id);
     pending_pull_chunks_ -= it->chunks.size();
     it = pending_.erase(it);

@@ -39,6 +39,7 @@
 
 #include "common/heartbeat_sender.h"
 #include "common/job_env.h"
+#include "common/metrics.h"
 #include "common/shard_map.h"
 #include "common/transport/device.h"
 #include "ps/chunk_store.h"
@@ -134,12 +135,11 @@ class ParameterServer {
   ShardMap map_;
   std::unique_ptr<ApplyPool> apply_pool_;  // before store_: the store uses it
   std::unique_ptr<ChunkStore> store_;
-  transport::MemoryRegion registered_;  // the store's first arena, with the data device
   std::deque<PendingPull> pending_;
   size_t pending_pull_chunks_ = 0;  // over pending_
   std::deque<PendingNorm> pending_norms_;
   std::atomic<uint64_t> step_{0};
-  std::unique_ptr<SnapshotStore> snapshots_;   // until the writer takes it
+  std::unique_ptr<SnapshotStore> snapshots_;  // until the writer takes it
   std::unique_ptr<SnapshotWriter> writer_;
   uint64_t next_snapshot_ = 0;
   uint64_t on_demand_snapshot_ = 0;  // a step the coordinator asked for (0: none)
@@ -152,6 +152,13 @@ class ParameterServer {
   bool frozen_ = false;
   uint64_t incarnation_ = 0;  // the coordinator's, as last heard
   uint64_t epoch_ = 0;        // shard map epoch data messages must carry
+  // What this PS measures, carried by its heartbeat (eenctl metrics).
+  Metrics metrics_;
+  Counter& pushes_ = metrics_.counter("ps.pushes");
+  Counter& push_bytes_ = metrics_.counter("ps.push_bytes");
+  Counter& pulls_answered_ = metrics_.counter("ps.pulls_answered");
+  Counter& pull_bytes_ = metrics_.counter("ps.pull_bytes");
+  Counter& refused_ = metrics_.counter("ps.messages_refused");
   std::atomic<uint64_t> chunks_ready_{0};  // epoch whose every chunk is initialized here
   void NoteChunksReady();
   // Names the workers a step has waited for longer than the failover

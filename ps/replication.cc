@@ -7,6 +7,7 @@
 #include <map>
 
 #include "common/logging.h"
+#include "common/transport/registry.h"
 #include "common/wire.h"
 #include "ps/parameter_server.h"
 
@@ -26,8 +27,7 @@ struct ReplicateBatch {
   std::vector<double> norms;  // and the total norm it was clipped with (clipping only)
 };
 
-Message EncodeReplicate(uint64_t epoch, int from, bool image, ReplicateBatch batch,
-                        bool answer) {
+Message EncodeReplicate(uint64_t epoch, int from, bool image, ReplicateBatch batch, bool answer) {
   capnp::MallocMessageBuilder b;
   auto header = b.initRoot<wire::Header>();
   auto r = answer ? header.initReplicated() : header.initReplicate();
@@ -85,7 +85,8 @@ transport::Connection* ParameterServer::Peer(uint32_t ps) {
     if (!device.ok()) return nullptr;
     auto connection = (*device)->Connect(address);
     if (!connection.ok()) {
-      spdlog::warn("cannot connect to ps {} at {}: {}", ps, address, connection.status().ToString());
+      spdlog::warn("cannot connect to ps {} at {}: {}", ps, address,
+                   connection.status().ToString());
       return nullptr;
     }
     peers_[ps] = std::move(connection).value();
@@ -145,7 +146,8 @@ Status ParameterServer::HandleReplicate(wire::Replicate::Reader r, const Message
   for (uint32_t c : chunks) {
     if (!store_->BacksUp(c) || map_.OwnerOfChunk(c) != static_cast<uint32_t>(from)) {
       return FailedPrecondition("ps " + std::to_string(from) + " replicated chunk " +
-                                std::to_string(c) + ", which this PS does not back up for it "
+                                std::to_string(c) +
+                                ", which this PS does not back up for it "
                                 "(a stale primary?)");
     }
   }
@@ -159,9 +161,11 @@ Status ParameterServer::HandleReplicate(wire::Replicate::Reader r, const Message
       EEN_RETURN_IF_ERROR(store_->LoadImage(image));
     } else {
       const double lr = lrs.size() ? lrs[i] : -1;
-      if (!std::isfinite(lr) || lr < 0) return InvalidArgument("replicated learning rate out of range");
+      if (!std::isfinite(lr) || lr < 0)
+        return InvalidArgument("replicated learning rate out of range");
       const double norm = norms.size() ? norms[i] : -1;
-      if (std::isnan(norm) || std::isinf(norm)) return InvalidArgument("replicated norm out of range");
+      if (std::isnan(norm) || std::isinf(norm))
+        return InvalidArgument("replicated norm out of range");
       EEN_ASSIGN_OR_RETURN(bool applied, store_->ApplyReplica(c, versions[i], payload, lr, norm));
       (void)applied;  // a repeat is confirmed all the same
     }
@@ -179,7 +183,8 @@ Status ParameterServer::HandleReplicate(wire::Replicate::Reader r, const Message
 Status ParameterServer::HandleReplicated(wire::Replicate::Reader r) {
   auto chunks = r.getChunks();
   auto versions = r.getVersions();
-  if (chunks.size() != versions.size()) return InvalidArgument("replicated: lists differ in length");
+  if (chunks.size() != versions.size())
+    return InvalidArgument("replicated: lists differ in length");
   for (uint32_t i = 0; i < chunks.size(); ++i) {
     const uint32_t c = chunks[i];
     if (!store_->Owns(c) || map_.BackupOfChunk(c) != static_cast<uint32_t>(r.getFrom())) continue;
@@ -213,9 +218,10 @@ Status ParameterServer::AdoptMap(ShardMap next) {
                       previous.ps_addresses()[backup] == map_.ps_addresses()[backup];
     if (!same) rebuild.push_back(c);
   }
-  spdlog::warn("shard map epoch {}: {} chunk(s) promoted to primary here, {} new backup chunk(s) "
-               "to receive, {} backup(s) to build elsewhere",
-               epoch_, adoption.promoted.size(), adoption.new_backups.size(), rebuild.size());
+  spdlog::warn(
+      "shard map epoch {}: {} chunk(s) promoted to primary here, {} new backup chunk(s) "
+      "to receive, {} backup(s) to build elsewhere",
+      epoch_, adoption.promoted.size(), adoption.new_backups.size(), rebuild.size());
   SendImages(rebuild);
   NoteChunksReady();
   ReplayFutureMessages();

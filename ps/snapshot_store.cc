@@ -1,7 +1,5 @@
 #include "ps/snapshot_store.h"
 
-#include <filesystem>
-
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
@@ -13,6 +11,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <sstream>
 
@@ -44,7 +43,8 @@ std::optional<uint64_t> ManifestStep(const std::string& key) {
   uint64_t step = 0;
   const char* digits = key.data() + prefix.size();
   const auto [end, error] = std::from_chars(digits, digits + kDigits, step);
-  if (error != std::errc() || end != digits + kDigits) return std::nullopt;  // not all digits, or > 2^64
+  if (error != std::errc() || end != digits + kDigits)
+    return std::nullopt;  // not all digits, or > 2^64
   return step;
 }
 
@@ -113,9 +113,10 @@ Result<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(const std::string& pa
   if (exists && rocksdb::DB::OpenForReadOnly(StoreOptions(), path, &db).ok()) {
     store->db_ = db;
     store->read_only_ = true;
-    spdlog::warn("the snapshot store {} is open for reading only ({}): its snapshots can be "
-                 "read; new ones are written once there is room to open it for writing",
-                 path, s.message());
+    spdlog::warn(
+        "the snapshot store {} is open for reading only ({}): its snapshots can be "
+        "read; new ones are written once there is room to open it for writing",
+        path, s.message());
     return store;
   }
   return Unavailable("cannot open the snapshot store " + path + ": " + s.message() +
@@ -146,7 +147,8 @@ Status SnapshotStore::Write(uint64_t step, const std::vector<ChunkImage>& chunks
   // forgets what was not durable and takes writes again.
   if (needs_reopen_ || read_only_ || !db_) {
     if (Status s = Reopen(); !s.ok()) {
-      return Unavailable(what + " to " + path_ + " failed: cannot reopen the store: " + s.message());
+      return Unavailable(what + " to " + path_ +
+                         " failed: cannot reopen the store: " + s.message());
     }
     needs_reopen_ = false;
   }
@@ -236,8 +238,10 @@ Result<std::vector<ChunkImage>> SnapshotStore::ReadLocked(uint64_t step) const {
   const std::string where = "snapshot of step " + std::to_string(step) + " in " + path_;
   if (!db_) {
     if (Status s = Reopen(); !s.ok()) {
-      return Unavailable(where + " cannot be read: reopening the store after a failed write "
-                         "failed: " + s.message());
+      return Unavailable(where +
+                         " cannot be read: reopening the store after a failed write "
+                         "failed: " +
+                         s.message());
     }
   }
   std::string manifest_text;

@@ -42,28 +42,31 @@ void SnapshotWriter::Loop() {
     const auto start = std::chrono::steady_clock::now();
     Status s = store_->Write(step, chunks);
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::steady_clock::now() - start).count();
+                        std::chrono::steady_clock::now() - start)
+                        .count();
     if (s.ok()) {
       written_step_ = step;
       size_t bytes = 0;
       for (const ChunkImage& c : chunks) bytes += c.data.size() * sizeof(float);
       if (failed_in_a_row_ > 0) {
-        spdlog::warn("snapshots are written again: step {} is in {} after {} failed write(s)",
-                     step, store_->path(), failed_in_a_row_);
+        spdlog::warn("snapshots are written again: step {} is in {} after {} failed write(s)", step,
+                     store_->path(), failed_in_a_row_);
         failed_in_a_row_ = 0;
       }
-      spdlog::info("snapshot of step {} written to {}: {} chunks, {} bytes; training paused "
-                   "{} us to copy them, the write took {} ms in the background",
-                   step, store_->path(), chunks.size(), bytes, stall.count(), ms);
+      spdlog::info(
+          "snapshot of step {} written to {}: {} chunks, {} bytes; training paused "
+          "{} us to copy them, the write took {} ms in the background",
+          step, store_->path(), chunks.size(), bytes, stall.count(), ms);
     } else if (failed_in_a_row_++ == 0) {
       // Said once: a full disk fails every write until space is freed.
       const uint64_t newest = written_step_.load();
-      spdlog::error("snapshot of step {} not written: {}; training goes on without new "
-                    "snapshots ({}) and each one due tries again: free space in, or fix, {}",
-                    step, s.message(),
-                    newest ? fmt::format("the one of step {} stays the newest: --resume finds it", newest)
-                           : std::string("this run has written none yet"),
-                    store_->path());
+      spdlog::error(
+          "snapshot of step {} not written: {}; training goes on without new "
+          "snapshots ({}) and each one due tries again: free space in, or fix, {}",
+          step, s.message(),
+          newest ? fmt::format("the one of step {} stays the newest: --resume finds it", newest)
+                 : std::string("this run has written none yet"),
+          store_->path());
     } else {
       spdlog::debug("snapshot of step {} not written either: {}", step, s.message());
     }

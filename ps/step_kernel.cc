@@ -45,7 +45,8 @@ EEN_VECTOR_CLONES void StepRange(const StepInputs& in, size_t begin, size_t end)
     if (in.optimizer) {
       for (size_t s = 0; s < slots; ++s) state[s] = in.state[s] + b;
       in.optimizer->Apply(in.values + b, mean, state, m, in.step, in.lr);
-      if (in.wire_out) EncodeWire(in.wire_type, in.values + b, static_cast<uint16_t*>(in.wire_out) + b, m);
+      if (in.wire_out)
+        EncodeWire(in.wire_type, in.values + b, static_cast<uint16_t*>(in.wire_out) + b, m);
     }
   }
 }

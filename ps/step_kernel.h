@@ -22,10 +22,10 @@
 namespace een::ps {
 
 struct StepInputs {
-  std::vector<const void*> grads;  // each the whole chunk, in rank order; at least one
-  std::vector<WireType> types;     // each gradient's dtype (bf16/fp16 are widened)
-  float divisor = 1;                // number of contributions
-  float* mean_out = nullptr;        // whole chunk, or null
+  std::vector<const void*> grads;        // each the whole chunk, in rank order; at least one
+  std::vector<WireType> types;           // each gradient's dtype (bf16/fp16 are widened)
+  float divisor = 1;                     // number of contributions
+  float* mean_out = nullptr;             // whole chunk, or null
   const Optimizer* optimizer = nullptr;  // null: sum mode (mean only)
   float* values = nullptr;
   std::vector<float*> state;  // the optimizer's state arrays (whole chunk)

@@ -125,6 +125,30 @@ struct Heartbeat {
   chunksReady @8 :UInt64;          # PS: the map epoch whose every chunk it holds
                                    # initialized (its backups are built); 0: not yet
   lossGiven @9 :Bool;              # worker: `loss` is the program's (it may be NaN)
+  metrics @10 :List(Metric);       # the sender's counters and gauges (common/metrics.h)
+}
+
+# One counter or gauge of a process: name [a-z0-9_.], at most 64 bytes.
+struct Metric {
+  name @0 :Text;
+  value @1 :Float64;
+  counter @2 :Bool;                # a count that only grows; else a gauge
+}
+
+# coordinator -> eenctl: the newest metrics of every process it knows.
+struct MetricsReport {
+  processes @0 :List(ProcessMetrics);
+}
+
+struct ProcessMetrics {
+  role @0 :Role;
+  rank @1 :Int32;
+  pid @2 :Int32;
+  host @3 :Text;
+  heardMsAgo @4 :UInt64;           # since its last heartbeat
+  lost @5 :Bool;
+  done @6 :Bool;
+  metrics @7 :List(Metric);
 }
 
 struct HeartbeatReply {
@@ -300,6 +324,8 @@ struct Header {
     clipNorm @31 :ClipNorm;        # worker -> PS
     processGone @32 :ProcessGone;  # een-launch -> coordinator: a role it started ended
     processGoneReply @33 :ProcessGoneReply;
+    metricsRequest @34 :Void;      # eenctl -> coordinator: every process's metrics
+    metricsReply @35 :MetricsReport;
   }
 }
 

@@ -119,18 +119,20 @@ TEST_P(FusedApply, BitwiseEqualToPlainPasses) {
   const auto plain = RunPlain(*map, opt, type, 3);
   ASSERT_EQ(fused.size(), plain.size());
   for (size_t c = 0; c < fused.size(); ++c) {
-    ASSERT_EQ(0, std::memcmp(fused[c].data(), plain[c].data(), fused[c].size() * 4)) << "chunk " << c;
+    ASSERT_EQ(0, std::memcmp(fused[c].data(), plain[c].data(), fused[c].size() * 4))
+        << "chunk " << c;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    OptimizersThreadsDtypes, FusedApply,
-    ::testing::Combine(::testing::Values("adam", "sgd"), ::testing::Values(1, 4),
-                       ::testing::Values(WireType::kF32, WireType::kBF16)),
-    [](const auto& info) {
-      return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) +
-             "threads_" + WireTypeName(std::get<2>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(OptimizersThreadsDtypes, FusedApply,
+                         ::testing::Combine(::testing::Values("adam", "sgd"),
+                                            ::testing::Values(1, 4),
+                                            ::testing::Values(WireType::kF32, WireType::kBF16)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" +
+                                  std::to_string(std::get<1>(info.param)) + "threads_" +
+                                  WireTypeName(std::get<2>(info.param));
+                         });
 
 }  // namespace
 }  // namespace een::ps

@@ -2,10 +2,10 @@
 // runtime and the references. Checks that it completes and that its figures
 // are sane (positive, and bytes per step what the trace says); never a time.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <regex>
-#include <unistd.h>
 
 #include "support/subprocess.h"
 
@@ -23,9 +23,10 @@ TEST(BenchSmoke, ReplayCompletesWithSaneFigures) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::smatch m;
   for (const char* row : {"een push\\+pull", "raw ZeroMQ", "memcpy"}) {
-    ASSERT_TRUE(std::regex_search(r.output, m, std::regex(std::string(row) +
-                                                          " +([0-9.]+) +([0-9.]+) +([0-9.]+)")))
-        << row << "\n" << r.output;
+    ASSERT_TRUE(std::regex_search(
+        r.output, m, std::regex(std::string(row) + " +([0-9.]+) +([0-9.]+) +([0-9.]+)")))
+        << row << "\n"
+        << r.output;
     EXPECT_GT(std::stod(m[1]), 0.0) << row;
   }
   // 25,557,032 float32 parameters, pushed and pulled.
@@ -40,11 +41,11 @@ TEST(BenchSmoke, ReplayCompletesWithSaneFigures) {
 
 // bf16 on the wire: half the bytes each way, and the job still completes.
 TEST(BenchSmoke, Bf16WireMovesHalfTheBytes) {
-  auto r = testing::Run({kBin + "/een-bench", "replay",
-                         std::string(EEN_SOURCE_DIR) + "/samples/traces/resnet50.trace", "--ps",
-                         "2", "--workers", "2", "--steps", "2", "--warmup", "1", "--dtype", "bf16",
-                         "--no-references"},
-                        seconds(240));
+  auto r = testing::Run(
+      {kBin + "/een-bench", "replay",
+       std::string(EEN_SOURCE_DIR) + "/samples/traces/resnet50.trace", "--ps", "2", "--workers",
+       "2", "--steps", "2", "--warmup", "1", "--dtype", "bf16", "--no-references"},
+      seconds(240));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("bytes on the wire per step per worker: 102.2 MB"), std::string::npos)
       << r.output;
@@ -58,11 +59,11 @@ TEST(BenchSmoke, Bf16WireMovesHalfTheBytes) {
 // --buffer-floats: the job runs again with a broadcast buffer, and the
 // cost line names it.
 TEST(BenchSmoke, BufferBroadcastCostIsPrinted) {
-  auto r = testing::Run({kBin + "/een-bench", "replay",
-                         std::string(EEN_SOURCE_DIR) + "/samples/traces/vgg16.trace", "--ps", "2",
-                         "--workers", "2", "--steps", "2", "--warmup", "1", "--buffer-floats",
-                         "53173", "--no-references"},
-                        seconds(240));
+  auto r = testing::Run(
+      {kBin + "/een-bench", "replay", std::string(EEN_SOURCE_DIR) + "/samples/traces/vgg16.trace",
+       "--ps", "2", "--workers", "2", "--steps", "2", "--warmup", "1", "--buffer-floats", "53173",
+       "--no-references"},
+      seconds(240));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(std::regex_search(
       r.output, std::regex("buffers broadcast each step \\(53173 floats, 0.43 MB pushed \\+ "
@@ -100,8 +101,9 @@ TEST(BenchSmoke, TimelineShowsPushesDuringBackward) {
                           seconds(120), {{"EEN_TIMELINE", prefix}, {"EEN_BUCKET_BYTES", "256"}});
   ASSERT_EQ(job.exit_code, 0) << job.output;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(job.output, m, std::regex("([0-9]+) of ([0-9]+) bucket pushes "
-                                                          "started during backward")))
+  ASSERT_TRUE(std::regex_search(job.output, m,
+                                std::regex("([0-9]+) of ([0-9]+) bucket pushes "
+                                           "started during backward")))
       << job.output;
   EXPECT_GT(std::stoi(m[1]), 0);
   std::ifstream in(prefix + ".worker-0.json");
@@ -110,12 +112,15 @@ TEST(BenchSmoke, TimelineShowsPushesDuringBackward) {
   // Some push lies inside some backward span.
   std::vector<std::pair<double, double>> backward;
   std::vector<double> pushes;
-  const std::regex span("\"name\":\"backward, step [0-9]+\",\"ph\":\"X\",\"ts\":([0-9.]+),\"dur\":([0-9.]+)");
+  const std::regex span(
+      "\"name\":\"backward, step [0-9]+\",\"ph\":\"X\",\"ts\":([0-9.]+),\"dur\":([0-9.]+)");
   const std::regex push("\"name\":\"push bucket [^\"]*\",\"ph\":\"i\",\"ts\":([0-9.]+)");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), span); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), span); it != std::sregex_iterator();
+       ++it) {
     backward.push_back({std::stod((*it)[1]), std::stod((*it)[1]) + std::stod((*it)[2])});
   }
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), push); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), push); it != std::sregex_iterator();
+       ++it) {
     pushes.push_back(std::stod((*it)[1]));
   }
   ASSERT_EQ(backward.size(), 5u) << text;

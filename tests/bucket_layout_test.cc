@@ -1,11 +1,11 @@
 // Gradient buckets: every chunk in exactly one bucket, sizes bounded, and
 // packing then unpacking gives every tensor back bit for bit.
+#include "worker/bucket_layout.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <set>
-
-#include "worker/bucket_layout.h"
 
 namespace een {
 namespace {
@@ -19,8 +19,8 @@ ShardMap MakeMap(std::vector<TensorInfo> tensors, uint32_t ps, uint32_t max_chun
 }
 
 TEST(BucketLayout, EveryChunkOnceAndBucketsBounded) {
-  ShardMap map = MakeMap({{"a", 100000}, {"b", 10}, {"c", 70000}, {"d", 5000}, {"e", 300000}}, 2,
-                         1 << 16);
+  ShardMap map =
+      MakeMap({{"a", 100000}, {"b", 10}, {"c", 70000}, {"d", 5000}, {"e", 300000}}, 2, 1 << 16);
   const size_t bucket_bytes = 256 * 1024;
   BucketLayout layout(map, bucket_bytes);
   std::multiset<uint32_t> seen;

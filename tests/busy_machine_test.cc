@@ -28,23 +28,26 @@ TEST(BusyMachine, ALivePsIsNotDeclaredLostWhen32WorkersAndABusyLoopShareTheCores
         std::vector<std::string>{"sh", "-c", "while :; do :; done"}));
   }
   testing::Subprocess job({kBin + "/een-launch", "--ps", "4", "--workers", "32", "--replicas", "2",
-                           "--", kBin + "/fashion_mnist", "--epochs", "1", "--train-limit",
-                           "32000", "--batch-size", "16"});
+                           "--", kBin + "/fashion_mnist", "--epochs", "1", "--train-limit", "32000",
+                           "--batch-size", "16"});
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(240))) << job.output();
   std::smatch m;
   const std::string out = job.output();
-  ASSERT_TRUE(std::regex_search(out, m, std::regex("registered ps 3 \\(host [^,]+, pid ([0-9]+)\\)")))
+  ASSERT_TRUE(
+      std::regex_search(out, m, std::regex("registered ps 3 \\(host [^,]+, pid ([0-9]+)\\)")))
       << out;
   ASSERT_EQ(kill(std::stoi(m[1]), SIGKILL), 0);
   auto code = job.Wait(seconds(400));
   ASSERT_TRUE(code.has_value()) << "the job did not end\n" << job.output();
   EXPECT_EQ(*code, 0) << job.output();
-  EXPECT_NE(job.output().find("ps 3 (pid " + std::string(m[1]) + ") was killed by SIGKILL; its "
+  EXPECT_NE(job.output().find("ps 3 (pid " + std::string(m[1]) +
+                              ") was killed by SIGKILL; its "
                               "backups take over"),
             std::string::npos)
       << job.output();
   EXPECT_EQ(job.output().find("silent for"), std::string::npos)
-      << "a live process was declared lost\n" << job.output();
+      << "a live process was declared lost\n"
+      << job.output();
   EXPECT_NE(job.output().find("job finished: 32 of 32 workers succeeded"), std::string::npos)
       << job.output();
 }

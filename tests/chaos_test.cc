@@ -23,9 +23,25 @@ using std::chrono::seconds;
 const std::string kBin = EEN_BIN_DIR;
 
 std::vector<std::string> Job(const std::string& dir, const std::string& out) {
-  return {kBin + "/een-launch", "--ps", "2", "--workers", "4", "--snapshot-every", "100",
-          "--snapshot-dir", dir, "--progress-interval", "200ms", "--",
-          kBin + "/equivalence_train", "--optimizer", "sgd", "--steps", "6000", "--out", out};
+  return {kBin + "/een-launch",
+          "--ps",
+          "2",
+          "--workers",
+          "4",
+          "--snapshot-every",
+          "100",
+          "--snapshot-dir",
+          dir,
+          "--progress-interval",
+          "200ms",
+          "--",
+          kBin + "/equivalence_train",
+          "--optimizer",
+          "sgd",
+          "--steps",
+          "6000",
+          "--out",
+          out};
 }
 
 TEST(Chaos, SeededKillsOfPsAndCoordinatorChangeNothing) {
@@ -35,8 +51,7 @@ TEST(Chaos, SeededKillsOfPsAndCoordinatorChangeNothing) {
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
 
   testing::Subprocess job(Job(base + "/chaos", base + "/chaos.bin"));
-  ASSERT_TRUE(job.WaitForCompleteSnapshot(100, seconds(60)))
-      << job.output();
+  ASSERT_TRUE(job.WaitForCompleteSnapshot(100, seconds(60))) << job.output();
   std::vector<pid_t> seen = testing::ChildrenOf(job.pid());
   std::mt19937 rng(20261130);
   const std::vector<std::string> victims = {"ps 0", "ps 1", "coordinator"};
@@ -44,7 +59,8 @@ TEST(Chaos, SeededKillsOfPsAndCoordinatorChangeNothing) {
   while (ps_kills + coordinator_kills < 5 && rounds++ < 20) {
     std::string victim = victims[rng() % victims.size()];
     if (victim != "coordinator" && ps_kills == 3) victim = "coordinator";
-    if (victim == "coordinator" && coordinator_kills == 2) victim = "ps " + std::to_string(rng() % 2);
+    if (victim == "coordinator" && coordinator_kills == 2)
+      victim = "ps " + std::to_string(rng() % 2);
     const pid_t pid = testing::NewestPid(job.output(), victim);
     ASSERT_GT(pid, 0) << victim << "\n" << job.output();
     if (kill(pid, SIGKILL) != 0) break;  // the job already ended

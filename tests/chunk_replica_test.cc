@@ -13,8 +13,10 @@ namespace {
 
 using transport::Frame;
 
-Frame Floats(std::vector<float> v) { return Frame::Own(std::vector<std::byte>(
-    reinterpret_cast<std::byte*>(v.data()), reinterpret_cast<std::byte*>(v.data() + v.size()))); }
+Frame Floats(std::vector<float> v) {
+  return Frame::Own(std::vector<std::byte>(reinterpret_cast<std::byte*>(v.data()),
+                                           reinterpret_cast<std::byte*>(v.data() + v.size())));
+}
 
 class ChunkReplica : public ::testing::Test {
  protected:
@@ -87,7 +89,8 @@ TEST_F(ChunkReplica, RepeatsAreNoOpsAndGapsAreRefused) {
   auto wrong_size = backup_->ApplyReplica(c, 1, Floats({1.0f}));
   EXPECT_EQ(wrong_size.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(backup_->AddGradient(c, 0, 1, primary_->MeanGradient(c)).status().code(),
-            StatusCode::kInvalidArgument) << "a backup takes no gradients from workers";
+            StatusCode::kInvalidArgument)
+      << "a backup takes no gradients from workers";
 }
 
 TEST_F(ChunkReplica, PromotedBackupGoesOnExactlyWhereThePrimaryWould) {

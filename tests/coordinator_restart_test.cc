@@ -18,9 +18,21 @@ using std::chrono::seconds;
 const std::string kBin = EEN_BIN_DIR;
 
 std::vector<std::string> Job(const std::string& out) {
-  return {kBin + "/een-launch", "--ps", "2", "--workers", "2", "--progress-interval", "200ms",
-          "--", kBin + "/equivalence_train", "--optimizer", "adam", "--steps", "3000",
-          "--out", out};
+  return {kBin + "/een-launch",
+          "--ps",
+          "2",
+          "--workers",
+          "2",
+          "--progress-interval",
+          "200ms",
+          "--",
+          kBin + "/equivalence_train",
+          "--optimizer",
+          "adam",
+          "--steps",
+          "3000",
+          "--out",
+          out};
 }
 
 TEST(CoordinatorRestart, KilledCoordinatorIsRestartedAndNothingIsLost) {
@@ -37,12 +49,14 @@ TEST(CoordinatorRestart, KilledCoordinatorIsRestartedAndNothingIsLost) {
   ASSERT_TRUE(code.has_value()) << job.output();
   ASSERT_EQ(*code, 0) << job.output();
   EXPECT_NE(job.output().find("was killed by SIGKILL; restarting it from its saved state"),
-            std::string::npos) << job.output();
+            std::string::npos)
+      << job.output();
   EXPECT_NE(job.output().find("took the job up again"), std::string::npos) << job.output();
   EXPECT_NE(job.output().find("the coordinator restarted; greeting it"), std::string::npos);
   const std::string expected = testing::ReadBytes(base + "-whole.bin");
   ASSERT_FALSE(expected.empty());
-  EXPECT_EQ(testing::ReadBytes(base + "-killed.bin"), expected) << "parameters differ after the restart";
+  EXPECT_EQ(testing::ReadBytes(base + "-killed.bin"), expected)
+      << "parameters differ after the restart";
   std::remove((base + "-whole.bin").c_str());
   std::remove((base + "-killed.bin").c_str());
 }

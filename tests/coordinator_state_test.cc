@@ -2,10 +2,9 @@
 // saved state is taken up or refused with a reason, never trusted into a
 // crash or an allocation of everything (cases found by fuzz_coordinator_state
 // and by reading its decoder).
-#include <gtest/gtest.h>
-
 #include <capnp/message.h>
 #include <capnp/serialize.h>
+#include <gtest/gtest.h>
 
 #include "common/optimizer_wire.h"
 #include "launcher/coordinator.h"

@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
     }
     for (int epoch = static_cast<int>(at.epoch); epoch < epochs; ++epoch) {
       sampler.set_epoch(epoch);
-      int64_t position = epoch == static_cast<int>(at.epoch) ? static_cast<int64_t>(at.position) : 0;
+      int64_t position =
+          epoch == static_cast<int>(at.epoch) ? static_cast<int64_t>(at.position) : 0;
       while (position < n) {
         const int live = dp.live_count();
         std::vector<size_t> mine = sampler.Batch(position, dp.live_index(), live, batch);

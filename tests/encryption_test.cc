@@ -46,8 +46,8 @@ class Encryption : public ::testing::Test {
   }
   std::vector<std::string> Job(const std::string& host, const std::string& out) const {
     return InNamespace({kBin + "/een-launch", "--ps", "2", "--workers", "2", "--host", host,
-                        "--progress-interval", "200ms", "--", kBin + "/semantics_train",
-                        "--out", base_ / out, "--no-dropout", "--steps", "16000"});
+                        "--progress-interval", "200ms", "--", kBin + "/semantics_train", "--out",
+                        base_ / out, "--no-dropout", "--steps", "16000"});
   }
   std::string Rank0(const std::string& out) const {
     return testing::ReadBytes(base_ / out + ".rank-0.bin");
@@ -87,8 +87,8 @@ TEST_F(Encryption, BeyondLoopbackEveryConnectionIsEncryptedAndAuthenticated) {
   const std::string secret = testing::JobSecretFile(job.output());
   ASSERT_EQ(coordinator.rfind("tcp://10.77.0.1:", 0), 0u) << job.output();
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(job.output(), m,
-                                std::regex("data plane: [a-z ]+ on (tcp://10\\.77\\.0\\.1:[0-9]+)")))
+  ASSERT_TRUE(std::regex_search(
+      job.output(), m, std::regex("data plane: [a-z ]+ on (tcp://10\\.77\\.0\\.1:[0-9]+)")))
       << job.output();
   const std::string ps = m[1];
 
@@ -97,8 +97,8 @@ TEST_F(Encryption, BeyondLoopbackEveryConnectionIsEncryptedAndAuthenticated) {
   for (const std::vector<std::string>& extra :
        {std::vector<std::string>{}, {"--secret-file", wrong, "--identity", "worker:0"}}) {
     for (const auto& [address, to] : {std::pair{ps, "ps"}, {coordinator, "coordinator"}}) {
-      std::vector<std::string> argv = {kBin + "/stranger_client", "--address", address, "--to",
-                                       to, "--wait-ms", "700"};
+      std::vector<std::string> argv = {
+          kBin + "/stranger_client", "--address", address, "--to", to, "--wait-ms", "700"};
       argv.insert(argv.end(), extra.begin(), extra.end());
       auto r = testing::Run(InNamespace(argv), seconds(30));
       EXPECT_NE(r.output.find("no answer"), std::string::npos) << r.output;

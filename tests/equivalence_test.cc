@@ -33,10 +33,10 @@ std::vector<float> Distributed(const std::string& optimizer, const std::string& 
                                const std::string& transport = "tcp",
                                std::map<std::string, std::string> env = {}) {
   const std::string out = Temp(name);
-  auto r = testing::Run({kBin + "/een-launch", "--ps", "2", "--workers", "4", "--transport",
-                         transport, "--", kBin + "/equivalence_train", "--optimizer", optimizer,
-                         "--out", out},
-                        seconds(120), env);
+  auto r =
+      testing::Run({kBin + "/een-launch", "--ps", "2", "--workers", "4", "--transport", transport,
+                    "--", kBin + "/equivalence_train", "--optimizer", optimizer, "--out", out},
+                   seconds(120), env);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   auto v = Load(out);
   std::remove(out.c_str());
@@ -74,8 +74,9 @@ TEST_P(Equivalence, FourWorkersMatchOneProcessWithTheGlobalBatch) {
   std::printf("max abs difference, %s: %s\n", GetParam().c_str(), figure.str().c_str());
   EXPECT_LE(diff, 1e-5);
   // The runs trained: parameters moved well away from where they started.
-  auto untrained = testing::Run({kBin + "/equivalence_train", "--reference", "--steps", "0",
-                                 "--out", Temp("start")}, seconds(60));
+  auto untrained = testing::Run(
+      {kBin + "/equivalence_train", "--reference", "--steps", "0", "--out", Temp("start")},
+      seconds(60));
   ASSERT_EQ(untrained.exit_code, 0);
   EXPECT_GT(MaxAbsDifference(Load(Temp("start")), reference), 1e-2);
   std::remove(Temp("start").c_str());

@@ -64,8 +64,8 @@ int main(int argc, char** argv) {
   auto y = torch::randint(0, 4, {n}, torch::kLong);
   torch::manual_seed(7);
   auto net = std::make_shared<Mlp>();
-  const auto config = optimizer == "sgd" ? een::OptimizerConfig::SGD(0.1, 0.9)
-                                         : een::OptimizerConfig::Adam(1e-2);
+  const auto config =
+      optimizer == "sgd" ? een::OptimizerConfig::SGD(0.1, 0.9) : een::OptimizerConfig::Adam(1e-2);
   try {
     if (reference) {
       een::DistributedSampler all(n, 0, 1, true, 3);
@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
         opt = std::make_unique<torch::optim::SGD>(net->parameters(),
                                                   torch::optim::SGDOptions(0.1).momentum(0.9));
       } else {
-        opt = std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(1e-2));
+        opt = std::make_unique<torch::optim::Adam>(net->parameters(),
+                                                   torch::optim::AdamOptions(1e-2));
       }
       const int64_t global = int64_t{workers} * batch;
       const int64_t per_epoch = n / global;
@@ -120,8 +121,8 @@ int main(int argc, char** argv) {
             std::vector<int64_t> idx(mine.begin() + at, mine.begin() + at + batch);
             auto take = torch::tensor(idx, torch::kLong);
             net->zero_grad();
-            auto loss = torch::nn::functional::cross_entropy(
-                net->forward(x.index_select(0, take)), y.index_select(0, take));
+            auto loss = torch::nn::functional::cross_entropy(net->forward(x.index_select(0, take)),
+                                                             y.index_select(0, take));
             loss.backward();
             dp.Step(loss.item<double>(), batch);
           }

@@ -1,11 +1,12 @@
 // Errors keep their meaning across the wire (common/error_codes.h): every
 // status code has its own wire code and comes back as itself, and an Error
 // message read back is the Status it was made from.
+#include "common/error_codes.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "common/error_codes.h"
 #include "common/wire.h"
 
 namespace een {

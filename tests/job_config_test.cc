@@ -1,17 +1,18 @@
 // The job spec: YAML fields, durations, and errors that name the field.
+#include "common/job_config.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <fstream>
-
-#include "common/job_config.h"
 
 namespace een {
 namespace {
 
 std::string WriteYaml(const std::string& text) {
   static int n = 0;
-  std::string path = "/tmp/een-config-test-" + std::to_string(getpid()) + "-" + std::to_string(++n) + ".yaml";
+  std::string path =
+      "/tmp/een-config-test-" + std::to_string(getpid()) + "-" + std::to_string(++n) + ".yaml";
   std::ofstream(path) << text;
   return path;
 }

@@ -1,10 +1,10 @@
 // JobEnvironment: what a role reads from the EEN_* variables een-launch sets,
 // including the optional tuning ones, and errors that name the variable.
+#include "common/job_env.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-
-#include "common/job_env.h"
 
 namespace een {
 namespace {
@@ -62,17 +62,22 @@ TEST_F(Env, DefaultsWhenTuningIsUnset) {
 }
 
 TEST_F(Env, ErrorsNameTheVariable) {
-  EXPECT_NE(JobEnvironment::FromProcess("my-trainer").status().message().find(
-                "my-trainer is not part of an EEN job: EEN_COORDINATOR is not set"),
+  EXPECT_NE(JobEnvironment::FromProcess("my-trainer")
+                .status()
+                .message()
+                .find("my-trainer is not part of an EEN job: EEN_COORDINATOR is not set"),
             std::string::npos);
   Set("EEN_COORDINATOR", "tcp://127.0.0.1:5555");
-  for (auto [name, value] : {std::pair{"EEN_BUCKET_BYTES", "0"}, {"EEN_PS_THREADS", "two"},
-                             {"EEN_PULL_BACK", "off"}, {"EEN_RANK", "-1"}}) {
+  for (auto [name, value] : {std::pair{"EEN_BUCKET_BYTES", "0"},
+                             {"EEN_PS_THREADS", "two"},
+                             {"EEN_PULL_BACK", "off"},
+                             {"EEN_RANK", "-1"}}) {
     Set(name, value);
     auto env = JobEnvironment::FromProcess("test");
     ASSERT_FALSE(env.ok()) << name;
-    EXPECT_NE(env.status().message().find(std::string(name) + "='" + value + "' must be an integer"),
-              std::string::npos)
+    EXPECT_NE(
+        env.status().message().find(std::string(name) + "='" + value + "' must be an integer"),
+        std::string::npos)
         << env.status().message();
     unsetenv(name);
   }

@@ -1,12 +1,12 @@
 // End to end through een-launch: a real training run, a killed PS, Ctrl-C,
 // a failing worker, a program started without een-launch, and bad flags.
 #include <gtest/gtest.h>
-#include <thread>
-#include <filesystem>
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
+#include <thread>
 
 #include "support/job_output.h"
 #include "support/subprocess.h"
@@ -30,16 +30,16 @@ std::vector<std::string> Launch(std::vector<std::string> flags, std::vector<std:
 
 // A job that trains long enough to be interrupted.
 std::vector<std::string> LongJob() {
-  return Launch({"--ps", "2", "--workers", "2", "--progress-interval", "200ms"},
-                {kBin + "/fashion_mnist", "--epochs", "1000", "--train-limit", "512",
-                 "--test-limit", "10"});
+  return Launch(
+      {"--ps", "2", "--workers", "2", "--progress-interval", "200ms"},
+      {kBin + "/fashion_mnist", "--epochs", "1000", "--train-limit", "512", "--test-limit", "10"});
 }
 
 TEST(Launch, FashionMnistSubsetReachesAccuracy) {
-  auto r = testing::Run(Launch({"--ps", "2", "--workers", "2"},
-                               {kBin + "/fashion_mnist", "--epochs", "2", "--train-limit", "8000",
-                                "--test-limit", "2000"}),
-                        seconds(240));
+  auto r = testing::Run(
+      Launch({"--ps", "2", "--workers", "2"}, {kBin + "/fashion_mnist", "--epochs", "2",
+                                               "--train-limit", "8000", "--test-limit", "2000"}),
+      seconds(240));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex("test accuracy: ([0-9.]+)%"))) << r.output;
@@ -50,10 +50,10 @@ TEST(Launch, FashionMnistSubsetReachesAccuracy) {
 }
 
 TEST(Launch, SumModeSampleTrainsWithWorkerSideOptimizer) {
-  auto r = testing::Run(Launch({"--ps", "1", "--workers", "2"},
-                               {kBin + "/local_optimizer", "--train-limit", "8000",
-                                "--test-limit", "2000"}),
-                        seconds(180));
+  auto r = testing::Run(
+      Launch({"--ps", "1", "--workers", "2"},
+             {kBin + "/local_optimizer", "--train-limit", "8000", "--test-limit", "2000"}),
+      seconds(180));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex("test accuracy: ([0-9.]+)%"))) << r.output;
@@ -79,10 +79,10 @@ TEST(Launch, KilledPsEndsTheJobWithin5sNamingIt) {
   EXPECT_NE(job.output().find("job failed"), std::string::npos) << job.output();
   // The coordinator's verdict names the process, its host, the cause (een-launch
   // saw it end: no wait for the failover threshold) and the step.
-  EXPECT_TRUE(std::regex_search(job.output(),
-                                std::regex("job failed: ps 1 \\(host [^,]+, pid " + std::to_string(ps) +
-                                           "\\) was killed by SIGKILL \\(seen by een-launch\\); "
-                                           "the job was at step [0-9]+; ending the job")))
+  EXPECT_TRUE(std::regex_search(
+      job.output(), std::regex("job failed: ps 1 \\(host [^,]+, pid " + std::to_string(ps) +
+                               "\\) was killed by SIGKILL \\(seen by een-launch\\); "
+                               "the job was at step [0-9]+; ending the job")))
       << job.output();
 }
 
@@ -94,9 +94,9 @@ double Accuracy(const std::string& output) {
 
 TEST(Launch, LostWorkerJobGoesOnWithinOnePointOfAccuracy) {
   const std::vector<std::string> flags = {"--ps", "2", "--workers", "4", "--min-workers", "2"};
-  const std::vector<std::string> train = {kBin + "/fashion_mnist", "--epochs", "2",
-                                          "--train-limit", "20000", "--test-limit", "5000",
-                                          "--log-every", "10"};
+  const std::vector<std::string> train = {
+      kBin + "/fashion_mnist", "--epochs", "2", "--train-limit", "20000", "--test-limit", "5000",
+      "--log-every",           "10"};
   auto undisturbed = testing::Run(Launch(flags, train), seconds(180));
   ASSERT_EQ(undisturbed.exit_code, 0) << undisturbed.output;
 
@@ -109,18 +109,22 @@ TEST(Launch, LostWorkerJobGoesOnWithinOnePointOfAccuracy) {
   ASSERT_TRUE(code.has_value()) << job.output();
   ASSERT_EQ(*code, 0) << job.output();
   const std::string& out = job.output();
-  EXPECT_NE(out.find("worker 2 (pid " + std::to_string(worker) + ") was killed by SIGKILL; the "
+  EXPECT_NE(out.find("worker 2 (pid " + std::to_string(worker) +
+                     ") was killed by SIGKILL; the "
                      "job goes on with 3 workers"),
             std::string::npos)
       << out;
   // Its share of the data goes to the survivors, from one agreed step.
-  EXPECT_TRUE(std::regex_search(out, std::regex("live workers \\(0,1,3\\) share the rest of each "
-                                                "epoch's data \\(re-sharded: a lost worker's share")))
+  EXPECT_TRUE(
+      std::regex_search(out, std::regex("live workers \\(0,1,3\\) share the rest of each "
+                                        "epoch's data \\(re-sharded: a lost worker's share")))
       << out;
   for (const char* w : {"worker 0", "worker 1", "worker 3"}) {
-    EXPECT_TRUE(std::regex_search(out, std::regex(std::string("\\[") + w +
-                                                  "\\].*worker\\(s\\) 2 left \\(finished or lost\\): from step")))
-        << w << " did not re-shard\n" << out;
+    EXPECT_TRUE(std::regex_search(
+        out, std::regex(std::string("\\[") + w +
+                        "\\].*worker\\(s\\) 2 left \\(finished or lost\\): from step")))
+        << w << " did not re-shard\n"
+        << out;
   }
   const double before = Accuracy(undisturbed.output), after = Accuracy(out);
   RecordProperty("accuracy_undisturbed", std::to_string(before));
@@ -130,9 +134,9 @@ TEST(Launch, LostWorkerJobGoesOnWithinOnePointOfAccuracy) {
 }
 
 TEST(Launch, LosingMoreWorkersThanAllowedEndsTheJob) {
-  Subprocess job(Launch({"--ps", "1", "--workers", "2", "--min-workers", "2"},
-                        {kBin + "/fashion_mnist", "--epochs", "1000", "--train-limit", "512",
-                         "--test-limit", "10"}));
+  Subprocess job(Launch(
+      {"--ps", "1", "--workers", "2", "--min-workers", "2"},
+      {kBin + "/fashion_mnist", "--epochs", "1000", "--train-limit", "512", "--test-limit", "10"}));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
   const pid_t worker = testing::NewestPid(job.output(), "worker 1");
   ASSERT_GT(worker, 0);
@@ -146,10 +150,10 @@ TEST(Launch, LosingMoreWorkersThanAllowedEndsTheJob) {
 // A worker stopped (SIGSTOP) is declared lost and the job finishes without
 // it; een-launch then stops it instead of waiting for it forever.
 TEST(Launch, AStoppedWorkerDoesNotHoldTheLauncherAtTheEnd) {
-  Subprocess job(Launch({"--ps", "1", "--workers", "2", "--min-workers", "1",
-                         "--progress-interval", "200ms"},
-                        {kBin + "/equivalence_train", "--optimizer", "adam", "--steps", "15000",
-                         "--out", "/tmp/een-launch-test-stopped-" + std::to_string(getpid())}));
+  Subprocess job(
+      Launch({"--ps", "1", "--workers", "2", "--min-workers", "1", "--progress-interval", "200ms"},
+             {kBin + "/equivalence_train", "--optimizer", "adam", "--steps", "15000", "--out",
+              "/tmp/een-launch-test-stopped-" + std::to_string(getpid())}));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
   const pid_t worker = testing::NewestPid(job.output(), "worker 1");
   ASSERT_GT(worker, 0) << job.output();
@@ -198,11 +202,11 @@ std::string RunFolderOf(pid_t pid) {
 class Leftovers : public ::testing::TestWithParam<bool> {};  // --insecure or not
 
 TEST_P(Leftovers, OfAKilledLauncherAreRemovedByTheNext) {
-  std::vector<std::string> flags = {"--ps", "2", "--workers", "2", "--transport", "shm",
-                                    "--progress-interval", "200ms"};
+  std::vector<std::string> flags = {"--ps",        "2",   "--workers",           "2",
+                                    "--transport", "shm", "--progress-interval", "200ms"};
   if (GetParam()) flags.push_back("--insecure");
-  Subprocess job(Launch(flags, {kBin + "/fashion_mnist", "--epochs", "1000", "--train-limit",
-                                "512", "--test-limit", "10"}));
+  Subprocess job(Launch(flags, {kBin + "/fashion_mnist", "--epochs", "1000", "--train-limit", "512",
+                                "--test-limit", "10"}));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
   const std::string run_dir = RunFolderOf(job.pid());
   ASSERT_FALSE(run_dir.empty()) << job.output();
@@ -237,7 +241,8 @@ INSTANTIATE_TEST_SUITE_P(Launch, Leftovers, ::testing::Values(false, true),
 TEST(Launch, FailingWorkerFailsTheJobAndSaysWhich) {
   auto r = testing::Run(Launch({"--ps", "1", "--workers", "2"}, {"false"}), seconds(30));
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_TRUE(std::regex_search(r.output, std::regex("worker [01] \\(pid [0-9]+\\) exited with status 1")))
+  EXPECT_TRUE(
+      std::regex_search(r.output, std::regex("worker [01] \\(pid [0-9]+\\) exited with status 1")))
       << r.output;
 }
 
@@ -251,9 +256,10 @@ TEST(Launch, StepWaitingForASlowWorkerNamesItAndTheChunk) {
                         seconds(60));
   std::remove(("/tmp/een-stall-" + std::to_string(getpid())).c_str());
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(std::regex_search(r.output, std::regex("step 100 has waited [0-9]+ ms for the "
-                                                     "gradients of worker\\(s\\) 1 \\(chunk [0-9]+: "
-                                                     "tensor '[a-z0-9.]+' elements")))
+  EXPECT_TRUE(
+      std::regex_search(r.output, std::regex("step 100 has waited [0-9]+ ms for the "
+                                             "gradients of worker\\(s\\) 1 \\(chunk [0-9]+: "
+                                             "tensor '[a-z0-9.]+' elements")))
       << r.output;
   EXPECT_EQ(r.output.find("silent for"), std::string::npos) << "a slow worker is not a lost one";
 }
@@ -265,11 +271,13 @@ TEST(Launch, WorkerOutsideTheLauncherSaysHowToStartIt) {
 }
 
 TEST(Launch, BadFlagsNameTheFieldAndTheFix) {
-  auto missing_ps = testing::Run({kBin + "/een-launch", "--workers", "2", "--", "true"}, seconds(10));
+  auto missing_ps =
+      testing::Run({kBin + "/een-launch", "--workers", "2", "--", "true"}, seconds(10));
   EXPECT_EQ(missing_ps.exit_code, 2);
   EXPECT_NE(missing_ps.output.find("--ps N is required"), std::string::npos) << missing_ps.output;
 
-  auto no_command = testing::Run({kBin + "/een-launch", "--ps", "1", "--workers", "1"}, seconds(10));
+  auto no_command =
+      testing::Run({kBin + "/een-launch", "--ps", "1", "--workers", "1"}, seconds(10));
   EXPECT_EQ(no_command.exit_code, 2);
   EXPECT_NE(no_command.output.find("put the worker command after --"), std::string::npos);
 
@@ -287,8 +295,8 @@ TEST(Launch, BadFlagsNameTheFieldAndTheFix) {
   EXPECT_NE(bad_config.output.find("field 'failover_treshold' is unknown"), std::string::npos)
       << bad_config.output;
 
-  auto bad_backend = testing::Run(Launch({"--ps", "1", "--workers", "1", "--backend", "ssh"}, {"true"}),
-                                  seconds(10));
+  auto bad_backend = testing::Run(
+      Launch({"--ps", "1", "--workers", "1", "--backend", "ssh"}, {"true"}), seconds(10));
   EXPECT_EQ(bad_backend.exit_code, 2);
   EXPECT_NE(bad_backend.output.find("only 'local'"), std::string::npos);
 }

@@ -3,9 +3,9 @@
 // threshold; one whose heartbeats came late and irregularly (a busy machine)
 // gets more room, at most 3x the threshold; the coordinator's own stalls are
 // not the process's silence. Times are given, not measured: no sleeps.
-#include <gtest/gtest.h>
-
 #include "launcher/liveness.h"
+
+#include <gtest/gtest.h>
 
 namespace een {
 namespace {

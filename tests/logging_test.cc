@@ -1,10 +1,10 @@
 // A flood of refused messages becomes a few counted lines, not a flood.
+#include "common/logging.h"
+
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 
 #include <sstream>
-
-#include "common/logging.h"
 
 namespace een {
 namespace {

@@ -19,9 +19,23 @@ using std::chrono::seconds;
 const std::string kBin = EEN_BIN_DIR;
 
 std::vector<std::string> Job(const std::string& replicas, const std::string& out) {
-  return {kBin + "/een-launch", "--ps", "2", "--workers", "2", "--replicas", replicas,
-          "--progress-interval", "200ms", "--", kBin + "/equivalence_train", "--optimizer",
-          "adam", "--steps", "6000", "--out", out};
+  return {kBin + "/een-launch",
+          "--ps",
+          "2",
+          "--workers",
+          "2",
+          "--replicas",
+          replicas,
+          "--progress-interval",
+          "200ms",
+          "--",
+          kBin + "/equivalence_train",
+          "--optimizer",
+          "adam",
+          "--steps",
+          "6000",
+          "--out",
+          out};
 }
 
 class Migration : public ::testing::TestWithParam<std::string> {};
@@ -38,14 +52,19 @@ TEST_P(Migration, AddAPsThenDrainOneWhileTrainingChangesNothing) {
   const std::string coordinator = testing::CoordinatorAddress(job.output());
   ASSERT_FALSE(coordinator.empty()) << job.output();
   testing::Subprocess extra({kBin + "/een-ps"},
-                            {{"EEN_COORDINATOR", coordinator}, {"EEN_ROLE", "ps"},
-                             {"EEN_RANK", "2"}, {"EEN_WORLD_SIZE", "2"}, {"EEN_NUM_PS", "3"},
-                             {"EEN_HOST", "127.0.0.1"}, {"EEN_DATA_TRANSPORT", "tcp"},
+                            {{"EEN_COORDINATOR", coordinator},
+                             {"EEN_ROLE", "ps"},
+                             {"EEN_RANK", "2"},
+                             {"EEN_WORLD_SIZE", "2"},
+                             {"EEN_NUM_PS", "3"},
+                             {"EEN_HOST", "127.0.0.1"},
+                             {"EEN_DATA_TRANSPORT", "tcp"},
                              {"EEN_JOB_SECRET_FILE", testing::JobSecretFile(job.output())}});
   ASSERT_TRUE(job.WaitForOutput("shard moves done", seconds(30))) << job.output() << extra.output();
   const std::string out = job.output();
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(out, m, std::regex("shard moves done: ([0-9]+) shard\\(s\\) \\(([0-9]+) bytes")));
+  ASSERT_TRUE(std::regex_search(
+      out, m, std::regex("shard moves done: ([0-9]+) shard\\(s\\) \\(([0-9]+) bytes")));
   RecordProperty("added_ps_moved_bytes", m[2].str());
   EXPECT_GT(std::stoull(m[2].str()), 0u) << out;
 

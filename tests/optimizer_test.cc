@@ -1,10 +1,10 @@
 // Each server optimizer against torch::optim on the same inputs.
+#include "ps/optimizer.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <sstream>
-
-#include "ps/optimizer.h"
 
 namespace een {
 namespace {
@@ -12,28 +12,27 @@ namespace {
 constexpr int64_t kN = 4096;
 constexpr int kSteps = 25;
 
-std::unique_ptr<torch::optim::Optimizer> TorchOptimizer(const OptimizerConfig& c,
-                                                        torch::Tensor p) {
+std::unique_ptr<torch::optim::Optimizer> TorchOptimizer(const OptimizerConfig& c, torch::Tensor p) {
   switch (c.kind) {
     case OptimizerConfig::Kind::kSgd:
-      return std::make_unique<torch::optim::SGD>(
-          std::vector<torch::Tensor>{p}, torch::optim::SGDOptions(c.lr)
-                                             .momentum(c.momentum)
-                                             .dampening(c.dampening)
-                                             .nesterov(c.nesterov)
-                                             .weight_decay(c.weight_decay));
+      return std::make_unique<torch::optim::SGD>(std::vector<torch::Tensor>{p},
+                                                 torch::optim::SGDOptions(c.lr)
+                                                     .momentum(c.momentum)
+                                                     .dampening(c.dampening)
+                                                     .nesterov(c.nesterov)
+                                                     .weight_decay(c.weight_decay));
     case OptimizerConfig::Kind::kAdam:
-      return std::make_unique<torch::optim::Adam>(
-          std::vector<torch::Tensor>{p}, torch::optim::AdamOptions(c.lr)
-                                             .betas({c.beta1, c.beta2})
-                                             .eps(c.eps)
-                                             .weight_decay(c.weight_decay));
+      return std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{p},
+                                                  torch::optim::AdamOptions(c.lr)
+                                                      .betas({c.beta1, c.beta2})
+                                                      .eps(c.eps)
+                                                      .weight_decay(c.weight_decay));
     case OptimizerConfig::Kind::kAdamW:
-      return std::make_unique<torch::optim::AdamW>(
-          std::vector<torch::Tensor>{p}, torch::optim::AdamWOptions(c.lr)
-                                             .betas({c.beta1, c.beta2})
-                                             .eps(c.eps)
-                                             .weight_decay(c.weight_decay));
+      return std::make_unique<torch::optim::AdamW>(std::vector<torch::Tensor>{p},
+                                                   torch::optim::AdamWOptions(c.lr)
+                                                       .betas({c.beta1, c.beta2})
+                                                       .eps(c.eps)
+                                                       .weight_decay(c.weight_decay));
     case OptimizerConfig::Kind::kAdagrad:
       return std::make_unique<torch::optim::Adagrad>(
           std::vector<torch::Tensor>{p}, torch::optim::AdagradOptions(c.lr)
@@ -72,8 +71,8 @@ double MaxRelativeDifference(const OptimizerConfig& config) {
                    (*ours)->configured_lr());
     const float* expect = reference.data_ptr<float>();
     for (int64_t i = 0; i < kN; ++i) {
-      const double diff = std::abs(double(values[i]) - expect[i]) /
-                          std::max(1.0, std::abs(double(expect[i])));
+      const double diff =
+          std::abs(double(values[i]) - expect[i]) / std::max(1.0, std::abs(double(expect[i])));
       worst = std::max(worst, diff);
     }
   }

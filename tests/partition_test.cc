@@ -24,7 +24,9 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 const std::string kBin = EEN_BIN_DIR;
 
-bool Sh(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
+bool Sh(const std::string& command) {
+  return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
+}
 
 // A namespace with one veth pair: host side 10.213.N.1, namespace side .2.
 class TestHost {
@@ -67,20 +69,35 @@ TEST(Partition, CutOffWorkerIsDetectedAndRefusedWhenItComesBack) {
   TestHost host;
   if (!host.ok()) GTEST_SKIP() << "needs root and `ip netns` (iproute2)";
   // Worker 2 runs inside the namespace; everything else on the host side.
-  const std::string wrapper =
-      "if [ \"$EEN_RANK\" = 2 ]; then exec ip netns exec " + host.ns() +
-      " \"$0\" \"$@\"; else exec \"$0\" \"$@\"; fi";
-  testing::Subprocess job({kBin + "/een-launch", "--ps", "2", "--workers", "3", "--min-workers",
-                           "2", "--host", host.host_ip(), "--progress-interval", "200ms", "--",
-                           "/bin/sh", "-c", wrapper, kBin + "/equivalence_train", "--steps",
-                           "4000", "--out", "/tmp/een-partition-" + std::to_string(getpid())});
+  const std::string wrapper = "if [ \"$EEN_RANK\" = 2 ]; then exec ip netns exec " + host.ns() +
+                              " \"$0\" \"$@\"; else exec \"$0\" \"$@\"; fi";
+  testing::Subprocess job({kBin + "/een-launch",
+                           "--ps",
+                           "2",
+                           "--workers",
+                           "3",
+                           "--min-workers",
+                           "2",
+                           "--host",
+                           host.host_ip(),
+                           "--progress-interval",
+                           "200ms",
+                           "--",
+                           "/bin/sh",
+                           "-c",
+                           wrapper,
+                           kBin + "/equivalence_train",
+                           "--steps",
+                           "4000",
+                           "--out",
+                           "/tmp/een-partition-" + std::to_string(getpid())});
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
   const auto cut = std::chrono::steady_clock::now();
   ASSERT_TRUE(host.SetLink(false));
   ASSERT_TRUE(job.WaitForOutput("the job goes on with 2 workers", seconds(10))) << job.output();
   const auto detected = std::chrono::steady_clock::now() - cut;
-  RecordProperty("detection_ms", std::to_string(
-      std::chrono::duration_cast<milliseconds>(detected).count()));
+  RecordProperty("detection_ms",
+                 std::to_string(std::chrono::duration_cast<milliseconds>(detected).count()));
   EXPECT_LT(detected, milliseconds(500 + 1000));
   EXPECT_TRUE(std::regex_search(job.output(),
                                 std::regex("worker 2 \\(host [^,]+, pid [0-9]+\\) silent for")))
@@ -136,17 +153,19 @@ class ManualJob {
   testing::Subprocess& worker(int r) { return *workers_[r]; }
   std::string Output() const {
     std::string all = "coordinator:\n" + coordinator_->output();
-    for (size_t r = 0; r < ps_.size(); ++r) all += "ps " + std::to_string(r) + ":\n" + ps_[r]->output();
-    for (size_t r = 0; r < workers_.size(); ++r) all += "worker " + std::to_string(r) + ":\n" + workers_[r]->output();
+    for (size_t r = 0; r < ps_.size(); ++r)
+      all += "ps " + std::to_string(r) + ":\n" + ps_[r]->output();
+    for (size_t r = 0; r < workers_.size(); ++r)
+      all += "worker " + std::to_string(r) + ":\n" + workers_[r]->output();
     return all;
   }
 
  private:
   std::map<std::string, std::string> Env(const std::string& role, int rank, const std::string& ip) {
-    return {{"EEN_COORDINATOR", address_}, {"EEN_ROLE", role}, {"EEN_RANK", std::to_string(rank)},
-            {"EEN_WORLD_SIZE", "2"}, {"EEN_NUM_PS", "3"}, {"EEN_HOST", ip},
-            {"EEN_DATA_TRANSPORT", "tcp"}, {"OMP_NUM_THREADS", "1"},
-            {"EEN_JOB_SECRET_FILE", secret_}};
+    return {
+        {"EEN_COORDINATOR", address_}, {"EEN_ROLE", role},       {"EEN_RANK", std::to_string(rank)},
+        {"EEN_WORLD_SIZE", "2"},       {"EEN_NUM_PS", "3"},      {"EEN_HOST", ip},
+        {"EEN_DATA_TRANSPORT", "tcp"}, {"OMP_NUM_THREADS", "1"}, {"EEN_JOB_SECRET_FILE", secret_}};
   }
   std::string secret_;  // the job's, written by the test as een-launch would
   std::string address_;
@@ -194,8 +213,10 @@ TEST(Partition, CutOffPsFailsOverAndIsRefusedWhenItComesBack) {
   EXPECT_TRUE(job.ps(1).output().find("declared lost") != std::string::npos ||
               job.ps(1).output().find("silent for") != std::string::npos)
       << job.Output();
-  EXPECT_EQ(testing::ReadBytes(out + ".cut.0"), expected) << "parameters differ after the partition";
-  for (const char* suffix : {".whole.0", ".whole.1", ".cut.0", ".cut.1"}) std::remove((out + suffix).c_str());
+  EXPECT_EQ(testing::ReadBytes(out + ".cut.0"), expected)
+      << "parameters differ after the partition";
+  for (const char* suffix : {".whole.0", ".whole.1", ".cut.0", ".cut.1"})
+    std::remove((out + suffix).c_str());
 }
 
 }  // namespace

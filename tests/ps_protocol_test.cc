@@ -5,6 +5,7 @@
 #include <random>
 #include <thread>
 
+#include "common/transport/registry.h"
 #include "common/wire.h"
 #include "support/inproc_cluster.h"
 
@@ -206,14 +207,16 @@ TEST_F(BadMessages, EachIsRefusedWithAnErrorAndChangesNothing) {
   EXPECT_EQ(Answer(Push(epoch, 0, {c}, {Bytes(c) + 4})), wire::ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(Answer(Push(epoch, 0, {c}, {})), wire::ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(Answer(Push(epoch, 0, {c}, {Bytes(c), 16})), wire::ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(Answer(Push(epoch, 0, {c, c}, {Bytes(c), Bytes(c)})), wire::ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Answer(Push(epoch, 0, {c, c}, {Bytes(c), Bytes(c)})),
+            wire::ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(Answer(Push(epoch, 0, {999999}, {16})), wire::ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(Answer(Push(epoch, 0, {c}, {Bytes(c)}, wire::DType::BF16)),
             wire::ErrorCode::INVALID_ARGUMENT);
   // A chunk held by the other PS.
   auto other = workers_[0]->map().ChunksOwnedBy(1);
   if (!other.empty()) {
-    EXPECT_EQ(Answer(Push(epoch, 0, {other[0]}, {Bytes(other[0])})), wire::ErrorCode::INVALID_ARGUMENT);
+    EXPECT_EQ(Answer(Push(epoch, 0, {other[0]}, {Bytes(other[0])})),
+              wire::ErrorCode::INVALID_ARGUMENT);
   }
   // A valid message that is not for a PS.
   capnp::MallocMessageBuilder b;

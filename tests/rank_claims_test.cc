@@ -26,11 +26,11 @@ class RankClaims : public ::testing::Test {
  protected:
   std::vector<std::string> Job(const std::string& out, std::vector<std::string> launch,
                                std::vector<std::string> program = {}) const {
-    std::vector<std::string> argv = {kBin + "/een-launch", "--ps", "2", "--workers", "2",
+    std::vector<std::string> argv = {kBin + "/een-launch",  "--ps", "2", "--workers", "2",
                                      "--progress-interval", "200ms"};
     argv.insert(argv.end(), launch.begin(), launch.end());
-    argv.insert(argv.end(), {"--", kBin + "/equivalence_train", "--optimizer", "adam", "--out",
-                             base_ / out});
+    argv.insert(argv.end(),
+                {"--", kBin + "/equivalence_train", "--optimizer", "adam", "--out", base_ / out});
     argv.insert(argv.end(), program.begin(), program.end());
     return argv;
   }
@@ -46,8 +46,8 @@ TEST_F(RankClaims, APsKilledBeforeTheJobStartedIsReplacedAndNothingChanges) {
   const pid_t ps = testing::NewestPid(job.output(), "ps 1");
   ASSERT_GT(ps, 0) << job.output();
   ASSERT_EQ(kill(ps, SIGKILL), 0);
-  ASSERT_TRUE(job.WaitForOutput("before the job started; its rank is free for a replacement",
-                                seconds(30)))
+  ASSERT_TRUE(
+      job.WaitForOutput("before the job started; its rank is free for a replacement", seconds(30)))
       << job.output();
   std::ofstream(gate) << "go\n";  // only now may the workers register
   auto code = job.Wait(seconds(120));
@@ -66,12 +66,14 @@ TEST_F(RankClaims, ASecondProcessForALiveRankIsRefusedAndChangesNothing) {
   testing::Subprocess job(Job("claimed.bin", launch, {"--steps", "20000"}));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
   // A PS started by hand for rank 1, which ps 1 holds and keeps alive.
-  auto second = testing::Run(
-      {kBin + "/een-ps"}, seconds(60),
-      {{"EEN_COORDINATOR", testing::CoordinatorAddress(job.output())},
-       {"EEN_JOB_SECRET_FILE", testing::JobSecretFile(job.output())},
-       {"EEN_ROLE", "ps"}, {"EEN_RANK", "1"}, {"EEN_WORLD_SIZE", "2"}, {"EEN_NUM_PS", "2"},
-       {"EEN_RUN_DIR", base_.path()}});
+  auto second = testing::Run({kBin + "/een-ps"}, seconds(60),
+                             {{"EEN_COORDINATOR", testing::CoordinatorAddress(job.output())},
+                              {"EEN_JOB_SECRET_FILE", testing::JobSecretFile(job.output())},
+                              {"EEN_ROLE", "ps"},
+                              {"EEN_RANK", "1"},
+                              {"EEN_WORLD_SIZE", "2"},
+                              {"EEN_NUM_PS", "2"},
+                              {"EEN_RUN_DIR", base_.path()}});
   EXPECT_NE(second.exit_code, 0) << second.output;
   EXPECT_NE(second.output.find("ps rank 1 is held by a live process"), std::string::npos)
       << second.output;

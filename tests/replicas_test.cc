@@ -23,10 +23,25 @@ const std::string kBin = EEN_BIN_DIR;
 
 std::vector<std::string> Job(int ps, int workers, int steps, const std::string& out,
                              int spares = 0) {
-  return {kBin + "/een-launch", "--ps", std::to_string(ps), "--workers",
-          std::to_string(workers), "--replicas", "2", "--spare-ps", std::to_string(spares),
-          "--progress-interval", "200ms", "--", kBin + "/equivalence_train", "--optimizer",
-          "adam", "--steps", std::to_string(steps), "--out", out};
+  return {kBin + "/een-launch",
+          "--ps",
+          std::to_string(ps),
+          "--workers",
+          std::to_string(workers),
+          "--replicas",
+          "2",
+          "--spare-ps",
+          std::to_string(spares),
+          "--progress-interval",
+          "200ms",
+          "--",
+          kBin + "/equivalence_train",
+          "--optimizer",
+          "adam",
+          "--steps",
+          std::to_string(steps),
+          "--out",
+          out};
 }
 
 class Replicas : public ::testing::Test {
@@ -53,11 +68,13 @@ TEST_F(Replicas, KilledPsFailsOverToItsBackupsAndTheRunIsBitwiseTheSame) {
   const size_t mark = job.output().size();
   const auto kill_time = std::chrono::steady_clock::now();
   ASSERT_EQ(kill(ps, SIGKILL), 0);
-  ASSERT_TRUE(job.WaitForOutput("sending this step's gradients to their new primaries",
-                                seconds(30), mark)) << job.output();
+  ASSERT_TRUE(
+      job.WaitForOutput("sending this step's gradients to their new primaries", seconds(30), mark))
+      << job.output();
   RecordProperty("kill_to_resume_ms",
                  std::to_string(std::chrono::duration_cast<milliseconds>(
-                                    std::chrono::steady_clock::now() - kill_time).count()));
+                                    std::chrono::steady_clock::now() - kill_time)
+                                    .count()));
   auto code = job.Wait(seconds(120));
   ASSERT_TRUE(code.has_value()) << job.output();
   ASSERT_EQ(*code, 0) << job.output();
@@ -91,7 +108,8 @@ TEST_F(Replicas, SpareTakesOverALostPsAndLeavesWhenTheJobEnds) {
   const std::string out = job.output().substr(mark);
   EXPECT_NE(out.find("a spare takes over, and a new spare starts"), std::string::npos) << out;
   EXPECT_NE(out.find("this spare was not needed"), std::string::npos)
-      << "the new spare must leave at the end\n" << out;
+      << "the new spare must leave at the end\n"
+      << out;
   EXPECT_EQ(testing::ReadBytes(base_ + "/spare.bin"), testing::ReadBytes(base_ + "/whole.bin"))
       << "parameters differ after the spare took over";
 }
@@ -115,7 +133,8 @@ TEST_F(Replicas, ChaosOfPsAndCoordinatorKillsChangesNothing) {
     std::this_thread::sleep_for(milliseconds(200 + rng() % 600));
     std::string victim = victims[rng() % victims.size()];
     if (victim != "coordinator" && ps_kills == 3) victim = "coordinator";
-    if (victim == "coordinator" && coordinator_kills == 2) victim = "ps " + std::to_string(rng() % 2);
+    if (victim == "coordinator" && coordinator_kills == 2)
+      victim = "ps " + std::to_string(rng() % 2);
     const pid_t pid = testing::NewestPid(job.output(), victim);
     ASSERT_GT(pid, 0) << victim << "\n" << job.output();
     const size_t mark = job.output().size();

@@ -49,8 +49,8 @@ class Resume : public ::testing::Test {
 
 TEST_F(Resume, KilledJobResumesToBitwiseTheSameParameters) {
   // The uninterrupted run.
-  auto whole = testing::Run(Job(base_ + "/whole.bin", {"--snapshot-dir", base_ + "/whole"}),
-                            seconds(120));
+  auto whole =
+      testing::Run(Job(base_ + "/whole.bin", {"--snapshot-dir", base_ + "/whole"}), seconds(120));
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
   const std::string expected = testing::ReadBytes(base_ + "/whole.bin");
   ASSERT_FALSE(expected.empty());
@@ -59,8 +59,7 @@ TEST_F(Resume, KilledJobResumesToBitwiseTheSameParameters) {
   const std::string dir = base_ + "/snapshots";
   {
     testing::Subprocess job(Job(base_ + "/resumed.bin", {"--snapshot-dir", dir}));
-    ASSERT_TRUE(job.WaitForCompleteSnapshot(500, seconds(120)))
-        << job.output();
+    ASSERT_TRUE(job.WaitForCompleteSnapshot(500, seconds(120))) << job.output();
     job.Signal(SIGKILL);
     ASSERT_TRUE(job.Wait(seconds(10)).has_value());
   }
@@ -85,7 +84,8 @@ TEST_F(Resume, KilledJobResumesToBitwiseTheSameParameters) {
   EXPECT_NE(again.output.find("does not match its checksum"), std::string::npos);
   EXPECT_NE(again.output.find("is not intact on every PS; using step 1900"), std::string::npos)
       << again.output;
-  EXPECT_EQ(testing::ReadBytes(base_ + "/resumed.bin"), expected) << "parameters after the fallback differ";
+  EXPECT_EQ(testing::ReadBytes(base_ + "/resumed.bin"), expected)
+      << "parameters after the fallback differ";
 }
 
 // A worker was lost before the snapshot: the resumed job (every worker live
@@ -98,13 +98,22 @@ TEST_F(Resume, AfterAWorkerLossTheDataPositionIsKept) {
   std::filesystem::create_directories(run1);
   std::filesystem::create_directories(run2);
   auto job = [&](const std::string& record, const std::vector<std::string>& flags) {
-    std::vector<std::string> argv = {kBin + "/een-launch", "--ps", "2", "--workers", "3",
-                                     "--min-workers", "2", "--snapshot-every", "200",
-                                     "--progress-interval", "200ms"};
+    std::vector<std::string> argv = {kBin + "/een-launch",
+                                     "--ps",
+                                     "2",
+                                     "--workers",
+                                     "3",
+                                     "--min-workers",
+                                     "2",
+                                     "--snapshot-every",
+                                     "200",
+                                     "--progress-interval",
+                                     "200ms"};
     argv.insert(argv.end(), flags.begin(), flags.end());
-    for (const std::string& a : {std::string("--"), kBin + "/coverage_train", std::string("--record"),
-                                 record, std::string("--samples"), std::to_string(kSamples),
-                                 std::string("--batch"), std::to_string(kBatch)}) {
+    for (const std::string& a :
+         {std::string("--"), kBin + "/coverage_train", std::string("--record"), record,
+          std::string("--samples"), std::to_string(kSamples), std::string("--batch"),
+          std::to_string(kBatch)}) {
       argv.push_back(a);
     }
     return argv;
@@ -136,7 +145,8 @@ TEST_F(Resume, AfterAWorkerLossTheDataPositionIsKept) {
   ASSERT_GT(resume_step, loss_step) << resumed.output;
   // What counts: the first run's steps before the snapshot, the second's after.
   int files = 0;
-  testing::Record before = testing::ReadRecords(run1, &files), after = testing::ReadRecords(run2, &files);
+  testing::Record before = testing::ReadRecords(run1, &files),
+                  after = testing::ReadRecords(run2, &files);
   testing::Record all;
   for (auto& [epoch, steps] : before) {
     for (auto& [step, idx] : steps) {
@@ -145,7 +155,8 @@ TEST_F(Resume, AfterAWorkerLossTheDataPositionIsKept) {
   }
   for (auto& [epoch, steps] : after) {
     for (auto& [step, idx] : steps) {
-      if (step >= resume_step) all[epoch][step].insert(all[epoch][step].end(), idx.begin(), idx.end());
+      if (step >= resume_step)
+        all[epoch][step].insert(all[epoch][step].end(), idx.begin(), idx.end());
     }
   }
   ASSERT_EQ(all.size(), 2u);
@@ -165,28 +176,28 @@ TEST_F(Resume, OnDemandSnapshotIsCompleteAndResumable) {
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
   const std::string dir = base_ + "/snapshots";
   {
-    std::vector<std::string> argv = Job(base_ + "/resumed.bin", {"--snapshot-dir", dir,
-                                                                 "--snapshot-every", "1000000",
-                                                                 "--progress-interval", "200ms"});
+    std::vector<std::string> argv =
+        Job(base_ + "/resumed.bin",
+            {"--snapshot-dir", dir, "--snapshot-every", "1000000", "--progress-interval", "200ms"});
     testing::Subprocess job(argv);
     ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
     const std::string coordinator = testing::CoordinatorAddress(job.output());
     ASSERT_FALSE(coordinator.empty()) << job.output();
-    auto asked = testing::Run({kBin + "/eenctl", "snapshot", "--coordinator", coordinator},
-                              seconds(30));
+    auto asked =
+        testing::Run({kBin + "/eenctl", "snapshot", "--coordinator", coordinator}, seconds(30));
     std::smatch m;
     ASSERT_EQ(asked.exit_code, 0) << asked.output;
     ASSERT_TRUE(std::regex_search(asked.output, m, std::regex("every PS snapshots step ([0-9]+)")))
         << asked.output;
     const std::string step = m[1];
-    ASSERT_TRUE(job.WaitForOutput("snapshot of step " + step + " complete on all 2 PS", seconds(30)))
+    ASSERT_TRUE(
+        job.WaitForOutput("snapshot of step " + step + " complete on all 2 PS", seconds(30)))
         << job.output();
     job.Signal(SIGKILL);
     ASSERT_TRUE(job.Wait(seconds(10)).has_value());
   }
-  auto resumed = testing::Run(Job(base_ + "/resumed.bin", {"--resume", dir, "--snapshot-every",
-                                                           "1000000"}),
-                              seconds(120));
+  auto resumed = testing::Run(
+      Job(base_ + "/resumed.bin", {"--resume", dir, "--snapshot-every", "1000000"}), seconds(120));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_EQ(testing::ReadBytes(base_ + "/resumed.bin"), testing::ReadBytes(base_ + "/whole.bin"));
 
@@ -197,8 +208,8 @@ TEST_F(Resume, OnDemandSnapshotIsCompleteAndResumable) {
   ASSERT_TRUE(plain.WaitForOutput("progress: step", seconds(60))) << plain.output();
   const std::string coordinator = testing::CoordinatorAddress(plain.output());
   ASSERT_FALSE(coordinator.empty()) << plain.output();
-  auto refused = testing::Run({kBin + "/eenctl", "snapshot", "--coordinator", coordinator},
-                              seconds(30));
+  auto refused =
+      testing::Run({kBin + "/eenctl", "snapshot", "--coordinator", coordinator}, seconds(30));
   EXPECT_EQ(refused.exit_code, 1) << refused.output;
   EXPECT_NE(refused.output.find("keeps no snapshots"), std::string::npos) << refused.output;
   plain.Signal(SIGINT);

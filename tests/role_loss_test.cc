@@ -59,7 +59,8 @@ std::string Phase(const std::string& out) {
   if (out.find("job finished") != std::string::npos) return "after the end";
   if (out.find("finished at step") != std::string::npos) return "while it ends";
   if (out.find("job starts:") == std::string::npos) {
-    return out.find("registered") == std::string::npos ? "before registration" : "during registration";
+    return out.find("registered") == std::string::npos ? "before registration"
+                                                       : "during registration";
   }
   if (out.find("progress: step") == std::string::npos) return "before the first step";
   return "while it trains";
@@ -77,13 +78,36 @@ class RoleLoss : public ::testing::Test {
   void SetUp() override {
     std::ofstream trace(base_ / "small.trace");
     trace << "# een trace v1: small\n";
-    for (int i = 4; i >= 0; --i) trace << "layer" << i << ".weight\t" << (i % 2 + 1) * 100000 << "\n";
+    for (int i = 4; i >= 0; --i)
+      trace << "layer" << i << ".weight\t" << (i % 2 + 1) * 100000 << "\n";
   }
   std::vector<std::string> Job(const std::string& transport, const std::string& out) const {
-    return {kBin + "/een-launch", "--ps", "2", "--workers", "2", "--replicas", "2",
-            "--max-restarts", "2", "--transport", transport, "--progress-interval", "200ms", "--",
-            kBin + "/een-bench-worker", base_ / "small.trace", "--steps", std::to_string(kSteps),
-            "--warmup", "0", "--compute-ms", "8", "--report", base_.path(), "--params-out", out};
+    return {kBin + "/een-launch",
+            "--ps",
+            "2",
+            "--workers",
+            "2",
+            "--replicas",
+            "2",
+            "--max-restarts",
+            "2",
+            "--transport",
+            transport,
+            "--progress-interval",
+            "200ms",
+            "--",
+            kBin + "/een-bench-worker",
+            base_ / "small.trace",
+            "--steps",
+            std::to_string(kSteps),
+            "--warmup",
+            "0",
+            "--compute-ms",
+            "8",
+            "--report",
+            base_.path(),
+            "--params-out",
+            out};
   }
   testing::ScratchFolder base_{"role-loss-test"};
 };
@@ -103,12 +127,15 @@ TEST_F(RoleLoss, ARandomRoleKilledAtARandomMomentOfTheJobsLifeChangesNothing) {
     const auto start = std::chrono::steady_clock::now();
     auto whole = testing::Run(Job("tcp", base_ / name), seconds(120));
     ASSERT_EQ(whole.exit_code, 0) << whole.output;
-    const auto took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+    const auto took =
+        std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
     life = life.count() == 0 ? took : std::min(life, took);
     const std::string params = testing::ReadBytes(base_ / (std::string(name) + ".rank-0"));
     ASSERT_FALSE(params.empty());
     ASSERT_EQ(testing::ReadBytes(base_ / (std::string(name) + ".rank-1")), params);
-    if (!reference.empty()) ASSERT_EQ(params, reference) << "two undisturbed runs differ";
+    if (!reference.empty()) {
+      ASSERT_EQ(params, reference) << "two undisturbed runs differ";
+    }
     reference = params;
   }
 
@@ -126,9 +153,9 @@ TEST_F(RoleLoss, ARandomRoleKilledAtARandomMomentOfTheJobsLifeChangesNothing) {
                                       : int64_t(rng() % (span + 1)));
     const std::string transport = run % 2 ? "shm" : "tcp";
     const std::string out = base_ / ("run" + std::to_string(run));
-    const std::string what = "run " + std::to_string(run) + " (EEN_ROLE_LOSS_SEED=" +
-                             std::to_string(seed) + "): " + victim + " killed at " +
-                             std::to_string(at.count()) + " ms over " + transport;
+    const std::string what = "run " + std::to_string(run) +
+                             " (EEN_ROLE_LOSS_SEED=" + std::to_string(seed) + "): " + victim +
+                             " killed at " + std::to_string(at.count()) + " ms over " + transport;
     testing::Subprocess job(Job(transport, out));
     std::set<pid_t> seen;
     const auto launched = std::chrono::steady_clock::now();
@@ -174,8 +201,10 @@ TEST_F(RoleLoss, ARandomRoleKilledAtARandomMomentOfTheJobsLifeChangesNothing) {
       if (params.empty() && victim == "worker " + std::to_string(r) &&
           (job.output().find("was no longer needed by it, nothing was lost") != std::string::npos ||
            job.output().find("goes on without a replacement") != std::string::npos)) {
-        std::printf("[ role loss ] %s: killed after its last step, before it wrote its "
-                    "parameters; no replacement was needed\n", what.c_str());
+        std::printf(
+            "[ role loss ] %s: killed after its last step, before it wrote its "
+            "parameters; no replacement was needed\n",
+            what.c_str());
         continue;
       }
       EXPECT_TRUE(params == reference)  // not EXPECT_EQ: it would print megabytes of floats
@@ -215,8 +244,9 @@ TEST_F(RoleLoss, APsLostBeforeItsBackupsHeldTheFirstValuesChangesNothing) {
     const std::string out = base_ / ("early" + std::to_string(run));
     const std::string what = "run " + std::to_string(run) + " over " + transport;
     testing::Subprocess job(Job(transport, out));
-    ASSERT_TRUE(job.WaitUntil([](const std::string& o) { return o.find("job starts:") != std::string::npos; },
-                              seconds(60)))
+    ASSERT_TRUE(job.WaitUntil(
+        [](const std::string& o) { return o.find("job starts:") != std::string::npos; },
+        seconds(60)))
         << job.output();
     pid_t backup = -1, victim = -1;
     for (pid_t p : testing::ChildrenOf(job.pid())) {
@@ -238,7 +268,8 @@ TEST_F(RoleLoss, APsLostBeforeItsBackupsHeldTheFirstValuesChangesNothing) {
       const std::string params = testing::ReadBytes(out + ".rank-" + std::to_string(r));
       EXPECT_TRUE(params == reference)
           << what << ": worker " << r << "'s parameters differ (" << params.size()
-          << " bytes, the undisturbed run's " << reference.size() << ")\n" << job.output();
+          << " bytes, the undisturbed run's " << reference.size() << ")\n"
+          << job.output();
     }
     const bool hit = job.output().find("get the initial values again") != std::string::npos;
     again += hit ? 1 : 0;

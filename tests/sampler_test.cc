@@ -1,13 +1,15 @@
 // DistributedSampler: disjoint shares that together form the global batch.
+#include "een/sampler.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <random>
 #include <set>
 
 #include "een/error.h"
-#include "een/sampler.h"
 
 namespace een {
 namespace {
@@ -29,7 +31,8 @@ TEST(DistributedSampler, BatchesTogetherAreTheGlobalBatch) {
   DistributedSampler whole(n, 0, 1, true, 7);
   std::vector<size_t> order = whole.permutation();
   std::vector<std::vector<size_t>> shares;
-  for (size_t r = 0; r < world; ++r) shares.push_back(DistributedSampler(n, r, world, true, 7).indices());
+  for (size_t r = 0; r < world; ++r)
+    shares.push_back(DistributedSampler(n, r, world, true, 7).indices());
   for (size_t step = 0; step < n / (world * b); ++step) {
     std::multiset<size_t> together, global;
     for (size_t r = 0; r < world; ++r) {
@@ -66,7 +69,7 @@ TEST(PositionAfter, FollowsTheLiveCountThroughEpochs) {
   EXPECT_EQ(at.epoch, 1u);
   EXPECT_EQ(at.position, 40u);
   // Worker lost at step 2 (3 live: 15 a step), back at step 4 (4 live).
-  const std::vector<MembershipChange> changes = {{2, 3}, {4, 4}};
+  const std::vector<MembershipChange> changes = {{2, {0, 1, 2}, 1}, {4, {0, 1, 2, 3}, 2}};
   at = PositionAfter(4, 4, changes, 100, 5);
   EXPECT_EQ(at.epoch, 0u);
   EXPECT_EQ(at.position, 2 * 20u + 2 * 15u);
@@ -85,7 +88,7 @@ TEST(PositionAfter, FollowsTheLiveCountThroughEpochs) {
       position = 0;
     }
   }
-  EXPECT_THROW(PositionAfter(3, 4, {{1, 0}}, 100, 5), Error);
+  EXPECT_THROW(PositionAfter(3, 4, {{1, {}, 1}}, 100, 5), Error);
 }
 
 // Any history, as a coordinator may read it back from disk (unsorted,
@@ -97,12 +100,16 @@ TEST(PositionAfter, EqualsAStepByStepCountForAnyHistoryAndIsFastForHugeSteps) {
     const uint64_t size = 1 + rng() % 200, batch = 1 + rng() % 40, steps = rng() % 120;
     const int world = 1 + static_cast<int>(rng() % 6);
     std::vector<MembershipChange> changes(rng() % 5);
-    for (auto& c : changes) c = {rng() % 130, 1 + static_cast<int>(rng() % 6)};
+    for (auto& c : changes) {
+      c.step = rng() % 130;
+      c.live.resize(1 + rng() % 6);
+      std::iota(c.live.begin(), c.live.end(), 0);
+    }
     uint64_t epoch = 0, position = 0;
     int live = world;
     size_t next = 0;
     for (uint64_t s = 0; s < steps; ++s) {
-      while (next < changes.size() && changes[next].step <= s) live = changes[next++].live_count;
+      while (next < changes.size() && changes[next].step <= s) live = changes[next++].live_count();
       position += uint64_t(live) * batch;
       if (position >= size) {
         ++epoch;
@@ -114,7 +121,7 @@ TEST(PositionAfter, EqualsAStepByStepCountForAnyHistoryAndIsFastForHugeSteps) {
     ASSERT_EQ(at.position, position) << "trial " << trial;
   }
   const auto start = std::chrono::steady_clock::now();
-  const DataPosition far = PositionAfter(uint64_t{1} << 62, 4, {{10, 3}}, 60000, 64);
+  const DataPosition far = PositionAfter(uint64_t{1} << 62, 4, {{10, {0, 1, 2}, 1}}, 60000, 64);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
   EXPECT_LT(far.position, 60000u);
   // A batch so large that live * batch overflows 64 bits: every step is an epoch.

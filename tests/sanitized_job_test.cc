@@ -27,10 +27,11 @@ class SanitizedJob : public ::testing::Test {
     // Nine tensors, 3.4 M floats: several buckets and chunks, quick under ASan.
     std::ofstream trace(base_ / "tiny.trace");
     trace << "# een trace v1: tiny\n";
-    for (int i = 8; i >= 0; --i) trace << "layer" << i << ".weight\t" << (i % 3 + 1) * 262144 << "\n";
+    for (int i = 8; i >= 0; --i)
+      trace << "layer" << i << ".weight\t" << (i % 3 + 1) * 262144 << "\n";
   }
   std::vector<std::string> Job(std::vector<std::string> flags, int steps) const {
-    std::vector<std::string> argv = {kBin + "/een-launch", "--ps", "2", "--workers", "2",
+    std::vector<std::string> argv = {kBin + "/een-launch",  "--ps", "2", "--workers", "2",
                                      "--progress-interval", "200ms"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.insert(argv.end(), {"--", kBin + "/een-bench-worker", base_ / "tiny.trace", "--steps",
@@ -76,11 +77,11 @@ TEST_F(SanitizedJob, StrangersAreRefusedWithoutAReport) {
       << job.output();
   const std::string ps = m[1];
   for (const std::vector<std::string>& extra :
-       {std::vector<std::string>{}, {"--secret-file", secret, "--identity", "worker:1",
-                                     "--as-worker", "0"}}) {
+       {std::vector<std::string>{},
+        {"--secret-file", secret, "--identity", "worker:1", "--as-worker", "0"}}) {
     for (const auto& [address, to] : {std::pair{ps, "ps"}, {coordinator, "coordinator"}}) {
-      std::vector<std::string> argv = {kBin + "/stranger_client", "--address", address, "--to",
-                                       to, "--wait-ms", "500"};
+      std::vector<std::string> argv = {
+          kBin + "/stranger_client", "--address", address, "--to", to, "--wait-ms", "500"};
       argv.insert(argv.end(), extra.begin(), extra.end());
       auto r = testing::Run(argv, seconds(60));
       EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -27,7 +27,7 @@ class Security : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(base_); }
   std::vector<std::string> Job(const std::string& out, std::vector<std::string> launch = {}) {
-    std::vector<std::string> argv = {kBin + "/een-launch", "--ps", "2", "--workers", "2",
+    std::vector<std::string> argv = {kBin + "/een-launch",  "--ps", "2", "--workers", "2",
                                      "--progress-interval", "200ms"};
     argv.insert(argv.end(), launch.begin(), launch.end());
     argv.insert(argv.end(), {"--", kBin + "/semantics_train", "--out", base_ + "/" + out,
@@ -65,15 +65,20 @@ TEST_F(Security, StrangersAreRefusedEverywhereAndChangeNothing) {
     std::vector<std::string> extra;
     if (!secret.empty()) extra = {"--secret-file", secret, "--identity", "worker:0"};
     for (const std::string& address : ps) {
-      std::vector<std::string> argv = {kBin + "/stranger_client", "--address", address, "--to",
-                                       "ps", "--wait-ms", "700"};
+      std::vector<std::string> argv = {
+          kBin + "/stranger_client", "--address", address, "--to", "ps", "--wait-ms", "700"};
       argv.insert(argv.end(), extra.begin(), extra.end());
       auto r = testing::Run(argv, seconds(30));
       EXPECT_EQ(r.exit_code, 0) << r.output;
       EXPECT_NE(r.output.find("no answer"), std::string::npos) << r.output;  // not even an error
     }
-    std::vector<std::string> argv = {kBin + "/stranger_client", "--address", coordinator, "--to",
-                                     "coordinator", "--wait-ms", "700"};
+    std::vector<std::string> argv = {kBin + "/stranger_client",
+                                     "--address",
+                                     coordinator,
+                                     "--to",
+                                     "coordinator",
+                                     "--wait-ms",
+                                     "700"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto r = testing::Run(argv, seconds(30));
     EXPECT_NE(r.output.find("no answer"), std::string::npos) << r.output;
@@ -111,8 +116,8 @@ TEST_F(Security, AMemberSpeaksOnlyForItsOwnIdentity) {
   // At the coordinator: forged `done` for workers 0 and 1, a heartbeat for
   // PS 0, a drain and a snapshot request, all from a worker's identity.
   const std::string coordinator = testing::CoordinatorAddress(job.output());
-  auto c = testing::Run({kBin + "/stranger_client", "--address", coordinator, "--to",
-                         "coordinator", "--secret-file", secret, "--identity", "worker:7"},
+  auto c = testing::Run({kBin + "/stranger_client", "--address", coordinator, "--to", "coordinator",
+                         "--secret-file", secret, "--identity", "worker:7"},
                         seconds(30));
   EXPECT_NE(c.output.find("cannot speak for 'worker:0'"), std::string::npos) << c.output;
   EXPECT_NE(c.output.find("cannot speak for 'worker:1'"), std::string::npos) << c.output;
@@ -127,9 +132,13 @@ TEST_F(Security, AMemberSpeaksOnlyForItsOwnIdentity) {
 // without one finds none for an address no job on this machine has.
 TEST_F(Security, WithoutTheSecretEveryEntryPointSaysHowToGetIt) {
   auto ps = testing::Run({kBin + "/een-ps"}, seconds(30),
-                         {{"EEN_COORDINATOR", "tcp://127.0.0.1:1"}, {"EEN_ROLE", "ps"},
-                          {"EEN_RANK", "0"}, {"EEN_WORLD_SIZE", "1"}, {"EEN_NUM_PS", "1"},
-                          {"EEN_JOB_SECRET_FILE", ""}, {"EEN_INSECURE", ""}});
+                         {{"EEN_COORDINATOR", "tcp://127.0.0.1:1"},
+                          {"EEN_ROLE", "ps"},
+                          {"EEN_RANK", "0"},
+                          {"EEN_WORLD_SIZE", "1"},
+                          {"EEN_NUM_PS", "1"},
+                          {"EEN_JOB_SECRET_FILE", ""},
+                          {"EEN_INSECURE", ""}});
   EXPECT_EQ(ps.exit_code, 2) << ps.output;
   EXPECT_NE(ps.output.find("een-ps has no job secret: EEN_JOB_SECRET_FILE is not set"),
             std::string::npos)
@@ -145,8 +154,11 @@ TEST_F(Security, WithoutTheSecretEveryEntryPointSaysHowToGetIt) {
   std::filesystem::permissions(open, std::filesystem::perms::others_read,
                                std::filesystem::perm_options::add);
   auto loose = testing::Run({kBin + "/een-ps"}, seconds(30),
-                            {{"EEN_COORDINATOR", "tcp://127.0.0.1:1"}, {"EEN_ROLE", "ps"},
-                             {"EEN_RANK", "0"}, {"EEN_WORLD_SIZE", "1"}, {"EEN_NUM_PS", "1"},
+                            {{"EEN_COORDINATOR", "tcp://127.0.0.1:1"},
+                             {"EEN_ROLE", "ps"},
+                             {"EEN_RANK", "0"},
+                             {"EEN_WORLD_SIZE", "1"},
+                             {"EEN_NUM_PS", "1"},
                              {"EEN_JOB_SECRET_FILE", open}});
   EXPECT_EQ(loose.exit_code, 2) << loose.output;
   EXPECT_NE(loose.output.find("must belong to this user and be readable by it only"),

@@ -91,7 +91,8 @@ class Semantics : public ::testing::Test {
     return Job(ps, workers, out, program);
   }
   // The reference's flags for `workers` workers' batches, with `flags`.
-  static std::vector<std::string> ReferenceFlags(int workers, const std::vector<std::string>& flags) {
+  static std::vector<std::string> ReferenceFlags(int workers,
+                                                 const std::vector<std::string>& flags) {
     std::vector<std::string> all = {"--workers", std::to_string(workers)};
     all.insert(all.end(), flags.begin(), flags.end());
     return all;
@@ -206,8 +207,8 @@ TEST_F(Semantics, LearningRateScheduleEqualsTorchs) {
 // momentum equals torch's clip_grad_norm_ on the same mean gradients; on
 // 3 PS and 3 workers, so the norm really is a sum of three shares.
 TEST_F(Semantics, ServerClippingEqualsTorchsClipGradNorm) {
-  const std::vector<std::string> flags = {"--steps", "30", "--clip", "0.2", "--schedule",
-                                          "--momentum", "0.9"};
+  const std::vector<std::string> flags = {"--steps",    "30",         "--clip", "0.2",
+                                          "--schedule", "--momentum", "0.9"};
   auto r = testing::Run(PlainJob(3, 3, "clip", flags), seconds(180));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::smatch m;
@@ -238,10 +239,10 @@ TEST_F(Semantics, ServerClippingEqualsTorchsClipGradNorm) {
 // and accumulation as a job, equal to plain torch on the same batches; and
 // the checks of a job's Step() still hold there.
 TEST_F(Semantics, LocalModeTrainsInProcessLikeTorch) {
-  const std::vector<std::string> flags = {"--steps", "20", "--clip", "0.2", "--schedule",
+  const std::vector<std::string> flags = {"--steps",    "20",  "--clip",       "0.2", "--schedule",
                                           "--momentum", "0.9", "--accumulate", "2"};
-  std::vector<std::string> argv = {kBin + "/semantics_train", "--out", base_ + "/local",
-                                   "--no-bn", "--no-dropout"};
+  std::vector<std::string> argv = {kBin + "/semantics_train", "--out", base_ + "/local", "--no-bn",
+                                   "--no-dropout"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   auto r = testing::Run(argv, seconds(60), {{"EEN_LOCAL", "1"}});
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -251,9 +252,9 @@ TEST_F(Semantics, LocalModeTrainsInProcessLikeTorch) {
   ASSERT_FALSE(reference.empty());
   EXPECT_LE(MaxAbsDifference(Floats(Rank("local", 0)), reference), 1e-5);
 
-  auto clip = testing::Run({kBin + "/semantics_train", "--out", base_ + "/bad", "--steps", "2",
-                            "--clip-after-backward"},
-                           seconds(60), {{"EEN_LOCAL", "1"}});
+  auto clip = testing::Run(
+      {kBin + "/semantics_train", "--out", base_ + "/bad", "--steps", "2", "--clip-after-backward"},
+      seconds(60), {{"EEN_LOCAL", "1"}});
   EXPECT_EQ(clip.exit_code, 1);
   EXPECT_NE(clip.output.find("changed between backward() and Step()"), std::string::npos)
       << clip.output;
@@ -290,9 +291,10 @@ TEST_F(Semantics, ANanLossShowsAsNanOnTheProgressLine) {
 // A worker hung in its own code (heartbeats on, no gradients) does not hang
 // the job: the others' step times out, and the verdict names that worker.
 TEST_F(Semantics, AHungWorkerEndsTheJobAfterTheStepTimeoutNamingIt) {
-  auto r = testing::Run(Job(1, 2, "hung", {"--steps", "200", "--stall-rank", "1", "--stall-at", "5"},
-                            {"--step-timeout", "3s"}),
-                        seconds(90));
+  auto r =
+      testing::Run(Job(1, 2, "hung", {"--steps", "200", "--stall-rank", "1", "--stall-at", "5"},
+                       {"--step-timeout", "3s"}),
+                   seconds(90));
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 1 hangs at step 5"), std::string::npos) << r.output;
   EXPECT_TRUE(std::regex_search(LastLine(r.output),
@@ -316,8 +318,7 @@ TEST_F(Semantics, AccumulationEqualsOneBigBatch) {
 // Clipping .grad after backward() cannot take effect (it was pushed): an
 // error that says what to use instead, never a silent no-op.
 TEST_F(Semantics, ChangingGradAfterBackwardIsAnError) {
-  auto r = testing::Run(Job(1, 2, "clip", {"--steps", "3", "--clip-after-backward"}),
-                        seconds(60));
+  auto r = testing::Run(Job(1, 2, "clip", {"--steps", "3", "--clip-after-backward"}), seconds(60));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(LastLine(r.output).find("changed between backward() and Step() "
                                     "(torch::nn::utils::clip_grad_norm_"),
@@ -344,8 +345,7 @@ TEST_F(Semantics, BuffersSurviveResumeBitwise) {
   {
     testing::Subprocess job(
         Job(2, 2, "resumed", program, {"--snapshot-every", "100", "--snapshot-dir", dir}));
-    ASSERT_TRUE(job.WaitForCompleteSnapshot(300, seconds(120)))
-        << job.output();
+    ASSERT_TRUE(job.WaitForCompleteSnapshot(300, seconds(120))) << job.output();
     job.Signal(SIGKILL);
     ASSERT_TRUE(job.Wait(seconds(10)).has_value());
   }

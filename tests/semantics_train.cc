@@ -28,7 +28,6 @@
 // Worker r's batch at step s is samples (s*W + r)*b ... +b (mod n): the
 // reference can take the union of the live workers' batches.
 #include <een/data_parallel.h>
-
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -93,7 +92,8 @@ torch::Tensor Loss(Net& net, const Data& d, const torch::Tensor& idx) {
 int main(int argc, char** argv) {
   CLI::App app{"semantics_train"};
   std::string out, buffers = "broadcast";
-  bool reference = false, rank_seed = false, no_bn = false, no_dropout = false, report_nan_loss = false;
+  bool reference = false, rank_seed = false, no_bn = false, no_dropout = false,
+       report_nan_loss = false;
   int workers = 4, steps = 30, short_rank = -1, short_steps = -1, skip_backward_at = -1;
   int stall_rank = -1, stall_at = -1;
   int64_t batch = 16;
@@ -174,8 +174,9 @@ int main(int argc, char** argv) {
     een::DataParallel dp(*net, options);
     // A torch scheduler drives the PS's learning rate: it steps a stand-in
     // optimizer, and each step's value goes to set_learning_rate().
-    torch::optim::SGD stand_in(std::vector<torch::Tensor>{torch::zeros({1}, torch::requires_grad())},
-                               torch::optim::SGDOptions(lr));
+    torch::optim::SGD stand_in(
+        std::vector<torch::Tensor>{torch::zeros({1}, torch::requires_grad())},
+        torch::optim::SGDOptions(lr));
     torch::optim::StepLR scheduler(stand_in, 10, 0.5);
     const int mine = dp.rank() == short_rank ? short_steps : steps;
     int clipped = 0;
@@ -203,7 +204,8 @@ int main(int argc, char** argv) {
           if (clip_after_backward) torch::nn::utils::clip_grad_norm_(net->parameters(), 0.01);
           dp.Step(report_nan_loss ? std::nan("") : loss.item<double>(), batch * accumulate);
           if (clip > 0 && dp.grad_norm() > clip) clipped++;
-          if (clip > 0 && dp.rank() == 0 && s % 10 == 0) std::printf("step %lld grad norm %.4f\n", (long long)s, dp.grad_norm());
+          if (clip > 0 && dp.rank() == 0 && s % 10 == 0)
+            std::printf("step %lld grad norm %.4f\n", (long long)s, dp.grad_norm());
           if (schedule) scheduler.step();
         }
         if (short_exits && dp.rank() == short_rank) {

@@ -1,13 +1,12 @@
 // Sharding: balance by bytes on real models, and safe decoding of maps.
+#include "common/shard_map.h"
+
+#include <capnp/message.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <fstream>
 #include <sstream>
-
-#include <capnp/message.h>
-
-#include "common/shard_map.h"
 
 namespace een {
 namespace {
@@ -81,7 +80,8 @@ TEST(ShardMap, SameInputsGiveTheSameMap) {
   auto a = ShardMap::Build(LoadModel("resnet50"), 3, ShardingOptions{}, Addresses(3));
   auto b = ShardMap::Build(LoadModel("resnet50"), 3, ShardingOptions{}, Addresses(3));
   ASSERT_TRUE(a.ok() && b.ok());
-  for (uint32_t c = 0; c < a->chunks().size(); ++c) EXPECT_EQ(a->OwnerOfChunk(c), b->OwnerOfChunk(c));
+  for (uint32_t c = 0; c < a->chunks().size(); ++c)
+    EXPECT_EQ(a->OwnerOfChunk(c), b->OwnerOfChunk(c));
 }
 
 TEST(ShardMap, WireRoundTrip) {
@@ -107,11 +107,11 @@ TEST(ShardMap, FromWireRejectsInconsistentMaps) {
     mutate(root);
     return ShardMap::FromWire(root.asReader()).ok();
   };
-  EXPECT_FALSE(corrupt([](auto r) { r.getChunks()[0].setNumel(5); }));      // gap
-  EXPECT_FALSE(corrupt([](auto r) { r.getChunks()[0].setShard(9999); }));   // shard out of range
-  EXPECT_FALSE(corrupt([](auto r) { r.getShardOwner().set(0, 5); }));       // owner out of range
-  EXPECT_FALSE(corrupt([](auto r) { r.getTensors()[1].setNumel(11); }));    // not covered
-  EXPECT_FALSE(corrupt([](auto r) { r.getChunks()[0].setTensor(7); }));     // tensor out of range
+  EXPECT_FALSE(corrupt([](auto r) { r.getChunks()[0].setNumel(5); }));     // gap
+  EXPECT_FALSE(corrupt([](auto r) { r.getChunks()[0].setShard(9999); }));  // shard out of range
+  EXPECT_FALSE(corrupt([](auto r) { r.getShardOwner().set(0, 5); }));      // owner out of range
+  EXPECT_FALSE(corrupt([](auto r) { r.getTensors()[1].setNumel(11); }));   // not covered
+  EXPECT_FALSE(corrupt([](auto r) { r.getChunks()[0].setTensor(7); }));    // tensor out of range
   EXPECT_TRUE(corrupt([](auto) {}));
 }
 
@@ -126,7 +126,8 @@ std::vector<uint64_t> HeldBytes(const ShardMap& map) {
   std::vector<uint64_t> held(map.num_ps(), 0);
   for (uint32_t c = 0; c < map.chunks().size(); ++c) {
     held[map.OwnerOfChunk(c)] += map.chunks()[c].numel * 4ull;
-    if (map.BackupOfChunk(c) != ShardMap::kNoPs) held[map.BackupOfChunk(c)] += map.chunks()[c].numel * 4ull;
+    if (map.BackupOfChunk(c) != ShardMap::kNoPs)
+      held[map.BackupOfChunk(c)] += map.chunks()[c].numel * 4ull;
   }
   return held;
 }
@@ -152,8 +153,11 @@ TEST(ShardMapReplicas, LossPromotesBackupsAndFindsNewOnes) {
   for (uint32_t s = 0; s < map->num_shards(); ++s) {
     const uint32_t owner = after->OwnerOfShard(s);
     EXPECT_NE(owner, 1u);
-    if (map->OwnerOfShard(s) == 1) EXPECT_EQ(owner, map->BackupOfShard(s));  // promoted
-    if (map->OwnerOfShard(s) != 1) EXPECT_EQ(owner, map->OwnerOfShard(s));   // untouched
+    if (map->OwnerOfShard(s) == 1) {
+      EXPECT_EQ(owner, map->BackupOfShard(s));  // promoted
+    } else {
+      EXPECT_EQ(owner, map->OwnerOfShard(s));  // untouched
+    }
     EXPECT_NE(after->BackupOfShard(s), 1u);
     EXPECT_NE(after->BackupOfShard(s), ShardMap::kNoPs);  // two PS left: still two copies
     EXPECT_NE(after->BackupOfShard(s), owner);

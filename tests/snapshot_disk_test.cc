@@ -63,7 +63,7 @@ class SnapshotDisk : public ::testing::Test {
     ballast.close();  // a write beyond the end fails: full is full
   }
   std::vector<std::string> Job(std::vector<std::string> flags, int steps) const {
-    std::vector<std::string> argv = {kBin + "/een-launch", "--ps", "2", "--workers", "2",
+    std::vector<std::string> argv = {kBin + "/een-launch",  "--ps", "2", "--workers", "2",
                                      "--progress-interval", "200ms"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.insert(argv.end(), {"--", kBin + "/een-bench-worker", base_ / "small.trace", "--steps",
@@ -89,7 +89,8 @@ TEST_F(SnapshotDisk, AFullDiskIsSaidOnceTrainingGoesOnAndResumeFindsTheNewest) {
                             seconds(120)))
       << job.output();
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60), job.output().size()))
-      << "training stopped when the disk filled\n" << job.output();
+      << "training stopped when the disk filled\n"
+      << job.output();
   const uint64_t while_full = NewestComplete(job.output());
   std::filesystem::remove(ballast_);  // room again: the next snapshots are written
   ASSERT_TRUE(job.WaitUntil(
@@ -115,7 +116,8 @@ TEST_F(SnapshotDisk, AFullDiskIsSaidOnceTrainingGoesOnAndResumeFindsTheNewest) {
   EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resuming from the snapshot of step " + std::to_string(newest)),
             std::string::npos)
-      << "newest complete: " << newest << "\n" << resumed.output;
+      << "newest complete: " << newest << "\n"
+      << resumed.output;
 }
 
 TEST_F(SnapshotDisk, AJobResumesFromADiskThatIsStillFull) {
@@ -132,7 +134,8 @@ TEST_F(SnapshotDisk, AJobResumesFromADiskThatIsStillFull) {
   EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resuming from the snapshot of step " + std::to_string(newest)),
             std::string::npos)
-      << "newest complete: " << newest << "\n" << resumed.output;
+      << "newest complete: " << newest << "\n"
+      << resumed.output;
 }
 
 TEST(SnapshotFolder, OneThatTakesNoFilesIsRefusedBeforeTheJobStarts) {

@@ -1,13 +1,13 @@
 // SnapshotStore: atomic snapshots, newest first, old ones dropped, and a
 // corrupted or torn snapshot refused with a reason.
+#include "ps/snapshot_store.h"
+
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include "ps/snapshot_store.h"
 
 namespace een::ps {
 namespace {
@@ -99,7 +99,8 @@ TEST_F(SnapshotStoreTest, ASnapshotWithoutItsManifestDoesNotExist) {
   {  // A torn write: chunks of step 30, no manifest.
     rocksdb::DB* db;
     ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_, &db).ok());
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), "snap/00000000000000000030/chunk/0000000000", "xx").ok());
+    ASSERT_TRUE(
+        db->Put(rocksdb::WriteOptions(), "snap/00000000000000000030/chunk/0000000000", "xx").ok());
     delete db;
   }
   auto store = SnapshotStore::Open(dir_);
@@ -120,8 +121,9 @@ TEST_F(SnapshotStoreTest, KeysItNeverWritesAreIgnoredAndAnEmptyChunkReads) {
   {
     rocksdb::DB* db;
     ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_, &db).ok());
-    for (const char* key : {"snap/x/manifest", "snap/", "snap/manifest", "snap/1/manifest",
-                            "snap/0000000000000000002a/manifest", "snap/99999999999999999999/manifest"}) {
+    for (const char* key :
+         {"snap/x/manifest", "snap/", "snap/manifest", "snap/1/manifest",
+          "snap/0000000000000000002a/manifest", "snap/99999999999999999999/manifest"}) {
       ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), key, "0 8 0\n").ok()) << key;
     }
     delete db;

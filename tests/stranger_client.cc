@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/transport/auth.h"
-#include "common/transport/device.h"
+#include "common/transport/registry.h"
 #include "common/wire.h"
 
 using een::transport::Message;
@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
         push.setStep(0);
         push.setKind(een::wire::PushKind::GRADIENT);
         push.initChunks(1).set(0, chunk);
-        Message m{{een::wire::Encode(b)}};
+        Message m;
+        m.frames.push_back(een::wire::Encode(b));
         m.frames.push_back(een::transport::Frame::Copy(nan.data(), 64 * sizeof(float)));
         messages.push_back(std::move(m));
       }

@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 #include <thread>
 
-#include "common/transport/device.h"
+#include "common/transport/registry.h"
 #include "common/transport/shm/shm_manifest.h"
 #include "common/transport/shm/shm_memory.h"
 #include "support/subprocess.h"
@@ -17,7 +20,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-std::string ListenAddress(const std::string& scheme) {
+std::string TestAddress(const std::string& scheme) {
   static int n = 0;
   const std::string unique = std::to_string(getpid()) + "-" + std::to_string(++n);
   if (scheme == "tcp") return "tcp://127.0.0.1:0";
@@ -36,10 +39,10 @@ Message Make(const std::string& header, std::vector<Frame> payloads = {}) {
 class TransportTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    auto d = DeviceFor(ListenAddress(GetParam()));
+    auto d = DeviceFor(TestAddress(GetParam()));
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     device_ = *d;
-    auto l = device_->Listen(ListenAddress(GetParam()));
+    auto l = device_->Listen(TestAddress(GetParam()));
     ASSERT_TRUE(l.ok()) << l.status().ToString();
     listener_ = std::move(l).value();
   }
@@ -56,9 +59,9 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
 TEST_P(TransportTest, RequestAndReplyKeepFramesApart) {
   auto conn = Connect();
   std::string payload(1000, 'x');
-  ASSERT_TRUE(conn->Send(Make("hello", {Frame::Copy(payload.data(), payload.size()),
-                                        Frame::Copy("", 0)}))
-                  .ok());
+  ASSERT_TRUE(
+      conn->Send(Make("hello", {Frame::Copy(payload.data(), payload.size()), Frame::Copy("", 0)}))
+          .ok());
   auto got = listener_->Receive(milliseconds(5000));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_EQ(got->message.frames.size(), 3u);
@@ -137,6 +140,45 @@ TEST_P(TransportTest, MemoryRegistrationCoversTheRange) {
   EXPECT_FALSE(region->contains(buf.data() + buf.size() - 10, 100));
 }
 
+// Device::Allocate: whole pages, zero-filled, registered; frames from it
+// arrive intact on every backend.
+TEST_P(TransportTest, AllocatedMemoryIsZeroedWholePagesAndSentIntact) {
+  auto memory = device_->Allocate(100000, "test");
+  ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  EXPECT_GE(memory->size(), 100000u);
+  EXPECT_EQ(memory->size() % page, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(memory->data()) % page, 0u);
+  EXPECT_TRUE(memory->region().contains(memory->data(), memory->size()));
+  auto* bytes = static_cast<unsigned char*>(memory->data());
+  EXPECT_EQ(std::count(bytes, bytes + memory->size(), 0), static_cast<long>(memory->size()));
+  std::iota(bytes, bytes + 100000, 0);
+  auto conn = Connect();
+  ASSERT_TRUE(conn->Send(Make("a", {Frame::Borrow(bytes, 100000, nullptr)})).ok());
+  auto got = listener_->Receive(milliseconds(5000));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->message.payload(0).size(), 100000u);
+  EXPECT_EQ(std::memcmp(got->message.payload(0).data(), bytes, 100000), 0);
+  EXPECT_EQ(device_->Allocate(SIZE_MAX - 1, "test").status().code(),
+            StatusCode::kResourceExhausted);
+}
+
+// The registry alone names the backends: which a user may choose, and
+// where a process of each listens.
+TEST(TransportRegistry, NamesTheBackendsAndWhereEachListens) {
+  EXPECT_TRUE(CheckTransport("shm", "transport", false).ok());
+  const Status udp = CheckTransport("udp", "transport", false);
+  EXPECT_EQ(udp.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(udp.message(), "transport 'udp' is not one of tcp, ipc, shm");
+  EXPECT_FALSE(CheckTransport("mem", "transport", false).ok());  // in-process: tests only
+  EXPECT_TRUE(CheckTransport("mem", "EEN_DATA_TRANSPORT", true).ok());
+  EXPECT_EQ(ListenAddress("tcp", "10.0.0.2", "/run/j", "ps-1-7"), "tcp://10.0.0.2:0");
+  EXPECT_EQ(ListenAddress("ipc", "h", "/run/j", "ps-1-7"), "ipc:///run/j/een-ps-1-7.sock");
+  EXPECT_EQ(ListenAddress("shm", "h", "/run/j", "ps-1-7"), "shm:///run/j/een-ps-1-7.sock");
+  EXPECT_EQ(ListenAddress("mem", "h", "run", "ps-1-7"), "mem://run/ps-1-7");
+  EXPECT_NE(DescribeHardware().find("RDMA"), std::string::npos);
+}
+
 TEST(TransportAddress, UnknownSchemeIsRejected) {
   auto d = DeviceFor("udp://127.0.0.1:5");
   EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
@@ -158,7 +200,7 @@ int OwnBlocks() {
 TEST(SharedMemory, BlocksAreReusedOnceTheReceiverDropsTheFrame) {
   auto device = DeviceFor("shm:///x");
   ASSERT_TRUE(device.ok());
-  auto listener = (*device)->Listen(ListenAddress("shm"));
+  auto listener = (*device)->Listen(TestAddress("shm"));
   ASSERT_TRUE(listener.ok()) << listener.status().ToString();
   auto conn = (*device)->Connect((*listener)->address());
   ASSERT_TRUE(conn.ok());
@@ -186,7 +228,7 @@ TEST(SharedMemory, BlocksAreReusedOnceTheReceiverDropsTheFrame) {
 TEST(SharedMemory, RegisteredSharedMemoryIsSentWithoutACopy) {
   auto device = DeviceFor("shm:///x");
   ASSERT_TRUE(device.ok());
-  auto listener = (*device)->Listen(ListenAddress("shm"));
+  auto listener = (*device)->Listen(TestAddress("shm"));
   ASSERT_TRUE(listener.ok());
   auto conn = (*device)->Connect((*listener)->address());
   ASSERT_TRUE(conn.ok());
@@ -206,6 +248,31 @@ TEST(SharedMemory, RegisteredSharedMemoryIsSentWithoutACopy) {
   EXPECT_EQ(reinterpret_cast<const float*>(f.data())[0], float(1 << 16));
   values[(1 << 16) + 5] = -1.0f;  // in place: the receiver sees the sender's memory
   EXPECT_EQ(reinterpret_cast<const float*>(f.data())[5], -1.0f);
+  EXPECT_EQ(OwnBlocks(), before);
+}
+
+// What Device::Allocate gives on shared memory (PS arenas, gradient
+// buckets) is a /dev/shm block sent in place, with no block made per send.
+TEST(SharedMemory, AllocatedMemoryIsSentWithoutACopy) {
+  auto device = DeviceFor("shm:///x");
+  ASSERT_TRUE(device.ok());
+  auto listener = (*device)->Listen(TestAddress("shm"));
+  ASSERT_TRUE(listener.ok());
+  auto conn = (*device)->Connect((*listener)->address());
+  ASSERT_TRUE(conn.ok());
+  const int before = OwnBlocks();
+  auto memory = (*device)->Allocate(4 << 20, "test");
+  ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+  EXPECT_EQ(OwnBlocks(), before + 1);  // the allocation itself is a /dev/shm file
+  float* values = static_cast<float*>(memory->data());
+  std::iota(values, values + (1 << 20), 0.0f);
+  ASSERT_TRUE((*conn)->Send(Make("v", {Frame::Borrow(values, 1 << 20, nullptr)})).ok());
+  auto got = (*listener)->Receive(milliseconds(5000));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  values[7] = -1.0f;  // in place: the receiver sees the sender's memory
+  EXPECT_EQ(reinterpret_cast<const float*>(got->message.payload(0).data())[7], -1.0f);
+  EXPECT_EQ(OwnBlocks(), before + 1);
+  *memory = RegisteredMemory();  // unlinked with the memory
   EXPECT_EQ(OwnBlocks(), before);
 }
 
@@ -252,9 +319,10 @@ TEST(SharedMemory, FullShmFailsWithAMessage) {
     auto big = SharedMemory::Create(8 << 20, "test");
     ASSERT_FALSE(big.ok());
     EXPECT_EQ(big.status().code(), StatusCode::kResourceExhausted);
-    EXPECT_NE(big.status().message().find("/dev/shm full"), std::string::npos) << big.status().ToString();
+    EXPECT_NE(big.status().message().find("/dev/shm full"), std::string::npos)
+        << big.status().ToString();
     auto device = DeviceFor("shm:///x");
-    auto listener = (*device)->Listen(ListenAddress("shm"));
+    auto listener = (*device)->Listen(TestAddress("shm"));
     ASSERT_TRUE(listener.ok());
     auto conn = (*device)->Connect((*listener)->address());
     auto data = std::make_shared<std::vector<float>>(1 << 20);  // 4 MiB: no block fits
@@ -266,11 +334,11 @@ TEST(SharedMemory, FullShmFailsWithAMessage) {
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   ASSERT_GT(n, 0);
-  auto r = testing::Run({"unshare", "-m", "sh", "-c",
-                         "mount -t tmpfs -o size=2m tmpfs /dev/shm && exec " +
-                             std::string(self, n) +
-                             " --gtest_filter=SharedMemory.FullShmFailsWithAMessage"},
-                        std::chrono::seconds(30), {{"EEN_TEST_IN_SMALL_SHM", "1"}});
+  auto r =
+      testing::Run({"unshare", "-m", "sh", "-c",
+                    "mount -t tmpfs -o size=2m tmpfs /dev/shm && exec " + std::string(self, n) +
+                        " --gtest_filter=SharedMemory.FullShmFailsWithAMessage"},
+                   std::chrono::seconds(30), {{"EEN_TEST_IN_SMALL_SHM", "1"}});
   if (r.output.find("unshare failed") != std::string::npos ||
       r.output.find("mount:") != std::string::npos) {
     GTEST_SKIP() << "no mount namespace here: " << r.output;
@@ -282,7 +350,7 @@ TEST(SharedMemory, FullShmFailsWithAMessage) {
 // A peer that is not a shared-memory endpoint (plain ipc on the same path)
 // is refused with a message, not misread.
 TEST(SharedMemory, MessageWithoutManifestIsRefused) {
-  const std::string address = ListenAddress("shm");
+  const std::string address = TestAddress("shm");
   auto listener = (*DeviceFor(address))->Listen(address);
   ASSERT_TRUE(listener.ok());
   const std::string ipc = "ipc://" + address.substr(6);

@@ -1,13 +1,13 @@
 // bf16 / fp16 on the wire round exactly as LibTorch rounds (the user's
 // check: a tensor sent as bf16 arrives as tensor.to(torch::kBFloat16)).
+#include "common/wire_dtype.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
-
-#include "common/wire_dtype.h"
 
 namespace een {
 namespace {
@@ -24,8 +24,18 @@ std::vector<float> Probes() {
       v.push_back(BitsFloat((hi << 16) | lo));
     }
   }
-  const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.99f, 65520.0f, 1e9f,
-                            6.1035156e-05f, 5.9604645e-08f, 2.9802322e-08f, 2.98023259e-08f,
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            1.0f,
+                            -1.0f,
+                            65504.0f,
+                            65519.99f,
+                            65520.0f,
+                            1e9f,
+                            6.1035156e-05f,
+                            5.9604645e-08f,
+                            2.9802322e-08f,
+                            2.98023259e-08f,
                             std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity(),
                             std::numeric_limits<float>::quiet_NaN(),

@@ -45,7 +45,8 @@ TEST(WorkerRestart, ReplacementJoinsAndEverySampleIsTrainedAtMostOnce) {
   ASSERT_TRUE(code.has_value()) << job.output();
   ASSERT_EQ(*code, 0) << job.output();
   const std::string& out = job.output();
-  EXPECT_NE(out.find("starting a replacement that joins the running job"), std::string::npos) << out;
+  EXPECT_NE(out.find("starting a replacement that joins the running job"), std::string::npos)
+      << out;
   EXPECT_NE(out.find("worker 1 takes part from step"), std::string::npos) << out;
   EXPECT_NE(out.find("job finished: 3 of 3 workers succeeded"), std::string::npos) << out;
 
@@ -70,20 +71,24 @@ TEST(WorkerRestart, NewWorkerJoinsARunningJob) {
   const std::string dir = "/tmp/een-join-test-" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  const std::vector<std::string> train = {kBin + "/coverage_train", "--record", dir,
-                                          "--samples", std::to_string(kSamples), "--batch",
-                                          std::to_string(kBatch)};
-  std::vector<std::string> launch = {kBin + "/een-launch", "--ps", "2", "--workers", "2",
+  const std::vector<std::string> train = {
+      kBin + "/coverage_train", "--record", dir, "--samples", std::to_string(kSamples), "--batch",
+      std::to_string(kBatch)};
+  std::vector<std::string> launch = {kBin + "/een-launch",  "--ps",  "2", "--workers", "2",
                                      "--progress-interval", "200ms", "--"};
   launch.insert(launch.end(), train.begin(), train.end());
   testing::Subprocess job(launch);
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
   const std::string coordinator = testing::CoordinatorAddress(job.output());
   ASSERT_FALSE(coordinator.empty()) << job.output();
-  testing::Subprocess extra(train, {{"EEN_COORDINATOR", coordinator}, {"EEN_ROLE", "worker"},
-                                    {"EEN_RANK", "2"}, {"EEN_WORLD_SIZE", "3"},
-                                    {"EEN_NUM_PS", "2"}, {"EEN_DATA_TRANSPORT", "tcp"},
-                                    {"EEN_HOST", "127.0.0.1"}, {"OMP_NUM_THREADS", "1"},
+  testing::Subprocess extra(train, {{"EEN_COORDINATOR", coordinator},
+                                    {"EEN_ROLE", "worker"},
+                                    {"EEN_RANK", "2"},
+                                    {"EEN_WORLD_SIZE", "3"},
+                                    {"EEN_NUM_PS", "2"},
+                                    {"EEN_DATA_TRANSPORT", "tcp"},
+                                    {"EEN_HOST", "127.0.0.1"},
+                                    {"OMP_NUM_THREADS", "1"},
                                     {"EEN_JOB_SECRET_FILE", testing::JobSecretFile(job.output())}});
   auto extra_code = extra.Wait(seconds(120));
   ASSERT_TRUE(extra_code.has_value()) << extra.output();
@@ -91,7 +96,8 @@ TEST(WorkerRestart, NewWorkerJoinsARunningJob) {
   auto code = job.Wait(seconds(120));
   ASSERT_TRUE(code.has_value()) << job.output();
   ASSERT_EQ(*code, 0) << job.output();
-  EXPECT_NE(job.output().find("joins the running job as a new worker (3 in all)"), std::string::npos)
+  EXPECT_NE(job.output().find("joins the running job as a new worker (3 in all)"),
+            std::string::npos)
       << job.output();
   EXPECT_NE(job.output().find("worker 2 takes part from step"), std::string::npos) << job.output();
   int files = 0;
@@ -120,7 +126,7 @@ TEST(WorkerRestart, ChaosOfEveryRoleFinishesWithNoSampleTrainedTwice) {
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
   std::vector<pid_t> seen = testing::ChildrenOf(job.pid());
   std::mt19937 rng(7);
-  const std::vector<std::string> victims = {"ps 0", "ps 1", "coordinator", "worker 0",
+  const std::vector<std::string> victims = {"ps 0",     "ps 1",     "coordinator", "worker 0",
                                             "worker 1", "worker 2", "worker 3"};
   int kills = 0, worker_kills = 0;
   for (int round = 0; round < 5; ++round) {
@@ -132,9 +138,9 @@ TEST(WorkerRestart, ChaosOfEveryRoleFinishesWithNoSampleTrainedTwice) {
     if (kill(pid, SIGKILL) != 0) break;  // the job already ended
     ++kills;
     for (pid_t c : testing::ChildrenOf(job.pid())) seen.push_back(c);
-    const char* recovered = victim == "coordinator"        ? "took the job up again"
-                            : victim.rfind("ps", 0) == 0   ? "(its backups are built)"
-                                                           : "takes part from step";
+    const char* recovered = victim == "coordinator"      ? "took the job up again"
+                            : victim.rfind("ps", 0) == 0 ? "(its backups are built)"
+                                                         : "takes part from step";
     if (victim.rfind("worker", 0) == 0) ++worker_kills;
     if (!job.WaitForOutput(recovered, seconds(30), mark)) break;
     for (pid_t c : testing::ChildrenOf(job.pid())) seen.push_back(c);

@@ -2,23 +2,23 @@
 // files that include torch).
 #include "een/data_parallel.h"
 
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <optional>
 #include <cstring>
 #include <exception>
 #include <fstream>
-#include <algorithm>
 #include <mutex>
-
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <optional>
 
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
 #include "common/transport/auth.h"
-#include "worker/local_optimizer.h"
 #include "worker/bucket_layout.h"
+#include "worker/local_optimizer.h"
 #include "worker/timeline.h"
 #include "worker/worker_client.h"
 
@@ -29,18 +29,30 @@ namespace {
 Error::Code PublicCode(StatusCode code) {
   switch (code) {
     case StatusCode::kOk:
-    case StatusCode::kInternal: return Error::Code::kInternal;
-    case StatusCode::kInvalidArgument: return Error::Code::kInvalidArgument;
-    case StatusCode::kNotFound: return Error::Code::kNotFound;
-    case StatusCode::kDeadlineExceeded: return Error::Code::kDeadlineExceeded;
-    case StatusCode::kUnavailable: return Error::Code::kUnavailable;
-    case StatusCode::kFailedPrecondition: return Error::Code::kFailedPrecondition;
-    case StatusCode::kAborted: return Error::Code::kAborted;
-    case StatusCode::kResourceExhausted: return Error::Code::kResourceExhausted;
-    case StatusCode::kPermissionDenied: return Error::Code::kPermissionDenied;
-    case StatusCode::kDataLoss: return Error::Code::kDataLoss;
-    case StatusCode::kStaleEpoch: return Error::Code::kStaleEpoch;
-    case StatusCode::kJobFinished: return Error::Code::kJobFinished;
+    case StatusCode::kInternal:
+      return Error::Code::kInternal;
+    case StatusCode::kInvalidArgument:
+      return Error::Code::kInvalidArgument;
+    case StatusCode::kNotFound:
+      return Error::Code::kNotFound;
+    case StatusCode::kDeadlineExceeded:
+      return Error::Code::kDeadlineExceeded;
+    case StatusCode::kUnavailable:
+      return Error::Code::kUnavailable;
+    case StatusCode::kFailedPrecondition:
+      return Error::Code::kFailedPrecondition;
+    case StatusCode::kAborted:
+      return Error::Code::kAborted;
+    case StatusCode::kResourceExhausted:
+      return Error::Code::kResourceExhausted;
+    case StatusCode::kPermissionDenied:
+      return Error::Code::kPermissionDenied;
+    case StatusCode::kDataLoss:
+      return Error::Code::kDataLoss;
+    case StatusCode::kStaleEpoch:
+      return Error::Code::kStaleEpoch;
+    case StatusCode::kJobFinished:
+      return Error::Code::kJobFinished;
   }
   return Error::Code::kInternal;
 }
@@ -78,7 +90,7 @@ class DataParallel::Impl {
  private:
   struct BucketState {
     std::shared_ptr<float> buffer;  // shared with in-flight frames
-    size_t pending = 0;                          // tensors still to arrive
+    size_t pending = 0;             // tensors still to arrive
   };
 
   void BuildBuckets(size_t bucket_bytes);
@@ -127,8 +139,8 @@ class DataParallel::Impl {
   // Each parameter's grad accumulator and our post hook on it (kept alive:
   // the parameter only holds it weakly, as DDP's reducer knows).
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> accumulators_;
-  bool backward_seen_ = false;   // a gradient arrived since the last Step()
-  bool no_sync_ = false;         // inside DataParallel::no_sync(): gradients stay in .grad
+  bool backward_seen_ = false;  // a gradient arrived since the last Step()
+  bool no_sync_ = false;        // inside DataParallel::no_sync(): gradients stay in .grad
   // The .grad each parameter's push was read from, and its version then: a
   // change before Step() (clip_grad_norm_, ...) would be lost.
   struct PushedGrad {
@@ -137,7 +149,7 @@ class DataParallel::Impl {
   };
   std::vector<PushedGrad> pushed_grads_;
   std::vector<torch::Tensor> local_grads_;  // local mode: a copy of each .grad as backward left it
-  OptimizerConfig optimizer_;  // the job's (rank 0's), or this program's in local mode
+  OptimizerConfig optimizer_;               // the job's (rank 0's), or this program's in local mode
   double lr_ = -1;  // set_learning_rate()'s (< 0: the configured one), from the next step's pushes
   std::unique_ptr<BucketLayout> layout_;
   std::vector<BucketState> buckets_;
@@ -152,7 +164,7 @@ class DataParallel::Impl {
   // EEN_TIMELINE=PREFIX: when backward, pushes and syncs happened (timeline.h).
   std::unique_ptr<Timeline> timeline_;
   bool in_step_ = false;  // pushes from Step() came after backward
-  std::mutex mu_;  // hooks may run on autograd's threads
+  std::mutex mu_;         // hooks may run on autograd's threads
 };
 
 DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options) {
@@ -160,8 +172,9 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   ThrowIfError(local.status(), "local mode");
   if (*local) {
     if (std::getenv("EEN_COORDINATOR")) {
-      throw Error("een: EEN_LOCAL=1, but this process is part of a job (EEN_COORDINATOR is "
-                  "set, een-launch started it): unset EEN_LOCAL to train in the job");
+      throw Error(
+          "een: EEN_LOCAL=1, but this process is part of a job (EEN_COORDINATOR is "
+          "set, een-launch started it): unset EEN_LOCAL to train in the job");
     }
     if (spdlog::get("een:worker 0 (local)") == nullptr) InitLogging("worker 0 (local)");
     ThrowIfError(ValidateOptimizer(options.optimizer), "bad optimizer");
@@ -175,10 +188,10 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
     local_grads_.resize(tensors_.size());
     arrived_.assign(tensors_.size(), false);
     HookGradients();
-    spdlog::warn("EEN_LOCAL=1: training in this process alone (rank 0 of 1, no parameter "
-                 "servers), {} optimizer{} applied here as the PS would; for debugging",
-                 OptimizerName(optimizer_.kind),
-                 optimizer_.clip_grad_norm > 0 ? " with clipping" : "");
+    spdlog::warn(
+        "EEN_LOCAL=1: training in this process alone (rank 0 of 1, no parameter "
+        "servers), {} optimizer{} applied here as the PS would; for debugging",
+        OptimizerName(optimizer_.kind), optimizer_.clip_grad_norm > 0 ? " with clipping" : "");
     return;
   }
   auto env = JobEnvironment::FromProcess("this program");
@@ -198,8 +211,8 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   Register(module, options.buffers);
   std::vector<TensorInfo> tensors;
   for (const Registered& r : tensors_) {
-    tensors.push_back({r.name, static_cast<uint64_t>(r.tensor.numel()), r.kind,
-                       r.tensor.sizes().vec()});
+    tensors.push_back(
+        {r.name, static_cast<uint64_t>(r.tensor.numel()), r.kind, r.tensor.sizes().vec()});
   }
   auto joined = WorkerClient::Join(*env, tensors, options.optimizer);
   ThrowIfError(joined.status(), "cannot join the job at " + env->coordinator);
@@ -214,15 +227,15 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   HookGradients();
   size_t counts[4] = {0, 0, 0, 0};
   for (const Registered& r : tensors_) counts[static_cast<int>(r.kind)]++;
-  spdlog::info("joined as worker {} of {}: {} parameter tensors, {} frozen, {} buffers ({}), "
-               "{} buckets, optimizer on {}{}",
-               client_->rank(), client_->world_size(), counts[0], counts[3], counts[1] + counts[2],
-               options.buffers == BufferSync::kBroadcast ? "rank 0's each step"
-               : options.buffers == BufferSync::kAverage ? "averaged each step"
-                                                         : "kept local",
-               buckets_.size(),
-               client_->sum_mode() ? "this worker (sum mode)" : "the parameter servers",
-               client_->resumed() ? ", resuming at step " + std::to_string(step_) : "");
+  spdlog::info(
+      "joined as worker {} of {}: {} parameter tensors, {} frozen, {} buffers ({}), "
+      "{} buckets, optimizer on {}{}",
+      client_->rank(), client_->world_size(), counts[0], counts[3], counts[1] + counts[2],
+      options.buffers == BufferSync::kBroadcast ? "rank 0's each step"
+      : options.buffers == BufferSync::kAverage ? "averaged each step"
+                                                : "kept local",
+      buckets_.size(), client_->sum_mode() ? "this worker (sum mode)" : "the parameter servers",
+      client_->resumed() ? ", resuming at step " + std::to_string(step_) : "");
 }
 
 void DataParallel::Impl::HookGradients() {
@@ -251,12 +264,13 @@ void DataParallel::Impl::Register(torch::nn::Module& module, BufferSync buffers)
     const torch::Tensor& p = item.value();
     if (p.numel() == 0) continue;  // nothing to keep in step
     if (p.scalar_type() != torch::kFloat || !p.is_cpu() || !p.is_contiguous() || p.is_sparse()) {
-      throw Error("een: parameter '" + item.key() + "' must be a dense contiguous float32 CPU "
-                  "tensor (got " + std::string(c10::toString(p.scalar_type())) + " on " +
-                  p.device().str() + ")");
+      throw Error("een: parameter '" + item.key() +
+                  "' must be a dense contiguous float32 CPU "
+                  "tensor (got " +
+                  std::string(c10::toString(p.scalar_type())) + " on " + p.device().str() + ")");
     }
-    tensors_.push_back({p, item.key(),
-                        p.requires_grad() ? TensorKind::kParameter : TensorKind::kFrozen});
+    tensors_.push_back(
+        {p, item.key(), p.requires_grad() ? TensorKind::kParameter : TensorKind::kFrozen});
   }
   if (buffers != BufferSync::kLocal) {
     const TensorKind kind = buffers == BufferSync::kBroadcast ? TensorKind::kBufferBroadcast
@@ -293,8 +307,7 @@ void GatherBuffer(const torch::Tensor& buffer, float* out) {
 // Float32 values back into a buffer of any real dtype (integers rounded).
 void ScatterBuffer(const float* in, torch::Tensor& buffer) {
   torch::NoGradGuard no_grad;
-  torch::Tensor values =
-      torch::from_blob(const_cast<float*>(in), buffer.sizes(), torch::kFloat);
+  torch::Tensor values = torch::from_blob(const_cast<float*>(in), buffer.sizes(), torch::kFloat);
   if (!torch::isFloatingType(buffer.scalar_type())) values = values.round();
   buffer.copy_(values);
 }
@@ -405,7 +418,7 @@ void DataParallel::Impl::Arrived(size_t t) {
 
 void DataParallel::Impl::OnGradient(size_t t) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (no_sync_) return;  // accumulating: the first backward after no_sync() pushes the sum
+  if (no_sync_) return;   // accumulating: the first backward after no_sync() pushes the sum
   if (!backward_seen_) {  // the step's first gradient: the step's learning rate
     if (client_) client_->set_learning_rate(lr_);
     if (local_ && lr_ >= 0) local_->SetLearningRate(lr_);
@@ -413,7 +426,8 @@ void DataParallel::Impl::OnGradient(size_t t) {
   backward_seen_ = true;
   if (arrived_[t]) {
     throw Error("een: the gradient of '" + tensors_[t].name + "' arrived twice in step " +
-                std::to_string(step_) + "; call Step() after each backward(), or accumulate "
+                std::to_string(step_) +
+                "; call Step() after each backward(), or accumulate "
                 "several backward passes inside dp.no_sync()");
   }
   if (!trace_path_.empty()) arrival_.push_back(t);
@@ -464,7 +478,8 @@ void DataParallel::Impl::CheckGradientsUnchanged() const {
   for (size_t t = 0; t < tensors_.size(); ++t) {
     if (!arrived_[t] || pushed_grads_[t].impl == nullptr || SameAsPushed(t)) continue;
     throw Error(
-        "een: the gradient of '" + tensors_[t].name + "' changed between backward() and "
+        "een: the gradient of '" + tensors_[t].name +
+        "' changed between backward() and "
         "Step() (torch::nn::utils::clip_grad_norm_, or another change of .grad?): EEN pushed it "
         "as backward produced it, so the change cannot take effect. " +
         (SumMode()
@@ -484,12 +499,13 @@ void DataParallel::Impl::SetNoSync(bool on) {
 
 void DataParallel::Impl::SetLearningRate(double lr) {
   if (SumMode()) {
-    throw Error("een: set_learning_rate() in sum mode (OptimizerConfig::Sum()): your own torch "
-                "optimizer steps there; set the learning rate of its param groups");
+    throw Error(
+        "een: set_learning_rate() in sum mode (OptimizerConfig::Sum()): your own torch "
+        "optimizer steps there; set the learning rate of its param groups");
   }
   if (!std::isfinite(lr) || lr < 0) {
-    throw Error("een: the learning rate must be a finite number >= 0 (got " +
-                std::to_string(lr) + ")");
+    throw Error("een: the learning rate must be a finite number >= 0 (got " + std::to_string(lr) +
+                ")");
   }
   std::lock_guard<std::mutex> lock(mu_);
   lr_ = lr;  // taken by the next step's first gradient
@@ -502,8 +518,8 @@ void DataParallel::Impl::PushBucket(uint32_t bucket) {
   const BucketLayout::Bucket& b = layout_->buckets()[bucket];
   std::vector<const float*> data;
   for (size_t off : b.chunk_offsets) data.push_back(bucket_data_[bucket] + off);
-  Status s = client_->Push(wire::PushKind::GRADIENT, step_, b.chunks, data,
-                           buckets_[bucket].buffer);
+  Status s =
+      client_->Push(wire::PushKind::GRADIENT, step_, b.chunks, data, buckets_[bucket].buffer);
   if (timeline_) timeline_->BucketPushed(bucket, b.numel * sizeof(float), !in_step_);
   if (!s.ok() && client_->NeedsRecovery()) {
     recovery_pending_ = true;  // Step() rolls back
@@ -520,32 +536,25 @@ Status DataParallel::Impl::TryPullInto(uint64_t version, bool gradients) {
       }
     }
   }
-  EEN_RETURN_IF_ERROR(client_->Pull(version, gradients,
-                                    [&](uint32_t c) { return Destination(c, gradients); }));
+  EEN_RETURN_IF_ERROR(
+      client_->Pull(version, gradients, [&](uint32_t c) { return Destination(c, gradients); }));
   StoreBuffers();
   return Status::Ok();
 }
 
 void DataParallel::Impl::JoinPull() {
-  while (true) {
-    Status s = client_->Pull(step_, /*gradients=*/false,
-                             [&](uint32_t c) { return Destination(c, false); }, /*frozen_too=*/true);
-    if (s.ok()) break;
-    // A PS lost before everyone had the first values: the shards moved
-    // (worker 0 sends its initial values again), or every PS rolled back.
-    if (!client_->NeedsRecovery()) ThrowIfError(s, "pulling parameters");
-    auto recovery = client_->Recover();
-    ThrowIfError(recovery.status(), "recovering after a PS was lost");
-    if (recovery->rolled_back) step_ = recovery->step;
-  }
+  auto pulled = client_->PullRecovering(
+      step_, [&](uint32_t c) { return Destination(c, false); }, /*frozen_too=*/true);
+  ThrowIfError(pulled.status(), "pulling parameters");
+  step_ = *pulled;
   StoreBuffers();
 }
 
 void DataParallel::Impl::PullInto(uint64_t version, bool gradients) {
   // Everything, frozen parameters too: joining, or back to a snapshot.
-  ThrowIfError(client_->Pull(version, gradients,
-                             [&](uint32_t c) { return Destination(c, gradients); },
-                             /*frozen_too=*/true),
+  ThrowIfError(client_->Pull(
+                   version, gradients, [&](uint32_t c) { return Destination(c, gradients); },
+                   /*frozen_too=*/true),
                gradients ? "pulling mean gradients" : "pulling parameters");
   StoreBuffers();
 }
@@ -587,18 +596,22 @@ void DataParallel::Impl::WriteTrace() {
     }
   }
   out.flush();
-  if (!out) spdlog::warn("could not write the trace to {}", trace_path_);
-  else spdlog::info("wrote the gradient order of one step to {}", trace_path_);
+  if (!out)
+    spdlog::warn("could not write the trace to {}", trace_path_);
+  else
+    spdlog::info("wrote the gradient order of one step to {}", trace_path_);
   trace_path_.clear();
 }
 
 void DataParallel::Impl::CheckStepAllowed() {
   if (no_sync_) {
-    throw Error("een: Step() inside dp.no_sync(): end the scope and run the last backward() "
-                "outside it first (it pushes the accumulated gradients)");
+    throw Error(
+        "een: Step() inside dp.no_sync(): end the scope and run the last backward() "
+        "outside it first (it pushes the accumulated gradients)");
   }
   if (!backward_seen_) {
-    throw Error("een: Step() at step " + std::to_string(step_) + " without a backward() "
+    throw Error("een: Step() at step " + std::to_string(step_) +
+                " without a backward() "
                 "since the last step: there is no gradient to push (zeros would still move "
                 "Adam's parameters). Call loss.backward() before each Step() (backward passes "
                 "inside no_sync() are pushed by the first one after it); a worker with no more "
@@ -679,7 +692,8 @@ void DataParallel::Impl::Step(std::optional<double> loss, int64_t samples) {
   step_++;
   samples_ += samples > 0 ? samples : 0;
   const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::steady_clock::now() - start).count();
+                          std::chrono::steady_clock::now() - start)
+                          .count();
   client_->ReportProgress(step_, loss, samples_, micros);
 }
 

@@ -4,32 +4,31 @@
 
 namespace een {
 
-LocalOptimizer::LocalOptimizer(std::vector<torch::Tensor> parameters,
-                               const OptimizerConfig& config)
+LocalOptimizer::LocalOptimizer(std::vector<torch::Tensor> parameters, const OptimizerConfig& config)
     : parameters_(std::move(parameters)), config_(config) {
   const OptimizerConfig& c = config;
   switch (c.kind) {
     case OptimizerConfig::Kind::kSgd:
-      optimizer_ = std::make_unique<torch::optim::SGD>(
-          parameters_, torch::optim::SGDOptions(c.lr)
-                           .momentum(c.momentum)
-                           .dampening(c.dampening)
-                           .weight_decay(c.weight_decay)
-                           .nesterov(c.nesterov));
+      optimizer_ =
+          std::make_unique<torch::optim::SGD>(parameters_, torch::optim::SGDOptions(c.lr)
+                                                               .momentum(c.momentum)
+                                                               .dampening(c.dampening)
+                                                               .weight_decay(c.weight_decay)
+                                                               .nesterov(c.nesterov));
       break;
     case OptimizerConfig::Kind::kAdam:
-      optimizer_ = std::make_unique<torch::optim::Adam>(
-          parameters_, torch::optim::AdamOptions(c.lr)
-                           .betas({c.beta1, c.beta2})
-                           .eps(c.eps)
-                           .weight_decay(c.weight_decay));
+      optimizer_ =
+          std::make_unique<torch::optim::Adam>(parameters_, torch::optim::AdamOptions(c.lr)
+                                                                .betas({c.beta1, c.beta2})
+                                                                .eps(c.eps)
+                                                                .weight_decay(c.weight_decay));
       break;
     case OptimizerConfig::Kind::kAdamW:
-      optimizer_ = std::make_unique<torch::optim::AdamW>(
-          parameters_, torch::optim::AdamWOptions(c.lr)
-                           .betas({c.beta1, c.beta2})
-                           .eps(c.eps)
-                           .weight_decay(c.weight_decay));
+      optimizer_ =
+          std::make_unique<torch::optim::AdamW>(parameters_, torch::optim::AdamWOptions(c.lr)
+                                                                 .betas({c.beta1, c.beta2})
+                                                                 .eps(c.eps)
+                                                                 .weight_decay(c.weight_decay));
       break;
     case OptimizerConfig::Kind::kAdagrad:
       optimizer_ = std::make_unique<torch::optim::Adagrad>(

@@ -8,10 +8,14 @@
 
 namespace een {
 
-DistributedSampler::DistributedSampler(size_t dataset_size, int rank, int world_size,
-                                       bool shuffle, uint64_t seed, bool drop_last)
-    : size_(dataset_size), rank_(rank), world_(world_size), shuffle_(shuffle),
-      drop_last_(drop_last), seed_(seed) {
+DistributedSampler::DistributedSampler(size_t dataset_size, int rank, int world_size, bool shuffle,
+                                       uint64_t seed, bool drop_last)
+    : size_(dataset_size),
+      rank_(rank),
+      world_(world_size),
+      shuffle_(shuffle),
+      drop_last_(drop_last),
+      seed_(seed) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     throw Error("DistributedSampler: rank " + std::to_string(rank) + " is not in [0, " +
                 std::to_string(world_size) + ")");
@@ -75,7 +79,7 @@ DataPosition PositionAfter(uint64_t steps, int world_size,
   int live = world_size;
   size_t next = 0;  // the next change to take effect
   for (uint64_t s = 0; s < steps;) {
-    while (next < changes.size() && changes[next].step <= s) live = changes[next++].live_count;
+    while (next < changes.size() && changes[next].step <= s) live = changes[next++].live_count();
     if (live < 1) throw Error("PositionAfter: a membership change leaves no worker");
     // Until the next change (whose step is past s), `live` workers train.
     const uint64_t until = next < changes.size() ? std::min(steps, changes[next].step) : steps;

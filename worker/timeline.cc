@@ -55,10 +55,10 @@ void Timeline::StepEnds() {
 
 std::string Timeline::Summary() const {
   const double n = std::max<uint64_t>(steps_, 1);
-  return fmt::format("{} of {} bucket pushes started during backward; mean backward {:.2f} ms, "
-                     "mean sync {:.2f} ms over {} steps",
-                     pushes_during_backward_, pushes_, backward_us_ / n / 1000, sync_us_ / n / 1000,
-                     steps_);
+  return fmt::format(
+      "{} of {} bucket pushes started during backward; mean backward {:.2f} ms, "
+      "mean sync {:.2f} ms over {} steps",
+      pushes_during_backward_, pushes_, backward_us_ / n / 1000, sync_us_ / n / 1000, steps_);
 }
 
 Timeline::~Timeline() {
@@ -68,15 +68,20 @@ Timeline::~Timeline() {
     const Event& e = events_[i];
     out << fmt::format("{{\"name\":\"{}\",\"ph\":\"{}\",\"ts\":{:.1f},", e.name,
                        e.duration_us < 0 ? "i" : "X", e.begin_us);
-    if (e.duration_us >= 0) out << fmt::format("\"dur\":{:.1f},", e.duration_us);
-    else out << "\"s\":\"t\",";
+    if (e.duration_us >= 0)
+      out << fmt::format("\"dur\":{:.1f},", e.duration_us);
+    else
+      out << "\"s\":\"t\",";
     out << fmt::format("\"pid\":{},\"tid\":{}}}{}\n", rank_, e.name.rfind("push", 0) == 0 ? 2 : 1,
                        i + 1 < events_.size() ? "," : "");
   }
   out << "]}\n";
   out.flush();
-  if (!out) spdlog::warn("could not write the timeline to {}", path_);
-  else spdlog::info("timeline of the first {} steps in {}; {}", std::min(steps_, max_steps_), path_, Summary());
+  if (!out)
+    spdlog::warn("could not write the timeline to {}", path_);
+  else
+    spdlog::info("timeline of the first {} steps in {}; {}", std::min(steps_, max_steps_), path_,
+                 Summary());
 }
 
 }  // namespace een

@@ -3,19 +3,19 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 
-#include <algorithm>
-
 #include "common/error_codes.h"
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
-#include "common/wire.h"
-#include "common/transport/shm/shm_memory.h"
 #include "common/receive_heap.h"
+#include "common/transport/registry.h"
+#include "common/wire.h"
 #include "common/wire_dtype.h"
 
 namespace een {
@@ -48,7 +48,8 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
     OptimizerToWire(optimizer, reg.initOptimizer());
   }
   Status decoded;
-  EEN_RETURN_IF_ERROR(c->Request(Message{{wire::Encode(b)}},
+  EEN_RETURN_IF_ERROR(c->Request(
+      Message{{wire::Encode(b)}},
       [&](wire::Header::Reader h) {
         if (!h.isJobStart()) return false;
         decoded = c->ApplyJobStart(h.getJobStart());
@@ -61,18 +62,20 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
   // (its start step is the newest change's); others start with everyone.
   EEN_RETURN_IF_ERROR(c->TakeHistory(c->join_history_));
   WorkerClient* self = c.get();
-  EEN_ASSIGN_OR_RETURN(c->heartbeat_, HeartbeatSender::Start(
-      env.coordinator, env.heartbeat_interval, env.failover_threshold,
-      [self](wire::Heartbeat::Builder hb) {
-        hb.setRole(wire::Role::WORKER);
-        hb.setRank(self->rank_);
-        hb.setPid(getpid());
-        hb.setStep(self->step_.load());
-        hb.setLoss(self->loss_.load());
-        hb.setLossGiven(self->loss_given_.load());
-        hb.setSamples(self->samples_.load());
-        hb.setSyncMicros(self->sync_micros_.load());
-      }));
+  EEN_ASSIGN_OR_RETURN(
+      c->heartbeat_,
+      HeartbeatSender::Start(env.coordinator, env.heartbeat_interval, env.failover_threshold,
+                             [self](wire::Heartbeat::Builder hb) {
+                               hb.setRole(wire::Role::WORKER);
+                               hb.setRank(self->rank_);
+                               hb.setPid(getpid());
+                               hb.setStep(self->step_.load());
+                               hb.setLoss(self->loss_.load());
+                               hb.setLossGiven(self->loss_given_.load());
+                               hb.setSamples(self->samples_.load());
+                               hb.setSyncMicros(self->sync_micros_.load());
+                               self->metrics_.ToWire(hb);
+                             }));
   return c;
 }
 
@@ -88,11 +91,7 @@ Status WorkerClient::ApplyJobStart(wire::JobStart::Reader js) {
   start_step_ = js.getStartStep();
   rollback_epoch_ = js.getRollbackEpoch();
   join_history_.clear();
-  for (auto m : js.getHistory()) {
-    std::vector<int> live;
-    for (int w : m.getLiveWorkers()) live.push_back(w);
-    join_history_.push_back({m.getEpoch(), m.getEffectiveStep(), std::move(live)});
-  }
+  for (auto m : js.getHistory()) join_history_.push_back(wire::MembershipFromWire(m));
   map_ = std::move(map);
   return ConnectToPs();
 }
@@ -116,6 +115,7 @@ bool WorkerClient::NeedsRecovery() const {
 }
 
 Result<WorkerClient::Recovery> WorkerClient::Recover() {
+  recoveries_.Add();
   const uint64_t known_rollback = rollback_epoch_;
   capnp::MallocMessageBuilder b;
   auto header = b.initRoot<wire::Header>();
@@ -139,12 +139,14 @@ Result<WorkerClient::Recovery> WorkerClient::Recover() {
     spdlog::warn("every PS rolled back: shard map epoch {}, training again from step {}",
                  map_.epoch(), start_step_);
   } else {
-    spdlog::warn("shards moved (shard map epoch {}): sending this step's gradients to their "
-                 "new primaries", map_.epoch());
+    spdlog::warn(
+        "shards moved (shard map epoch {}): sending this step's gradients to their "
+        "new primaries",
+        map_.epoch());
     if (initial_) {  // before step 1: a lost primary's backup may not hold them yet
       spdlog::info("sending the initial values again (the new primaries keep those they hold)");
-      EEN_RETURN_IF_ERROR(PushToOwners(wire::PushKind::INITIAL, 0, initial_->chunks,
-                                       initial_->data, initial_->values, /*again=*/true));
+      EEN_RETURN_IF_ERROR(PushToOwners(wire::PushKind::INITIAL, 0, initial_->chunks, initial_->data,
+                                       initial_->owner, /*again=*/true));
     }
   }
   return r;
@@ -152,7 +154,7 @@ Result<WorkerClient::Recovery> WorkerClient::Recover() {
 
 WorkerClient::~WorkerClient() {
   if (!finished_ && heartbeat_ && heartbeat_->state() == HeartbeatSender::State::kRunning) {
-    (void)Finish();
+    Ignored(Finish(), "finishing on the way out");
   }
 }
 
@@ -174,9 +176,10 @@ Status WorkerClient::Request(const Message& request,
   while (true) {
     EEN_RETURN_IF_ERROR(JobStatus());
     if (Clock::now() > deadline) {
-      return DeadlineExceeded(fmt::format("no answer from the coordinator at {} within {} ms "
-                                          "while waiting for {}",
-                                          env_.coordinator, timeout.count(), what));
+      return DeadlineExceeded(
+          fmt::format("no answer from the coordinator at {} within {} ms "
+                      "while waiting for {}",
+                      env_.coordinator, timeout.count(), what));
     }
     if (heartbeat_ && heartbeat_->incarnation() != incarnation) {
       if (incarnation != 0) {
@@ -190,7 +193,8 @@ Status WorkerClient::Request(const Message& request,
       next_resend = Clock::now() + resend_every;
     }
     auto reply = control_->Receive(milliseconds(50));
-    if (!reply.ok() && reply.status().code() == StatusCode::kPermissionDenied) return reply.status();
+    if (!reply.ok() && reply.status().code() == StatusCode::kPermissionDenied)
+      return reply.status();
     if (!reply.ok()) continue;
     bool accepted = false;
     EEN_RETURN_IF_ERROR(wire::Visit(*reply, [&](wire::Header::Reader h) -> Status {
@@ -207,21 +211,11 @@ Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<
                           const std::shared_ptr<const void>& owner) {
   EEN_RETURN_IF_ERROR(JobStatus());
   if (kind == wire::PushKind::INITIAL) {
-    InitialValues kept;
-    size_t numel = 0;
     for (uint32_t c : chunks) {
-      if (c >= map_.chunks().size()) return InvalidArgument("chunk " + std::to_string(c) + " is not in the model");
-      numel += map_.chunks()[c].numel;
+      if (c >= map_.chunks().size())
+        return InvalidArgument("chunk " + std::to_string(c) + " is not in the model");
     }
-    kept.values = std::make_shared<std::vector<float>>(numel);
-    float* at = kept.values->data();
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      const size_t n = map_.chunks()[chunks[i]].numel;
-      if (n > 0) std::memcpy(at, data[i], n * sizeof(float));
-      kept.chunks.push_back(chunks[i]);
-      kept.data.push_back(at);
-      at += n;
-    }
+    InitialValues kept{chunks, data, owner};
     initial_ = std::move(kept);
     // A PS was lost already: Recover() sends them, to the new owners.
     if (NeedsRecovery()) return Status::Ok();
@@ -254,7 +248,8 @@ Status WorkerClient::PushToOwners(wire::PushKind kind, uint64_t step,
         bytes += size_t{map_.chunks()[chunks[i]].numel} * WireBytes(type);
         const bool full = env_.message_bytes > 0 && bytes >= env_.message_bytes;
         if (full || k + 1 == of_type.size()) {
-          EEN_RETURN_IF_ERROR(PushMessage(p, kind, type, step, chunks, message, data, owner, again));
+          EEN_RETURN_IF_ERROR(
+              PushMessage(p, kind, type, step, chunks, message, data, owner, again));
           message.clear();
           bytes = 0;
         }
@@ -276,7 +271,7 @@ Status WorkerClient::PushMessage(size_t p, wire::PushKind kind, WireType type, u
   push.setStep(step);
   push.setWorker(rank_);
   push.setKind(kind);
-  push.setDtype(static_cast<wire::DType>(type));
+  push.setDtype(wire::DTypeOf(type));
   if (kind == wire::PushKind::GRADIENT) push.setLr(lr_);
   auto list = push.initChunks(indices.size());
   Message m;
@@ -311,27 +306,27 @@ Status WorkerClient::PushMessage(size_t p, wire::PushKind kind, WireType type, u
     outstanding_.push_back(std::move(r));
   }
   m.frames[0] = wire::Encode(b);
+  const size_t bytes = m.payload_bytes();
   if (Status s = ps_[p]->Send(std::move(m)); !s.ok()) {
-    return Unavailable(fmt::format("push to PS {} ({}) failed: {}", p, ps_[p]->address(),
-                                   s.message()));
+    return Unavailable(
+        fmt::format("push to PS {} ({}) failed: {}", p, ps_[p]->address(), s.message()));
   }
+  pushes_.Add();
+  push_bytes_.Add(bytes);
   return Status::Ok();
 }
 
 Result<std::shared_ptr<float>> WorkerClient::GradientBuffer(size_t numel) {
-  if (env_.data_transport != "shm" || env_.wire_type != WireType::kF32 || map_.num_ps() == 0) {
+  if (env_.wire_type != WireType::kF32 || map_.num_ps() == 0) {  // converted before sending
     auto heap = std::make_shared<std::vector<float>>(numel);
     return std::shared_ptr<float>(heap, heap->data());
   }
-  struct Registered {
-    std::unique_ptr<transport::SharedMemory> memory;
-    transport::MemoryRegion region;  // destroyed first: unregistered before unmapped
-  };
-  auto r = std::make_shared<Registered>();
-  EEN_ASSIGN_OR_RETURN(r->memory, transport::SharedMemory::Create(numel * sizeof(float), "grads"));
+  if (numel > SIZE_MAX / sizeof(float)) return ResourceExhausted("a gradient bucket too large");
   EEN_ASSIGN_OR_RETURN(transport::Device * device, transport::DeviceFor(map_.ps_addresses()[0]));
-  EEN_ASSIGN_OR_RETURN(r->region, device->RegisterMemory(r->memory->data(), r->memory->size()));
-  return std::shared_ptr<float>(r, static_cast<float*>(r->memory->data()));
+  EEN_ASSIGN_OR_RETURN(transport::RegisteredMemory memory,
+                       device->Allocate(numel * sizeof(float), "grads"));
+  auto owner = std::make_shared<transport::RegisteredMemory>(std::move(memory));
+  return std::shared_ptr<float>(owner, static_cast<float*>(owner->data()));
 }
 
 std::shared_ptr<std::vector<uint16_t>> WorkerClient::WireBuffer(size_t numel) {
@@ -340,6 +335,20 @@ std::shared_ptr<std::vector<uint16_t>> WorkerClient::WireBuffer(size_t numel) {
   }
   wire_buffers_.push_back(std::make_shared<std::vector<uint16_t>>(numel));
   return wire_buffers_.back();
+}
+
+Result<uint64_t> WorkerClient::PullRecovering(uint64_t min_version,
+                                              const std::function<float*(uint32_t)>& destination,
+                                              bool frozen_too, int max_recoveries) {
+  for (int recoveries = 0;; ++recoveries) {
+    Status s = Pull(min_version, /*gradients=*/false, destination, frozen_too);
+    if (s.ok()) return min_version;
+    // A PS lost before everyone had the first values: the shards moved
+    // (worker 0 sends its initial values again), or every PS rolled back.
+    if (!NeedsRecovery() || recoveries == max_recoveries) return s;
+    EEN_ASSIGN_OR_RETURN(Recovery r, Recover());
+    if (r.rolled_back) min_version = r.step;
+  }
 }
 
 Status WorkerClient::Pull(uint64_t min_version, bool gradients,
@@ -367,7 +376,7 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
         pull.setMinVersion(min_version);
         pull.setWorker(rank_);
         pull.setGradients(gradients);
-        pull.setDtype(static_cast<wire::DType>(type));
+        pull.setDtype(wire::DTypeOf(type));
         pull.setRequestId(r.id);
         pull.setFrozenValues(frozen_too);
         auto list = pull.initChunks(r.chunks.size());
@@ -382,9 +391,9 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
       return std::any_of(outstanding_.begin(), outstanding_.end(),
                          [&](const PullRequest& r) { return r.ps == p; });
     };
-    EEN_RETURN_IF_ERROR(WaitForPs(
-        p, waiting, fmt::format("to reach version {}", min_version),
-        [&](const Message& m) { return TakePullReply(p, m, min_version, destination); }));
+    EEN_RETURN_IF_ERROR(
+        WaitForPs(p, waiting, fmt::format("to reach version {}", min_version),
+                  [&](const Message& m) { return TakePullReply(p, m, min_version, destination); }));
   }
   // Every chunk reached step 1: each chunk's backup holds it (a primary
   // answers only what its backup confirmed), so the initial values are safe.
@@ -408,13 +417,14 @@ Status WorkerClient::WaitForPs(size_t p, const std::function<bool()>& waiting,
     EEN_RETURN_IF_ERROR(JobStatus());
     if (NeedsRecovery()) return Aborted("the shard map moved on (a PS was replaced)");
     if (Clock::now() > next_warning) {
-      spdlog::warn("still waiting for PS {} ({}) {} after {} s", p, ps_[p]->address(), what,
-                   std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - waiting_since)
-                       .count());
+      spdlog::warn(
+          "still waiting for PS {} ({}) {} after {} s", p, ps_[p]->address(), what,
+          std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - waiting_since).count());
       next_warning += std::chrono::seconds(30);
     }
     auto reply = ps_[p]->Receive(milliseconds(50));
-    if (!reply.ok() && reply.status().code() == StatusCode::kPermissionDenied) return reply.status();
+    if (!reply.ok() && reply.status().code() == StatusCode::kPermissionDenied)
+      return reply.status();
     if (!reply.ok()) continue;
     EEN_RETURN_IF_ERROR(take(*reply));
   }
@@ -479,8 +489,8 @@ Result<double> WorkerClient::GatherNorm(uint64_t step) {
           auto chunks = reply.getChunks();
           auto sums = reply.getSumSquares();
           if (chunks.size() != sums.size()) {
-            return Internal(fmt::format("PS {} answered a norm query with {} chunks and {} sums",
-                                        p, chunks.size(), sums.size()));
+            return Internal(fmt::format("PS {} answered a norm query with {} chunks and {} sums", p,
+                                        chunks.size(), sums.size()));
           }
           for (uint32_t i = 0; i < chunks.size(); ++i) {
             if (chunks[i] >= map_.chunks().size() || map_.OwnerOfChunk(chunks[i]) != p) {
@@ -497,9 +507,10 @@ Result<double> WorkerClient::GatherNorm(uint64_t step) {
         return Status::Ok();
       });
     };
-    EEN_RETURN_IF_ERROR(WaitForPs(p, [&] { return !shares[p].answered; },
-                                  fmt::format("for its share of step {}'s gradient norm", step),
-                                  take, /*set_aside_first=*/false));
+    EEN_RETURN_IF_ERROR(WaitForPs(
+        p, [&] { return !shares[p].answered; },
+        fmt::format("for its share of step {}'s gradient norm", step), take,
+        /*set_aside_first=*/false));
   }
   // Summed in chunk order on every worker: the same total, wherever the
   // chunks are (a failover moves them, the norm stays bitwise the same).
@@ -530,18 +541,19 @@ Status WorkerClient::TakePullReply(size_t p, const Message& m, uint64_t min_vers
       return Status::Ok();
     }
     auto reply = h.getPullReply();
-    auto request = std::find_if(outstanding_.begin(), outstanding_.end(), [&](const PullRequest& r) {
-      return r.ps == p && r.id == reply.getRequestId();
-    });
+    auto request = std::find_if(
+        outstanding_.begin(), outstanding_.end(),
+        [&](const PullRequest& r) { return r.ps == p && r.id == reply.getRequestId(); });
     if (request == outstanding_.end()) return Status::Ok();  // for a request forgotten since
     auto chunks = reply.getChunks();
     const WireType type = request->type;
     if (chunks.size() != request->chunks.size() || m.payload_count() != chunks.size() ||
-        reply.getDtype() != static_cast<wire::DType>(type)) {
-      return Internal(fmt::format("PS {} answered a pull with {} chunks in {} frames of dtype {}; "
-                                  "asked for {} in {}",
-                                  p, chunks.size(), m.payload_count(), int(reply.getDtype()),
-                                  request->chunks.size(), WireTypeName(type)));
+        reply.getDtype() != wire::DTypeOf(type)) {
+      return Internal(
+          fmt::format("PS {} answered a pull with {} chunks in {} frames of dtype {}; "
+                      "asked for {} in {}",
+                      p, chunks.size(), m.payload_count(), int(reply.getDtype()),
+                      request->chunks.size(), WireTypeName(type)));
     }
     // Frozen chunks come empty (their version is there) unless their values were asked for.
     auto values_of = [&](uint32_t c) {
@@ -551,27 +563,28 @@ Status WorkerClient::TakePullReply(size_t p, const Message& m, uint64_t min_vers
       const uint32_t c = chunks[k];
       const size_t want = values_of(c) ? size_t{map_.chunks()[c].numel} * WireBytes(type) : 0;
       if (c != request->chunks[k] || m.payload(k).size() != want) {
-        return Internal(fmt::format("PS {} answered chunk {} with {} bytes", p, c,
-                                    m.payload(k).size()));
+        return Internal(
+            fmt::format("PS {} answered chunk {} with {} bytes", p, c, m.payload(k).size()));
       }
     }
+    pull_replies_.Add();
+    pull_bytes_.Add(m.payload_bytes());
     for (uint32_t k = 0; k < chunks.size(); ++k) {
       if (!values_of(chunks[k])) continue;
-      DecodeWire(type, m.payload(k).data(), destination(chunks[k]),
-                 map_.chunks()[chunks[k]].numel);
+      DecodeWire(type, m.payload(k).data(), destination(chunks[k]), map_.chunks()[chunks[k]].numel);
     }
     outstanding_.erase(request);
     return AdoptMembership(reply.getMembership(), min_version);
   });
 }
 
-Status WorkerClient::TakeHistory(const std::vector<HistoryEntry>& history) {
-  for (const HistoryEntry& h : history) {
+Status WorkerClient::TakeHistory(const std::vector<MembershipChange>& history) {
+  for (const MembershipChange& h : history) {
     for (int w : h.live) {
       if (w < 0) return Internal("membership history lists worker " + std::to_string(w));
       world_size_ = std::max(world_size_, w + 1);
     }
-    changes_.push_back({h.effective_step, static_cast<int>(h.live.size())});
+    changes_.push_back(h);
     membership_epoch_ = h.epoch;
     live_workers_ = h.live;
   }
@@ -598,7 +611,8 @@ Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t versio
   }
   std::string lost, joined;
   for (int w : live_workers_) {
-    if (std::find(live.begin(), live.end(), w) == live.end()) lost += (lost.empty() ? "" : ", ") + std::to_string(w);
+    if (std::find(live.begin(), live.end(), w) == live.end())
+      lost += (lost.empty() ? "" : ", ") + std::to_string(w);
   }
   for (int w : live) {
     if (std::find(live_workers_.begin(), live_workers_.end(), w) == live_workers_.end()) {
@@ -608,13 +622,14 @@ Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t versio
   membership_epoch_ = m.getEpoch();
   if (live == live_workers_) return Status::Ok();  // a round for an on-demand snapshot
   live_workers_ = std::move(live);
-  changes_.push_back({m.getEffectiveStep(), static_cast<int>(live_workers_.size())});
-  spdlog::warn("{}{}{}: from step {} the {} live workers share the data (this worker takes part "
-               "{} of {})",
-               lost.empty() ? "" : "worker(s) " + lost + " left (finished or lost)",
-               !lost.empty() && !joined.empty() ? ", " : "",
-               joined.empty() ? "" : "worker(s) " + joined + " joined", m.getEffectiveStep(),
-               live_workers_.size(), live_index() + 1, live_workers_.size());
+  changes_.push_back({m.getEffectiveStep(), live_workers_, m.getEpoch()});
+  spdlog::warn(
+      "{}{}{}: from step {} the {} live workers share the data (this worker takes part "
+      "{} of {})",
+      lost.empty() ? "" : "worker(s) " + lost + " left (finished or lost)",
+      !lost.empty() && !joined.empty() ? ", " : "",
+      joined.empty() ? "" : "worker(s) " + joined + " joined", m.getEffectiveStep(),
+      live_workers_.size(), live_index() + 1, live_workers_.size());
   return Status::Ok();
 }
 
@@ -639,8 +654,9 @@ Status WorkerClient::Finish() {
   auto header = b.initRoot<wire::Header>();
   wire::SetSender(header, wire::Role::WORKER, rank_);
   header.setDone(step_.load());
-  Status s = Request(Message{{wire::Encode(b)}}, [](wire::Header::Reader h) { return h.isDoneReply(); },
-                     env_.failover_threshold * 10, "the end of the job");
+  Status s = Request(
+      Message{{wire::Encode(b)}}, [](wire::Header::Reader h) { return h.isDoneReply(); },
+      env_.failover_threshold * 10, "the end of the job");
   heartbeat_.reset();  // a finished worker stops its heartbeats
   return s;
 }

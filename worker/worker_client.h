@@ -16,9 +16,9 @@
 // are still being pushed, and Pull(step + 1) asks only for what no push
 // covered.
 // With a bf16/fp16 wire (EEN_WIRE_DTYPE) pushes are converted (rounded as
-// torch rounds) into pooled buffers and pulls are widened back to fp32. Every wait checks the job state from the heartbeats, so a
-// job aborted elsewhere (a lost PS) ends the wait with Aborted and the reason.
-// Thread safety: one thread at a time (DataParallel serialises its calls).
+// torch rounds) into pooled buffers and pulls are widened back to fp32. Every wait checks the job
+// state from the heartbeats, so a job aborted elsewhere (a lost PS) ends the wait with Aborted and
+// the reason. Thread safety: one thread at a time (DataParallel serialises its calls).
 #pragma once
 
 #include <atomic>
@@ -30,6 +30,7 @@
 
 #include "common/heartbeat_sender.h"
 #include "common/job_env.h"
+#include "common/metrics.h"
 #include "common/shard_map.h"
 #include "common/transport/device.h"
 #include "een/optimizer.h"
@@ -60,18 +61,20 @@ class WorkerClient {
 
   // Buffer chunks always travel as fp32 (values, not gradients); a frozen
   // chunk's step push carries no bytes (its data pointer may be null).
-  // Initial values (worker 0) are also kept, copied, until a pull of step 1
-  // succeeds: a PS lost before its backups held them gets them again from
-  // Recover(), and the job goes on as if nothing had happened.
+  // Initial values (worker 0) are also kept, not copied: `owner` is held
+  // until a pull of step 1 succeeds, and the values it owns must not change
+  // until then. A PS lost before its backups held them gets them again
+  // from Recover(), and the job goes on as if nothing had happened.
   Status Push(wire::PushKind kind, uint64_t step, const std::vector<uint32_t>& chunks,
               const std::vector<const float*>& data, const std::shared_ptr<const void>& owner);
   // Frozen chunks (they never change after the start) are only waited for
   // (the PS answers them empty), unless `frozen_too` (joining, after a rollback).
   Status Pull(uint64_t min_version, bool gradients,
               const std::function<float*(uint32_t chunk)>& destination, bool frozen_too = false);
-  // Zero-filled memory for `numel` gradients to push: with the shm
-  // transport it lives in shared memory registered with the data device, so
-  // pushes from it are not copied at all; otherwise on the heap.
+  // Zero-filled memory for `numel` gradients to push, allocated by the data
+  // plane's device (Device::Allocate): with the shm transport pushes from it
+  // are not copied at all. On the heap when gradients are converted to
+  // another wire dtype before sending.
   Result<std::shared_ptr<float>> GradientBuffer(size_t numel);
   // Gradient clipping (the optimizer's clip_grad_norm > 0), after every
   // gradient of `step` was pushed: asks each PS for its share of the mean
@@ -105,23 +108,26 @@ class WorkerClient {
   // once every PS is back) and reconnects; worker 0, before step 1, then
   // sends its initial values again (the new primaries keep the ones they hold).
   Result<Recovery> Recover();
+  // A first pull (joining, or after a rollback) that goes on through a PS
+  // lost meanwhile: each time the pull fails because the shard map moved,
+  // Recover() and pull again (after a rollback, the step rolled back to), at
+  // most `max_recoveries` times. Returns the step whose values it pulled.
+  Result<uint64_t> PullRecovering(uint64_t min_version,
+                                  const std::function<float*(uint32_t chunk)>& destination,
+                                  bool frozen_too, int max_recoveries = 10);
 
  private:
   WorkerClient(JobEnvironment env) : env_(std::move(env)) {}
   Status ApplyJobStart(wire::JobStart::Reader js);
-  struct HistoryEntry {
-    uint64_t epoch = 0, effective_step = 0;
-    std::vector<int> live;
-  };
-  Status TakeHistory(const std::vector<HistoryEntry>& history);
+  Status TakeHistory(const std::vector<MembershipChange>& history);
   Status ConnectToPs();
   // One pull answer from PS `p`: checked against the request it answers,
   // decoded into place; answers to forgotten requests are dropped.
   Status TakePullReply(size_t p, const transport::Message& m, uint64_t min_version,
                        const std::function<float*(uint32_t)>& destination);
-  // Receives from PS `p` (first, with `set_aside_first`, what an earlier wait set aside) and hands each
-  // message to `take` while `waiting()`; ends early if the job was aborted or
-  // the map moved on, and logs every 30 s what it still waits for.
+  // Receives from PS `p` (first, with `set_aside_first`, what an earlier wait set aside) and hands
+  // each message to `take` while `waiting()`; ends early if the job was aborted or the map moved
+  // on, and logs every 30 s what it still waits for.
   Status WaitForPs(size_t p, const std::function<bool()>& waiting, const std::string& what,
                    const std::function<Status(const transport::Message&)>& take,
                    bool set_aside_first = true);
@@ -154,8 +160,8 @@ class WorkerClient {
   std::vector<std::unique_ptr<transport::Connection>> ps_;
   std::vector<std::vector<uint32_t>> ps_chunks_;  // chunk ids held by each PS
   std::vector<int> live_workers_;
-  std::vector<MembershipChange> changes_;  // adopted (or, joining, told) so far
-  std::vector<HistoryEntry> join_history_;  // from the first JobStart
+  std::vector<MembershipChange> changes_;       // adopted (or, joining, told) so far
+  std::vector<MembershipChange> join_history_;  // from the first JobStart
   // Pull answers asked for and not yet received (by Pull, or a push's pull-back).
   struct PullRequest {
     uint32_t ps;
@@ -193,8 +199,8 @@ class WorkerClient {
   // Worker 0's initial values, until every chunk reached step 1.
   struct InitialValues {
     std::vector<uint32_t> chunks;
-    std::vector<const float*> data;  // into `values`
-    std::shared_ptr<std::vector<float>> values;
+    std::vector<const float*> data;  // owned by `owner`, unchanged until step 1
+    std::shared_ptr<const void> owner;
   };
   std::optional<InitialValues> initial_;
   uint64_t membership_epoch_ = 0;
@@ -209,6 +215,13 @@ class WorkerClient {
   std::atomic<uint64_t> step_{0}, samples_{0}, sync_micros_{0};
   std::atomic<double> loss_{0};
   std::atomic<bool> loss_given_{false};
+  // What this worker measures, carried by its heartbeat (eenctl metrics).
+  Metrics metrics_;
+  Counter& pushes_ = metrics_.counter("worker.pushes");
+  Counter& push_bytes_ = metrics_.counter("worker.push_bytes");
+  Counter& pull_replies_ = metrics_.counter("worker.pull_replies");
+  Counter& pull_bytes_ = metrics_.counter("worker.pull_bytes");
+  Counter& recoveries_ = metrics_.counter("worker.recoveries");
   // Last: its thread reads the fields above, so it must stop before they go.
   std::unique_ptr<HeartbeatSender> heartbeat_;
 };

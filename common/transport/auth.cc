@@ -131,7 +131,8 @@ Result<std::string> ReadSecretFile(const std::string& path) {
     close(fd);
     return FailedPrecondition("the job secret file " + path +
                               " must belong to this user and be readable by it only "
-                              "(chmod 600 " + path + ")");
+                              "(chmod 600 " +
+                              path + ")");
   }
   char buf[256];
   const ssize_t n = read(fd, buf, sizeof buf);

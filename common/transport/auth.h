@@ -30,8 +30,8 @@
 namespace een::transport {
 
 struct Credentials {
-  std::string secret;    // empty: no authentication
-  std::string identity;  // what this process authenticates as
+  std::string secret;        // empty: no authentication
+  std::string identity;      // what this process authenticates as
   bool encrypt_all = false;  // CURVE on loopback too; SetCredentials sets it when EEN_ENCRYPT=1
 };
 

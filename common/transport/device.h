@@ -1,5 +1,7 @@
 // Device: a transport backend. It creates Listeners and Connections for the
-// addresses of its scheme and registers memory for zero-copy access.
+// addresses of its scheme, registers memory for zero-copy access and
+// allocates memory it can send without a copy. Roles get a device from the
+// registry (registry.h) by address and never name a backend.
 //
 // Schemes: "tcp://host:port" and "ipc:///path" (ZeroMQ), "shm:///path"
 // (same host: payloads through shared memory, shm_device.h), "mem://name"
@@ -26,15 +28,21 @@ class Device {
   virtual Result<std::unique_ptr<Listener>> Listen(const std::string& address) = 0;
   virtual Result<std::unique_ptr<Connection>> Connect(const std::string& address) = 0;
   virtual Result<MemoryRegion> RegisterMemory(void* data, size_t size) = 0;
+  // `bytes` (rounded up to whole pages) of zero-filled memory, registered
+  // with this device, that frames pointing into it are sent from without a
+  // copy where the backend can. `tag` names it in /dev/shm listings. The
+  // default maps anonymous memory and registers it. ResourceExhausted when
+  // the memory cannot be had (never a fault later).
+  virtual Result<RegisteredMemory> Allocate(size_t bytes, const std::string& tag);
 };
+
+// Zero-filled anonymous memory registered with no device (its region only
+// records the range): for a PS arena with no data plane (tests, tools).
+Result<RegisteredMemory> AllocatePlain(size_t bytes, const std::string& tag);
 
 // What a device's connections carry. Heartbeats get devices of their own
 // (for ZeroMQ: a context with its own I/O thread), so they never wait
 // behind a payload or a burst of control messages in a busy process.
 enum class Lane { kDefault, kHeartbeat };
-
-// The process-wide device serving `address`'s scheme on `lane`; created on
-// first use (after any fork()). Unknown schemes are InvalidArgument.
-Result<Device*> DeviceFor(const std::string& address, Lane lane = Lane::kDefault);
 
 }  // namespace een::transport

@@ -49,6 +49,11 @@ struct Message {
 
   size_t payload_count() const { return frames.empty() ? 0 : frames.size() - 1; }
   const Frame& payload(size_t i) const { return frames[i + 1]; }
+  size_t payload_bytes() const {
+    size_t total = 0;
+    for (size_t i = 1; i < frames.size(); ++i) total += frames[i].size();
+    return total;
+  }
 };
 
 }  // namespace een::transport

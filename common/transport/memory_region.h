@@ -35,4 +35,31 @@ class MemoryRegion {
   std::shared_ptr<void> registration_;  // backend handle; released on destruction
 };
 
+// RegisteredMemory: zero-filled, page-aligned memory a device allocated for
+// sending without a copy (Device::Allocate): a /dev/shm block with the shm
+// transport, pinned memory with RDMA, plain anonymous memory otherwise. It
+// owns the bytes; the registration is released before they are unmapped.
+// Movable; safe to share between threads read-only.
+class RegisteredMemory {
+ public:
+  RegisteredMemory() = default;
+  RegisteredMemory(std::shared_ptr<void> memory, MemoryRegion region)
+      : memory_(std::move(memory)), region_(std::move(region)) {}
+  RegisteredMemory(RegisteredMemory&&) noexcept = default;
+  RegisteredMemory& operator=(RegisteredMemory&& other) noexcept {
+    region_ = std::move(other.region_);  // the old registration goes before its memory
+    memory_ = std::move(other.memory_);
+    return *this;
+  }
+  ~RegisteredMemory() { region_ = MemoryRegion(); }
+
+  void* data() const { return region_.data(); }
+  size_t size() const { return region_.size(); }
+  const MemoryRegion& region() const { return region_; }
+
+ private:
+  std::shared_ptr<void> memory_;  // owns the bytes (declared first: destroyed last)
+  MemoryRegion region_;
+};
+
 }  // namespace een::transport

@@ -10,8 +10,8 @@
 namespace een::samples {
 
 struct IdxArray {
-  std::vector<uint32_t> dims;   // e.g. {60000, 28, 28}
-  std::vector<uint8_t> data;    // row-major, unsigned bytes
+  std::vector<uint32_t> dims;  // e.g. {60000, 28, 28}
+  std::vector<uint8_t> data;   // row-major, unsigned bytes
 };
 
 // Reads `path` (gzip or plain IDX of unsigned bytes). Throws std::runtime_error.

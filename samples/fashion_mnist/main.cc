@@ -82,7 +82,8 @@ int RunLocal(const std::shared_ptr<Net>& net, const std::string& optimizer, doub
       opt->step();
     }
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("mean step time: %.3f ms over %lld steps (local, no EEN)\n", 1000 * secs / steps,
               static_cast<long long>(steps));
   const auto test = een::samples::LoadFashionMnist(false, test_limit);
@@ -102,7 +103,8 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", epochs, "passes over the training set")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", batch, "samples per worker per step")->check(CLI::PositiveNumber);
   app.add_option("--lr", lr, "learning rate")->check(CLI::PositiveNumber);
-  app.add_option("--optimizer", optimizer, "server optimizer")->check(CLI::IsMember({"adam", "sgd"}));
+  app.add_option("--optimizer", optimizer, "server optimizer")
+      ->check(CLI::IsMember({"adam", "sgd"}));
   app.add_option("--momentum", momentum, "SGD momentum");
   app.add_option("--train-limit", train_limit, "use only the first N training images");
   app.add_option("--test-limit", test_limit, "evaluate on the first N test images");
@@ -115,7 +117,8 @@ int main(int argc, char** argv) {
   try {
     torch::manual_seed(seed);
     auto net = std::make_shared<Net>();
-    if (local) return RunLocal(net, optimizer, lr, momentum, epochs, batch, train_limit, test_limit, seed);
+    if (local)
+      return RunLocal(net, optimizer, lr, momentum, epochs, batch, train_limit, test_limit, seed);
     een::DataParallelOptions options;
     options.optimizer = optimizer == "adam" ? een::OptimizerConfig::Adam(lr)
                                             : een::OptimizerConfig::SGD(lr, momentum);
@@ -123,10 +126,11 @@ int main(int argc, char** argv) {
     const auto train = een::samples::LoadFashionMnist(true, train_limit);
     een::DistributedSampler sampler(train.images.size(0), dp.rank(), dp.world_size(), true, seed);
     if (dp.rank() == 0) {
-      std::printf("training on %lld images, %d workers x batch %d, %d epochs, %s lr %g, "
-                  "%d torch thread(s) per worker\n",
-                  static_cast<long long>(train.images.size(0)), dp.world_size(), batch, epochs,
-                  optimizer.c_str(), lr, torch::get_num_threads());
+      std::printf(
+          "training on %lld images, %d workers x batch %d, %d epochs, %s lr %g, "
+          "%d torch thread(s) per worker\n",
+          static_cast<long long>(train.images.size(0)), dp.world_size(), batch, epochs,
+          optimizer.c_str(), lr, torch::get_num_threads());
     }
     const auto start = std::chrono::steady_clock::now();
     // Each step the live workers together take the next live_count * batch
@@ -164,7 +168,8 @@ int main(int argc, char** argv) {
             }
           }
           if (dp.rank() == 0) {
-            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            const double secs =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             std::printf("epoch %d done: mean loss %.4f, %.1f s elapsed\n", epoch + 1,
                         epoch_loss / std::max<int64_t>(steps, 1), secs);
             std::fflush(stdout);
@@ -176,8 +181,10 @@ int main(int argc, char** argv) {
       }
     }
     if (dp.rank() == 0) {
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf("mean step time: %.3f ms over %llu steps\n", 1000 * secs / std::max<uint64_t>(dp.step(), 1),
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("mean step time: %.3f ms over %llu steps\n",
+                  1000 * secs / std::max<uint64_t>(dp.step(), 1),
                   static_cast<unsigned long long>(dp.step()));
       const auto test = een::samples::LoadFashionMnist(false, test_limit);
       std::printf("test accuracy: %.1f%%\n", Evaluate(*net, test));

@@ -52,13 +52,10 @@ void ReadHistory(const uint8_t* data, size_t size) {
   fuzz::WriteInput(dir / "membership-history", data, size);
   auto history = ReadMembershipLog(dir.string());
   if (!history.ok()) return;
-  std::vector<MembershipChange> changes;
-  for (const MembershipEntry& e : *history) {
-    changes.push_back({e.effective_step, static_cast<int>(e.live.size())});
-  }
-  for (const MembershipEntry& e : *history) {
+  const std::vector<MembershipChange>& changes = *history;
+  for (const MembershipChange& e : *history) {
     try {
-      (void)PositionAfter(e.effective_step, 4, changes, 60000, 64);
+      (void)PositionAfter(e.step, 4, changes, 60000, 64);
     } catch (const Error&) {  // a history that leaves no worker: refused, as it should be
     }
   }

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "common/transport/registry.h"
 #include "fuzz/message_frames.h"
 #include "support/inproc_cluster.h"
 

@@ -29,16 +29,18 @@ void Write(const std::string& target, const std::string& name, const std::vector
   const auto dir = g_root / target;
   std::filesystem::create_directories(dir);
   std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 void Write(const std::string& target, const std::string& name, const std::string& text) {
   Write(target, name, std::vector<uint8_t>(text.begin(), text.end()));
 }
 
-const std::vector<TensorInfo> kModel = {{"w", 1000, TensorKind::kParameter, {100, 10}},
-                                        {"b", 10, TensorKind::kParameter, {10}},
-                                        {"bn.running_mean", 10, TensorKind::kBufferBroadcast, {10}}};
+const std::vector<TensorInfo> kModel = {
+    {"w", 1000, TensorKind::kParameter, {100, 10}},
+    {"b", 10, TensorKind::kParameter, {10}},
+    {"bn.running_mean", 10, TensorKind::kBufferBroadcast, {10}}};
 
 ShardMap Map() {
   return ShardMap::Build(kModel, 1, ShardingOptions{}, {"mem://cluster1/ps0"}).value();
@@ -110,7 +112,8 @@ std::vector<std::pair<std::string, Message>> Messages() {
   for (uint32_t c : chunks) payload.push_back(PayloadOf(map.chunks()[c].numel));
   for (auto kind : {wire::PushKind::GRADIENT, wire::PushKind::INITIAL}) {
     std::vector<Frame> copy = payload;
-    add(kind == wire::PushKind::GRADIENT ? "push-gradient" : "push-initial",
+    add(
+        kind == wire::PushKind::GRADIENT ? "push-gradient" : "push-initial",
         [&](wire::Header::Builder h) {
           auto p = h.initPush();
           p.setEpoch(map.epoch());
@@ -175,7 +178,8 @@ void HeaderSeeds() {
 void ManifestSeeds() {
   std::vector<uint8_t> manifest;
   auto put = [&](const void* p, size_t n) {
-    manifest.insert(manifest.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+    manifest.insert(manifest.end(), static_cast<const uint8_t*>(p),
+                    static_cast<const uint8_t*>(p) + n);
   };
   const uint32_t magic = 0x53454E45, count = 3;
   put(&magic, 4);
@@ -235,7 +239,8 @@ void StateSeeds() {
   live.set(0, 0);
   live.set(1, 1);
   st.setMapEpoch(1);
-  ShardMap::Build(kModel, 2, ShardingOptions{}, {"mem://a/ps0", "mem://a/ps1"})->ToWire(st.initMap());
+  ShardMap::Build(kModel, 2, ShardingOptions{}, {"mem://a/ps0", "mem://a/ps1"})
+      ->ToWire(st.initMap());
   auto history = st.initHistory(1);
   history[0].setEpoch(0);
   history[0].setEffectiveStep(0);
@@ -251,7 +256,8 @@ void StateSeeds() {
   std::vector<uint8_t> huge_in = {0};
   huge_in.insert(huge_in.end(), huge.asBytes().begin(), huge.asBytes().end());
   Write("fuzz_coordinator_state", "regression-huge-rank", huge_in);
-  Write("fuzz_coordinator_state", "membership-history", std::string("\x01") + "0 0 0,1,2,3\n1 40 0,1,3\n2 90 0,1,2,3\n");
+  Write("fuzz_coordinator_state", "membership-history",
+        std::string("\x01") + "0 0 0,1,2,3\n1 40 0,1,3\n2 90 0,1,2,3\n");
 }
 
 void ConfigSeeds() {
@@ -265,7 +271,8 @@ void ConfigSeeds() {
 }
 
 void TraceSeeds() {
-  Write("fuzz_trace", "small", "# a model\nfc2.bias\t10\nfc2.weight\t1280\nfc1.bias\t128\nfc1.weight\t100352\n");
+  Write("fuzz_trace", "small",
+        "# a model\nfc2.bias\t10\nfc2.weight\t1280\nfc1.bias\t128\nfc1.weight\t100352\n");
 }
 
 }  // namespace

@@ -12,10 +12,11 @@ namespace een::testing {
 // from registration, a PS replacement taking over or joining, or the
 // coordinator listening.
 inline pid_t NewestPid(const std::string& output, const std::string& role) {
-  const std::regex re = role == "coordinator"
-                            ? std::regex("listening on \\S+ \\(pid ([0-9]+)\\)")
-                            : std::regex("registered " + role + " \\(host [^,]+, pid ([0-9]+)\\)|" +
-                                         role + " \\(host [^,]+, pid ([0-9]+)\\) (?:takes over|joins the running job)");
+  const std::regex re =
+      role == "coordinator"
+          ? std::regex("listening on \\S+ \\(pid ([0-9]+)\\)")
+          : std::regex("registered " + role + " \\(host [^,]+, pid ([0-9]+)\\)|" + role +
+                       " \\(host [^,]+, pid ([0-9]+)\\) (?:takes over|joins the running job)");
   pid_t pid = -1;
   for (std::sregex_iterator it(output.begin(), output.end(), re), end; it != end; ++it) {
     pid = std::stoi((*it)[1].matched ? (*it)[1].str() : (*it)[2].str());

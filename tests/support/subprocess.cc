@@ -26,8 +26,10 @@ Subprocess::Subprocess(const std::vector<std::string>& argv,
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
     for (const auto& [k, v] : env) {
-      if (v.empty()) unsetenv(k.c_str());
-      else setenv(k.c_str(), v.c_str(), 1);
+      if (v.empty())
+        unsetenv(k.c_str());
+      else
+        setenv(k.c_str(), v.c_str(), 1);
     }
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -167,7 +169,8 @@ std::string WriteJobSecret(const std::string& path) {
 
 std::string CoordinatorAddress(const std::string& launcher_output) {
   std::smatch m;
-  if (!std::regex_search(launcher_output, m, std::regex("coordinator at (tcp://[0-9.:]+)"))) return "";
+  if (!std::regex_search(launcher_output, m, std::regex("coordinator at (tcp://[0-9.:]+)")))
+    return "";
   return m[1];
 }
 

@@ -17,7 +17,8 @@ namespace een::testing {
 class Subprocess {
  public:
   // `env` entries are set (or, with an empty value, removed) for the child.
-  Subprocess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {});
+  Subprocess(const std::vector<std::string>& argv,
+             const std::map<std::string, std::string>& env = {});
   ~Subprocess();
   Subprocess(const Subprocess&) = delete;
 

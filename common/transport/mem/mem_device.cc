@@ -67,7 +67,9 @@ class MemListener : public Listener {
       : hub_(std::move(hub)), address_(std::move(address)), box_(std::move(box)) {}
   ~MemListener() override { hub_->Remove(address_); }
   const std::string& address() const override { return address_; }
-  Result<Envelope> Receive(std::chrono::milliseconds timeout) override { return box_->Take(timeout); }
+  Result<Envelope> Receive(std::chrono::milliseconds timeout) override {
+    return box_->Take(timeout);
+  }
   Status Send(const PeerId& to, Message message) override {
     auto peer = hub_->Find(to);
     if (!peer) return Unavailable("peer " + to + " is not connected");
@@ -84,7 +86,9 @@ class MemListener : public Listener {
 class MemConnection : public Connection {
  public:
   MemConnection(std::shared_ptr<MemHub> hub, std::string address)
-      : hub_(std::move(hub)), address_(std::move(address)), id_(hub_->NewPeerId()),
+      : hub_(std::move(hub)),
+        address_(std::move(address)),
+        id_(hub_->NewPeerId()),
         box_(std::make_shared<MemMailbox>()) {
     hub_->Add(id_, box_);
   }

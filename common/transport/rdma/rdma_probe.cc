@@ -14,7 +14,8 @@ std::string DescribeRdmaDevices() {
   int n = 0;
   errno = 0;
   ibv_device** list = ibv_get_device_list(&n);
-  if (!list) return std::string("RDMA: no device (ibv_get_device_list: ") + std::strerror(errno) + ")";
+  if (!list)
+    return std::string("RDMA: no device (ibv_get_device_list: ") + std::strerror(errno) + ")";
   std::string names;
   for (int i = 0; i < n; ++i) names += (i ? ", " : "") + std::string(ibv_get_device_name(list[i]));
   ibv_free_device_list(list);

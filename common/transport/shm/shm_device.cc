@@ -6,7 +6,9 @@
 #include <cstring>
 #include <functional>
 
+#include "common/transport/registry.h"
 #include "common/transport/shm/shm_manifest.h"
+#include "common/transport/shm/shm_memory.h"
 #include "common/transport/shm/shm_segments.h"
 
 namespace een::transport {
@@ -82,25 +84,35 @@ class ShmConnection : public Connection {
 }  // namespace
 
 ShmDevice::ShmDevice()
-    : blocks_(std::make_shared<shm::Blocks>()), regions_(std::make_shared<shm::Regions>()),
+    : blocks_(std::make_shared<shm::Blocks>()),
+      regions_(std::make_shared<shm::Regions>()),
       mappings_(std::make_shared<shm::Mappings>()) {}
 ShmDevice::~ShmDevice() = default;
 
 Result<std::unique_ptr<Listener>> ShmDevice::Listen(const std::string& address) {
   EEN_ASSIGN_OR_RETURN(Device * ipc, DeviceFor(IpcAddress(address)));
   EEN_ASSIGN_OR_RETURN(auto inner, ipc->Listen(IpcAddress(address)));
-  return std::unique_ptr<Listener>(new ShmListener(std::move(inner), address, {blocks_, regions_, mappings_}));
+  return std::unique_ptr<Listener>(
+      new ShmListener(std::move(inner), address, {blocks_, regions_, mappings_}));
 }
 
 Result<std::unique_ptr<Connection>> ShmDevice::Connect(const std::string& address) {
   EEN_ASSIGN_OR_RETURN(Device * ipc, DeviceFor(IpcAddress(address)));
   EEN_ASSIGN_OR_RETURN(auto inner, ipc->Connect(IpcAddress(address)));
-  return std::unique_ptr<Connection>(new ShmConnection(std::move(inner), address, {blocks_, regions_, mappings_}));
+  return std::unique_ptr<Connection>(
+      new ShmConnection(std::move(inner), address, {blocks_, regions_, mappings_}));
 }
 
 Result<MemoryRegion> ShmDevice::RegisterMemory(void* data, size_t size) {
   // Memory in a /dev/shm file is sent in place; any other is copied as usual.
   return MemoryRegion(data, size, 0, regions_->Add(data, size));
+}
+
+Result<RegisteredMemory> ShmDevice::Allocate(size_t bytes, const std::string& tag) {
+  EEN_ASSIGN_OR_RETURN(std::unique_ptr<SharedMemory> block, SharedMemory::Create(bytes, tag));
+  std::shared_ptr<SharedMemory> memory(std::move(block));
+  EEN_ASSIGN_OR_RETURN(MemoryRegion region, RegisterMemory(memory->data(), memory->size()));
+  return RegisteredMemory(std::move(memory), std::move(region));
 }
 
 void RemoveShmBlocksOf(pid_t pid) {

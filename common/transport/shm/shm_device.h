@@ -14,7 +14,8 @@
 // message carries a last "manifest" frame saying where each frame is; a
 // message without a valid one is refused.
 // Blocks are unlinked when the process exits normally; een-launch removes
-// those of a process that died (RemoveShmBlocksOf).
+// those of a process that died (RemoveShmBlocksOf, through the registry's
+// RemoveLeftoversOf).
 // Thread safety: as in device.h and connection.h.
 #pragma once
 
@@ -40,6 +41,8 @@ class ShmDevice : public Device {
   Result<std::unique_ptr<Listener>> Listen(const std::string& address) override;
   Result<std::unique_ptr<Connection>> Connect(const std::string& address) override;
   Result<MemoryRegion> RegisterMemory(void* data, size_t size) override;
+  // A /dev/shm block (shm_memory.h), registered: frames in it are sent in place.
+  Result<RegisteredMemory> Allocate(size_t bytes, const std::string& tag) override;
 
  private:
   std::shared_ptr<shm::Blocks> blocks_;      // this process's blocks, as a sender

@@ -81,7 +81,8 @@ Status Unpack(Mappings& mappings, std::vector<Frame>& frames) {
   }
   for (uint32_t i = 0; i < count; ++i) {
     uint8_t kind = 0, len = 0;
-    if (!take(&kind, 1) || kind > kInRegion) return InvalidArgument("shm manifest cut short or bad");
+    if (!take(&kind, 1) || kind > kInRegion)
+      return InvalidArgument("shm manifest cut short or bad");
     if (kind == kInline) continue;
     std::string name(64, '\0');
     uint64_t size = 0, offset = 0;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <random>
 
@@ -21,10 +22,14 @@ Result<std::unique_ptr<SharedMemory>> SharedMemory::Create(size_t bytes, const s
   static const std::string prefix = "/een-" + std::to_string(getpid()) + "-" + JobTag() + "-" +
                                     std::to_string(std::random_device{}()) + "-";
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  if (bytes > SIZE_MAX - page) {
+    return ResourceExhausted("cannot make " + std::to_string(bytes) + " bytes of shared memory");
+  }
   const size_t size = std::max(page, (bytes + page - 1) / page * page);
   const std::string name = prefix + tag + "-" + std::to_string(next++);
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) return Unavailable("cannot create shared memory " + name + ": " + std::strerror(errno));
+  if (fd < 0)
+    return Unavailable("cannot create shared memory " + name + ": " + std::strerror(errno));
   // posix_fallocate, not ftruncate: a full /dev/shm must fail here, not as
   // SIGBUS on first touch.
   void* p = MAP_FAILED;

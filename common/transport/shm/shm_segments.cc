@@ -1,17 +1,16 @@
 #include "common/transport/shm/shm_segments.h"
 
-#include <cctype>
-
-#include "common/transport/auth.h"
-
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+
+#include "common/transport/auth.h"
 
 namespace een::transport::shm {
 namespace {
@@ -72,7 +71,8 @@ std::shared_ptr<void> Regions::Add(void* data, size_t size) {
     uintptr_t begin = 0, end = 0;
     unsigned long long offset = 0;
     char path[4096] = {0};
-    if (std::sscanf(line, "%lx-%lx %*s %llx %*s %*s %4095s", &begin, &end, &offset, path) < 3) continue;
+    if (std::sscanf(line, "%lx-%lx %*s %llx %*s %*s %4095s", &begin, &end, &offset, path) < 3)
+      continue;
     if (at < begin || at + size > end || std::strncmp(path, "/dev/shm/", 9) != 0) continue;
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t id = next_++;
@@ -129,7 +129,8 @@ Result<std::shared_ptr<Mappings::Mapping>> Mappings::Get(const std::string& name
   auto m = std::make_shared<Mapping>();
   m->size = st.st_size;
   m->writable = writable;
-  m->base = mmap(nullptr, m->size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+  m->base =
+      mmap(nullptr, m->size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
   close(fd);
   if (m->base == MAP_FAILED) {
     m->base = nullptr;

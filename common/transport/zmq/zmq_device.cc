@@ -5,10 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
-
-#include <chrono>
 #include <mutex>
 #include <set>
 
@@ -31,9 +30,13 @@ const std::string kMechanismHint =
     "one side runs without a job secret (--insecure / EEN_INSECURE=1) and the other with one, "
     "or one side encrypts (a listener beyond loopback, or EEN_ENCRYPT=1) and the other not";
 
-std::string ZmqError(const char* what) { return std::string(what) + ": " + zmq_strerror(zmq_errno()); }
+std::string ZmqError(const char* what) {
+  return std::string(what) + ": " + zmq_strerror(zmq_errno());
+}
 
-void ReleaseOwner(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }
+void ReleaseOwner(void* /*data*/, void* hint) {
+  delete static_cast<std::shared_ptr<const void>*>(hint);
+}
 
 // Sends every frame of `message`, the last without ZMQ_SNDMORE. With
 // ZMQ_DONTWAIT in `flags`, ResourceExhausted when nothing could be sent now
@@ -74,7 +77,8 @@ Result<std::vector<Frame>> ReceiveFrames(void* socket, std::chrono::milliseconds
     if (zmq_errno() == EINTR) return DeadlineExceeded("interrupted");
     return Unavailable(ZmqError("zmq_poll"));
   }
-  if (rc == 0) return DeadlineExceeded("no message within " + std::to_string(timeout.count()) + " ms");
+  if (rc == 0)
+    return DeadlineExceeded("no message within " + std::to_string(timeout.count()) + " ms");
   std::vector<Frame> frames;
   while (true) {
     std::shared_ptr<zmq_msg_t> owner(new zmq_msg_t, [](zmq_msg_t* m) {
@@ -126,14 +130,16 @@ void NoteRefused(const std::string& listener, const HandshakeMonitor::Event& e) 
   if (!e.mismatch && !e.crypto) return;  // a wrong PLAIN secret: the ZAP handler logged it
   ++g_refused_connections;
   std::lock_guard<std::mutex> lock(mu);
-  if (logged.size() < 1000 && logged.insert(listener + e.address + (e.crypto ? "/key" : "/mechanism")).second) {
-    spdlog::warn("refused a connection on {} from a peer {}; further refusals are only counted "
-                 "({} so far)",
-                 listener,
-                 e.crypto ? "that does not hold this job's secret (its encrypted handshake "
-                            "does not open with the job's key)"
-                          : "without this job's credentials or mechanism (" + kMechanismHint + ")",
-                 RefusedConnections());
+  if (logged.size() < 1000 &&
+      logged.insert(listener + e.address + (e.crypto ? "/key" : "/mechanism")).second) {
+    spdlog::warn(
+        "refused a connection on {} from a peer {}; further refusals are only counted "
+        "({} so far)",
+        listener,
+        e.crypto ? "that does not hold this job's secret (its encrypted handshake "
+                   "does not open with the job's key)"
+                 : "without this job's credentials or mechanism (" + kMechanismHint + ")",
+        RefusedConnections());
   }
 }
 
@@ -211,8 +217,8 @@ class ZmqConnection : public Connection {
     while (true) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
-      auto frames = ReceiveFrames(socket_, std::clamp(left, std::chrono::milliseconds(0),
-                                                      std::chrono::milliseconds(200)));
+      auto frames = ReceiveFrames(
+          socket_, std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(200)));
       if (frames.ok()) return Message{std::move(frames).value()};
       EEN_RETURN_IF_ERROR(Handshake());
       if (frames.status().code() != StatusCode::kDeadlineExceeded || left.count() <= 200) {
@@ -231,8 +237,9 @@ class ZmqConnection : public Connection {
         refused_.clear();
         dropped_ = 0;
       } else if (e.auth || e.mismatch) {  // definitive; anything else: a reconnect may succeed
-        refused_ = e.auth ? "the peer at " + address_ + " refused this process's credentials: "
-                            "EEN_JOB_SECRET_FILE is not this job's secret"
+        refused_ = e.auth ? "the peer at " + address_ +
+                                " refused this process's credentials: "
+                                "EEN_JOB_SECRET_FILE is not this job's secret"
                           : "no handshake with the peer at " + address_ + ": " + kMechanismHint;
       } else if (e.dropped && encrypted_ && ++dropped_ >= kDroppedHandshakesRefused) {
         refused_ = "the peer at " + address_ + " ended " + std::to_string(dropped_) +

@@ -3,7 +3,8 @@
 // zero-copy (the Frame's owner is held until ZeroMQ has written them); received
 // frames are handed out without copying. Memory registration records the range
 // only. EEN_SOCKET_BUFFER=BYTES fixes the kernel socket buffers (capped by
-// net.core.wmem_max/rmem_max); by default the kernel autotunes them. Thread safety: as in device.h and connection.h.
+// net.core.wmem_max/rmem_max); by default the kernel autotunes them. Thread safety: as in device.h
+// and connection.h.
 #pragma once
 
 #include <memory>

@@ -40,7 +40,8 @@ std::vector<HandshakeMonitor::Event> HandshakeMonitor::Drain() {
     uint32_t value = 0;
     if (zmq_msg_size(&head) >= sizeof event + sizeof value) {
       std::memcpy(&event, zmq_msg_data(&head), sizeof event);
-      std::memcpy(&value, static_cast<const char*>(zmq_msg_data(&head)) + sizeof event, sizeof value);
+      std::memcpy(&value, static_cast<const char*>(zmq_msg_data(&head)) + sizeof event,
+                  sizeof value);
     }
     const bool more = zmq_msg_more(&head);
     zmq_msg_close(&head);

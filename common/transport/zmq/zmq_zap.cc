@@ -39,8 +39,9 @@ std::vector<std::string> ReceiveRequest(void* socket) {
 }
 
 void SendReply(void* socket, const std::string& request_id, bool ok, const std::string& user) {
-  const std::string parts[] = {"1.0", request_id, ok ? "200" : "400",
-                               ok ? "OK" : "not a member of this job", ok ? user : "", ""};
+  const std::string parts[] = {
+      "1.0",          request_id, ok ? "200" : "400", ok ? "OK" : "not a member of this job",
+      ok ? user : "", ""};
   for (size_t i = 0; i < 6; ++i) {
     zmq_send(socket, parts[i].data(), parts[i].size(), i + 1 < 6 ? ZMQ_SNDMORE : 0);
   }
@@ -75,9 +76,10 @@ void Serve(void* socket, std::string secret) {
       const uint64_t n = ++g_refused_connections;
       const std::string from = r[3].empty() ? "a local socket" : r[3];
       if (refused_from.insert(from).second && refused_from.size() <= 1000) {
-        spdlog::warn("refused a connection from {} ({} mechanism{}): it does not hold this "
-                     "job's secret; further refusals from there are only counted ({} so far)",
-                     from, r[5], user.empty() ? "" : ", claiming '" + user + "'", n);
+        spdlog::warn(
+            "refused a connection from {} ({} mechanism{}): it does not hold this "
+            "job's secret; further refusals from there are only counted ({} so far)",
+            from, r[5], user.empty() ? "" : ", claiming '" + user + "'", n);
       }
     }
     SendReply(socket, r[1], ok, user);

@@ -66,9 +66,8 @@ struct OptimizerConfig {
     c.kind = Kind::kAdamW;
     return c;
   }
-  static OptimizerConfig Adagrad(double lr = 1e-2, double lr_decay = 0.0,
-                                 double weight_decay = 0.0, double initial_accumulator = 0.0,
-                                 double eps = 1e-10) {
+  static OptimizerConfig Adagrad(double lr = 1e-2, double lr_decay = 0.0, double weight_decay = 0.0,
+                                 double initial_accumulator = 0.0, double eps = 1e-10) {
     OptimizerConfig c;
     c.kind = Kind::kAdagrad;
     c.lr = lr;

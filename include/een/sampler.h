@@ -12,14 +12,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace een {
+#include "een/membership.h"
 
-// From step `step` on, `live_count` workers train (a worker was lost, or a
-// replacement joined).
-struct MembershipChange {
-  uint64_t step = 0;
-  int live_count = 0;
-};
+namespace een {
 
 // Where the data stands after `steps` steps: the epoch, and the position in
 // that epoch's permutation where the next global batch starts. Each step

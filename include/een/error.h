@@ -13,7 +13,7 @@ namespace een {
 class Error : public std::runtime_error {
  public:
   enum class Code {
-    kInvalidArgument,     // this program used the API wrongly, or sent what a role refuses
+    kInvalidArgument,  // this program used the API wrongly, or sent what a role refuses
     kNotFound,
     kDeadlineExceeded,    // a role did not answer in time
     kUnavailable,         // a role cannot be reached
@@ -23,9 +23,9 @@ class Error : public std::runtime_error {
     kPermissionDenied,    // not this job's secret
     kDataLoss,
     kInternal,
-    kStaleEpoch,          // routed with an old shard map (handled inside; seen only if it persists)
-    kJobFinished,         // nothing is left to do: the job, or this worker's part, finished
-    kRolledBack,          // een::RolledBack
+    kStaleEpoch,   // routed with an old shard map (handled inside; seen only if it persists)
+    kJobFinished,  // nothing is left to do: the job, or this worker's part, finished
+    kRolledBack,   // een::RolledBack
   };
   explicit Error(const std::string& what, Code code = Code::kInvalidArgument)
       : std::runtime_error(what), code_(code) {}
@@ -41,9 +41,9 @@ class Error : public std::runtime_error {
 class RolledBack : public Error {
  public:
   explicit RolledBack(uint64_t step)
-      : Error("een: a parameter server was lost; the job rolled back to step " +
-                  std::to_string(step),
-              Code::kRolledBack),
+      : Error(
+            "een: a parameter server was lost; the job rolled back to step " + std::to_string(step),
+            Code::kRolledBack),
         step_(step) {}
   uint64_t step() const { return step_; }
 

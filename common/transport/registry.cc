@@ -1,0 +1,95 @@
+#include "common/transport/registry.h"
+
+#include <array>
+
+#include "common/transport/mem/mem_device.h"
+#include "common/transport/rdma/rdma_probe.h"
+#include "common/transport/shm/shm_device.h"
+#include "common/transport/zmq/zmq_device.h"
+
+namespace een::transport {
+namespace {
+
+// One row per scheme. Listen addresses: "ipc" and "shm" are sockets in
+// the run folder, "mem" a name in the process, "tcp" a free port.
+struct Backend {
+  const char* scheme;
+  bool tests_only;   // not offered to users (in-process)
+  bool socket_file;  // listens on a socket under the run folder
+  Device* (*device)(Lane lane);
+};
+
+Device* Zmq(Lane lane) {
+  if (lane == Lane::kHeartbeat) {
+    static ZmqDevice* heartbeats = new ZmqDevice();  // lives for the process
+    return heartbeats;
+  }
+  static ZmqDevice* zmq = new ZmqDevice();  // lives for the process
+  return zmq;
+}
+
+Device* Shm(Lane) {
+  static ShmDevice shm;  // destroyed at exit: its blocks are unlinked then
+  return &shm;
+}
+
+Device* Mem(Lane) {
+  static MemDevice* mem = new MemDevice();  // lives for the process
+  return mem;
+}
+
+constexpr std::array<Backend, 4> kBackends{{
+    {"tcp", false, false, Zmq},
+    {"ipc", false, true, Zmq},
+    {"shm", false, true, Shm},
+    {"mem", true, false, Mem},
+}};
+
+const Backend* Find(const std::string& scheme) {
+  for (const Backend& b : kBackends) {
+    if (scheme == b.scheme) return &b;
+  }
+  return nullptr;
+}
+
+std::string Names(bool tests_too) {
+  std::string names;
+  for (const Backend& b : kBackends) {
+    if (b.tests_only && !tests_too) continue;
+    names += (names.empty() ? "" : ", ") + std::string(b.scheme);
+  }
+  return names;
+}
+
+}  // namespace
+
+Result<Device*> DeviceFor(const std::string& address, Lane lane) {
+  const size_t colon = address.find("://");
+  const Backend* b = colon == std::string::npos ? nullptr : Find(address.substr(0, colon));
+  if (!b) {
+    return InvalidArgument("address '" + address +
+                           "' has no known scheme; use tcp://HOST:PORT, ipc:///PATH, shm:///PATH "
+                           "or mem://NAME");
+  }
+  return b->device(lane);
+}
+
+Status CheckTransport(const std::string& transport, const std::string& what, bool tests_too) {
+  const Backend* b = Find(transport);
+  if (b && (tests_too || !b->tests_only)) return Status::Ok();
+  return InvalidArgument(what + " '" + transport + "' is not one of " + Names(tests_too));
+}
+
+std::string ListenAddress(const std::string& transport, const std::string& host,
+                          const std::string& run_dir, const std::string& name) {
+  const Backend* b = Find(transport);
+  if (b && b->socket_file) return transport + "://" + run_dir + "/een-" + name + ".sock";
+  if (b && b->tests_only) return transport + "://" + run_dir + "/" + name;
+  return "tcp://" + host + ":0";
+}
+
+void RemoveLeftoversOf(pid_t pid) { RemoveShmBlocksOf(pid); }
+
+std::string DescribeHardware() { return DescribeRdmaDevices(); }
+
+}  // namespace een::transport

@@ -1,0 +1,24 @@
+// MembershipChange: one committed change of which workers train, the one
+// membership type of EEN. The coordinator records every change (and keeps
+// them next to the snapshots, for --resume); workers receive the history
+// when they start and each change with a pull; the sampler positions data
+// by them (sampler.h); DataParallel::membership_changes() returns them.
+// A plain value.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace een {
+
+// From step `step` on, the workers `live` train (a worker was lost, or a
+// replacement joined); committed as membership epoch `epoch` (0: the start).
+// (In this order, so the older {step, live_count} form does not compile.)
+struct MembershipChange {
+  uint64_t step = 0;
+  std::vector<int> live;  // ascending worker ranks
+  uint64_t epoch = 0;
+  int live_count() const { return static_cast<int>(live.size()); }
+};
+
+}  // namespace een

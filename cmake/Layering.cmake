@@ -74,3 +74,10 @@ function(een_check_layering root)
     message(FATAL_ERROR "EEN layering: these includes cross a boundary (cmake/Layering.cmake):\n${text}")
   endif()
 endfunction()
+
+# Script mode, for the layering_check test (a file edited since the last
+# configure): cmake -DEEN_LAYERING_ROOT=SOURCE_DIR -P cmake/Layering.cmake
+if(CMAKE_SCRIPT_MODE_FILE AND DEFINED EEN_LAYERING_ROOT)
+  een_check_layering(${EEN_LAYERING_ROOT})
+  message(STATUS "EEN layering: every include keeps to its folder's rule")
+endif()

@@ -1,5 +1,6 @@
 #include "common/metrics.h"
 
+#include <cmath>
 #include <stdexcept>
 
 namespace een {
@@ -65,7 +66,12 @@ Result<std::vector<MetricSample>> Metrics::FromWire(capnp::List<wire::Metric>::R
   for (auto m : list) {
     std::string name(m.getName().cStr(), m.getName().size());
     if (!IsMetricName(name)) return InvalidArgument("a heartbeat carries a bad metric name");
-    out.push_back({std::move(name), m.getValue(), m.getCounter()});
+    const double value = m.getValue();
+    if (!std::isfinite(value) || (m.getCounter() && (value < 0 || value >= 0x1p64))) {
+      return InvalidArgument("a heartbeat carries metric " + name + " with value " +
+                             std::to_string(value));
+    }
+    out.push_back({std::move(name), value, m.getCounter()});
   }
   return out;
 }

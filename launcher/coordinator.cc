@@ -320,6 +320,7 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
   n.rank = rank;
   n.host = reg.getHost();
   n.pid = reg.getPid();
+  n.metrics.clear();  // a replacement starts its own counts
   n.control = peer;
   n.registered = true;
   if (role == wire::Role::PS) {
@@ -536,7 +537,14 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     n.loss_given = hb.getLossGiven();
     n.samples = hb.getSamples();
     n.sync_micros = hb.getSyncMicros();
-    EEN_ASSIGN_OR_RETURN(n.metrics, Metrics::FromWire(hb.getMetrics()));
+    // Metrics are for people: bad ones are dropped, the heartbeat counts.
+    if (auto metrics = Metrics::FromWire(hb.getMetrics()); metrics.ok()) {
+      n.metrics = std::move(*metrics);
+    } else {
+      n.metrics.clear();
+      WarnCounted("bad metrics", fmt::format("dropped the metrics of {} {}: {}", RoleName(role),
+                                             rank, metrics.status().message()));
+    }
     if (role == wire::Role::PS && hb.getChunksReady() != n.chunks_ready) {
       n.chunks_ready = hb.getChunksReady();
       if (n.chunks_ready == map_epoch_ && map_epoch_ > 1 && map_ && map_->replicated()) {

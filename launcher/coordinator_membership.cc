@@ -57,6 +57,7 @@ Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
   claims_.erase(reg.getPid());
   w.host = reg.getHost();
   w.pid = reg.getPid();
+  w.metrics.clear();  // a replacement starts its own counts
   w.control = peer;
   w.lost = false;
   w.joining = true;

@@ -116,6 +116,7 @@ Status Coordinator::ReplacePs(int rank, const PsProcess& process, const std::str
   }
   old.host = process.host;
   old.pid = process.pid;
+  old.metrics.clear();  // the replacement starts its own counts
   old.data_address = process.data_address;
   old.control = process.control;
   old.lost = false;

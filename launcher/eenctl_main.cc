@@ -130,9 +130,9 @@ std::string MetricsText(een::wire::MetricsReport::Reader report) {
                         p.getLost() ? ", lost" : "", p.getDone() ? ", finished" : "");
     if (p.getMetrics().size() == 0) text += " (no metrics yet)";
     for (auto m : p.getMetrics()) {
-      text += m.getCounter()
-                  ? fmt::format(" {}={}", m.getName().cStr(), static_cast<uint64_t>(m.getValue()))
-                  : fmt::format(" {}={:g}", m.getName().cStr(), m.getValue());
+      // Counters print as integers (the coordinator checked they are in range).
+      text += m.getCounter() ? fmt::format(" {}={:.0f}", m.getName().cStr(), m.getValue())
+                             : fmt::format(" {}={:g}", m.getName().cStr(), m.getValue());
     }
   }
   return text.empty() ? "no process has registered yet" : text;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 
 #include "common/status.h"
 #include "common/transport/device.h"
@@ -20,8 +21,13 @@ class Arena {
  public:
   // `device`: the data plane's device, or nullptr for unregistered memory.
   static Result<Arena> Create(size_t bytes, transport::Device* device = nullptr);
-  Arena(Arena&& other) noexcept = default;
-  Arena& operator=(Arena&& other) noexcept = default;
+  Arena(Arena&& other) noexcept
+      : memory_(std::move(other.memory_)), used_(std::exchange(other.used_, 0)) {}
+  Arena& operator=(Arena&& other) noexcept {
+    memory_ = std::move(other.memory_);
+    used_ = std::exchange(other.used_, 0);
+    return *this;
+  }
   Arena(const Arena&) = delete;
 
   // `floats` zeroed floats, 64-byte aligned; nullptr when the arena is full.

@@ -9,6 +9,10 @@ if [ -z "$tool" ]; then
   exit 1
 fi
 mapfile -t files < <(git ls-files '*.cc' '*.h' | grep -v '^tests/fuzz/corpus/')
+if [ ${#files[@]} -eq 0 ]; then
+  echo "format_check: no C++ files found by git in $1 (not a git checkout?)" >&2
+  exit 1
+fi
 bad=()
 for f in "${files[@]}"; do
   if ! "$tool" --style=file --dry-run --Werror "$f" > /dev/null 2>&1; then bad+=("$f"); fi

@@ -1,7 +1,9 @@
 // The PS protocol over the in-process transport: BSP aggregation, sum mode,
 // validation of every kind of bad message, model mismatch, and a lost PS.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cmath>
 #include <random>
 #include <thread>
 
@@ -252,6 +254,39 @@ TEST_F(BadMessages, RandomBytesNeverCrashThePs) {
     ASSERT_TRUE(code.has_value()) << "message " << i << " got no error answer";
   }
   ExpectStillCorrect();
+}
+
+// Metrics are for people: a heartbeat with bad ones (a NaN counter) is
+// still a heartbeat, answered with the job's state (before, the whole
+// heartbeat was refused: no shutdown or abort could reach that process).
+TEST(Coordinator, AHeartbeatWithBadMetricsIsStillAnswered) {
+  InProcessCluster cluster(1, 1);
+  auto workers = JoinOrDie(cluster, 1, OptimizerConfig::SGD(0.1));
+  ASSERT_EQ(workers.size(), 1u);
+  const std::string address = cluster.coordinator_address();
+  auto raw = (*transport::DeviceFor(address))->Connect(address).value();
+  capnp::MallocMessageBuilder b;
+  auto header = b.initRoot<wire::Header>();
+  wire::SetSender(header, wire::Role::WORKER, 0);
+  auto hb = header.initHeartbeat();
+  hb.setRole(wire::Role::WORKER);
+  hb.setRank(0);
+  hb.setPid(getpid());
+  auto m = hb.initMetrics(1);
+  m[0].setName("worker.pushes");
+  m[0].setValue(std::nan(""));
+  m[0].setCounter(true);
+  ASSERT_TRUE(raw->Send(Message{{wire::Encode(b)}}).ok());
+  auto reply = raw->Receive(milliseconds(5000));
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  bool answered = false;
+  ASSERT_TRUE(wire::Visit(*reply, [&](wire::Header::Reader h) {
+                EXPECT_FALSE(h.isError()) << h.getError().getMessage().cStr();
+                answered = h.isHeartbeatReply() &&
+                           h.getHeartbeatReply().getState() == wire::JobState::RUNNING;
+                return Status::Ok();
+              }).ok());
+  EXPECT_TRUE(answered);
 }
 
 TEST(Coordinator, RefusesAWorkerWithADifferentModelAndEndsTheJob) {

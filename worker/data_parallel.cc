@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <optional>
 
@@ -544,7 +545,8 @@ Status DataParallel::Impl::TryPullInto(uint64_t version, bool gradients) {
 
 void DataParallel::Impl::JoinPull() {
   auto pulled = client_->PullRecovering(
-      step_, [&](uint32_t c) { return Destination(c, false); }, /*frozen_too=*/true);
+      step_, [&](uint32_t c) { return Destination(c, false); }, /*frozen_too=*/true,
+      /*max_recoveries=*/std::numeric_limits<int>::max());
   ThrowIfError(pulled.status(), "pulling parameters");
   step_ = *pulled;
   StoreBuffers();

@@ -317,7 +317,10 @@ Status WorkerClient::PushMessage(size_t p, wire::PushKind kind, WireType type, u
 }
 
 Result<std::shared_ptr<float>> WorkerClient::GradientBuffer(size_t numel) {
-  if (env_.wire_type != WireType::kF32 || map_.num_ps() == 0) {  // converted before sending
+  // On the heap where the device would copy anyway (tcp, ipc) or the
+  // gradients are converted to another wire dtype before sending.
+  if (env_.wire_type != WireType::kF32 || map_.num_ps() == 0 ||
+      !transport::SendsInPlace(map_.ps_addresses()[0])) {
     auto heap = std::make_shared<std::vector<float>>(numel);
     return std::shared_ptr<float>(heap, heap->data());
   }

@@ -71,10 +71,9 @@ class WorkerClient {
   // (the PS answers them empty), unless `frozen_too` (joining, after a rollback).
   Status Pull(uint64_t min_version, bool gradients,
               const std::function<float*(uint32_t chunk)>& destination, bool frozen_too = false);
-  // Zero-filled memory for `numel` gradients to push, allocated by the data
-  // plane's device (Device::Allocate): with the shm transport pushes from it
-  // are not copied at all. On the heap when gradients are converted to
-  // another wire dtype before sending.
+  // Zero-filled memory for `numel` gradients to push: where the data plane
+  // sends it in place (shm), allocated by its device (Device::Allocate), so
+  // pushes from it are not copied at all; otherwise on the heap.
   Result<std::shared_ptr<float>> GradientBuffer(size_t numel);
   // Gradient clipping (the optimizer's clip_grad_norm > 0), after every
   // gradient of `step` was pushed: asks each PS for its share of the mean

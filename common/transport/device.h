@@ -9,7 +9,8 @@
 // Listener::address() tells which.
 // Thread safety: Device methods may be called from any thread concurrently.
 // Every Listener, Connection and MemoryRegion must be destroyed before the
-// Device that made it.
+// Device that made it; RegisteredMemory may outlive it (at exit: its
+// registration then lapses, the memory is still freed).
 #pragma once
 
 #include <memory>

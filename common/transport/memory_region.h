@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 namespace een::transport {
 
@@ -45,9 +46,10 @@ class RegisteredMemory {
   RegisteredMemory() = default;
   RegisteredMemory(std::shared_ptr<void> memory, MemoryRegion region)
       : memory_(std::move(memory)), region_(std::move(region)) {}
-  RegisteredMemory(RegisteredMemory&&) noexcept = default;
+  RegisteredMemory(RegisteredMemory&& other) noexcept
+      : memory_(std::move(other.memory_)), region_(std::exchange(other.region_, MemoryRegion())) {}
   RegisteredMemory& operator=(RegisteredMemory&& other) noexcept {
-    region_ = std::move(other.region_);  // the old registration goes before its memory
+    region_ = std::exchange(other.region_, MemoryRegion());  // the old one goes before its memory
     memory_ = std::move(other.memory_);
     return *this;
   }

@@ -16,6 +16,7 @@ struct Backend {
   const char* scheme;
   bool tests_only;   // not offered to users (in-process)
   bool socket_file;  // listens on a socket under the run folder
+  bool in_place;     // sends frames in Allocate()d memory without a copy
   Device* (*device)(Lane lane);
 };
 
@@ -39,10 +40,10 @@ Device* Mem(Lane) {
 }
 
 constexpr std::array<Backend, 4> kBackends{{
-    {"tcp", false, false, Zmq},
-    {"ipc", false, true, Zmq},
-    {"shm", false, true, Shm},
-    {"mem", true, false, Mem},
+    {"tcp", false, false, false, Zmq},
+    {"ipc", false, true, false, Zmq},
+    {"shm", false, true, true, Shm},
+    {"mem", true, false, false, Mem},
 }};
 
 const Backend* Find(const std::string& scheme) {
@@ -50,6 +51,11 @@ const Backend* Find(const std::string& scheme) {
     if (scheme == b.scheme) return &b;
   }
   return nullptr;
+}
+
+const Backend* OfAddress(const std::string& address) {
+  const size_t colon = address.find("://");
+  return colon == std::string::npos ? nullptr : Find(address.substr(0, colon));
 }
 
 std::string Names(bool tests_too) {
@@ -64,8 +70,7 @@ std::string Names(bool tests_too) {
 }  // namespace
 
 Result<Device*> DeviceFor(const std::string& address, Lane lane) {
-  const size_t colon = address.find("://");
-  const Backend* b = colon == std::string::npos ? nullptr : Find(address.substr(0, colon));
+  const Backend* b = OfAddress(address);
   if (!b) {
     return InvalidArgument("address '" + address +
                            "' has no known scheme; use tcp://HOST:PORT, ipc:///PATH, shm:///PATH "
@@ -86,6 +91,11 @@ std::string ListenAddress(const std::string& transport, const std::string& host,
   if (b && b->socket_file) return transport + "://" + run_dir + "/een-" + name + ".sock";
   if (b && b->tests_only) return transport + "://" + run_dir + "/" + name;
   return "tcp://" + host + ":0";
+}
+
+bool SendsInPlace(const std::string& address) {
+  const Backend* b = OfAddress(address);
+  return b && b->in_place;
 }
 
 void RemoveLeftoversOf(pid_t pid) { RemoveShmBlocksOf(pid); }

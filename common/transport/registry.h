@@ -35,6 +35,10 @@ Status CheckTransport(const std::string& transport, const std::string& what, boo
 std::string ListenAddress(const std::string& transport, const std::string& host,
                           const std::string& run_dir, const std::string& name);
 
+// True when frames pointing into memory from `address`'s device Allocate()
+// are sent without a copy (shm); elsewhere plain memory serves as well.
+bool SendsInPlace(const std::string& address);
+
 // Removes what a dead process `pid` of this host left behind (the shm
 // backend's /dev/shm blocks). Safe to call for any pid.
 void RemoveLeftoversOf(pid_t pid);

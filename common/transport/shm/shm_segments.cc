@@ -78,9 +78,11 @@ std::shared_ptr<void> Regions::Add(void* data, size_t size) {
     const uint64_t id = next_++;
     regions_[id] = Region{static_cast<const std::byte*>(data), size, std::string(path + 8),
                           static_cast<size_t>(offset + (at - begin))};
-    handle = std::shared_ptr<void>(nullptr, [this, id](void*) {
-      std::lock_guard<std::mutex> l(mu_);
-      regions_.erase(id);
+    handle = std::shared_ptr<void>(nullptr, [table = weak_from_this(), id](void*) {
+      if (std::shared_ptr<Regions> self = table.lock()) {
+        std::lock_guard<std::mutex> l(self->mu_);
+        self->regions_.erase(id);
+      }
     });
     break;
   }

@@ -53,7 +53,9 @@ class Blocks {
   std::vector<std::unique_ptr<Block>> blocks_;
 };
 
-class Regions {
+// Made with std::make_shared: a handle that outlives the table (memory
+// freed after the device, at exit) then unregisters nothing.
+class Regions : public std::enable_shared_from_this<Regions> {
  public:
   struct Region {
     const std::byte* base;

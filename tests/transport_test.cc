@@ -185,6 +185,25 @@ TEST(TransportAddress, UnknownSchemeIsRejected) {
   EXPECT_NE(d.status().message().find("tcp://"), std::string::npos);
 }
 
+// A shm listener and a connection to it: what the shared-memory tests below send over.
+struct ShmLink {
+  Device* device = nullptr;
+  std::unique_ptr<Listener> listener;
+  std::unique_ptr<Connection> conn;
+};
+
+void OpenShmLink(ShmLink* link) {
+  auto device = DeviceFor("shm:///x");
+  ASSERT_TRUE(device.ok()) << device.status().ToString();
+  link->device = *device;
+  auto listener = link->device->Listen(TestAddress("shm"));
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  link->listener = std::move(listener).value();
+  auto conn = link->device->Connect(link->listener->address());
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  link->conn = std::move(conn).value();
+}
+
 // This process's shared-memory blocks (the sender's), as files in /dev/shm.
 int OwnBlocks() {
   const std::string prefix = "een-" + std::to_string(getpid()) + "-";
@@ -198,50 +217,43 @@ int OwnBlocks() {
 // A block goes back to its sender when the receiver drops the frame: a
 // steady exchange reuses the same blocks instead of making new ones.
 TEST(SharedMemory, BlocksAreReusedOnceTheReceiverDropsTheFrame) {
-  auto device = DeviceFor("shm:///x");
-  ASSERT_TRUE(device.ok());
-  auto listener = (*device)->Listen(TestAddress("shm"));
-  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
-  auto conn = (*device)->Connect((*listener)->address());
-  ASSERT_TRUE(conn.ok());
+  ShmLink link;
+  ASSERT_NO_FATAL_FAILURE(OpenShmLink(&link));
   const int before = OwnBlocks();
   auto data = std::make_shared<std::vector<float>>(1 << 18, 2.5f);  // 1 MiB
   for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE((*conn)->Send(Make("g", {Frame::Borrow(data->data(), 1 << 20, data)})).ok());
-    auto got = (*listener)->Receive(milliseconds(5000));
+    ASSERT_TRUE(link.conn->Send(Make("g", {Frame::Borrow(data->data(), 1 << 20, data)})).ok());
+    auto got = link.listener->Receive(milliseconds(5000));
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     ASSERT_EQ(got->message.payload(0).size(), 1u << 20);
     EXPECT_EQ(reinterpret_cast<const float*>(got->message.payload(0).data())[1000], 2.5f);
   }
   EXPECT_EQ(OwnBlocks() - before, 1);
   // A frame still held keeps its block: the next send takes another.
-  ASSERT_TRUE((*conn)->Send(Make("g", {Frame::Borrow(data->data(), 1 << 20, data)})).ok());
-  auto held = (*listener)->Receive(milliseconds(5000));
+  ASSERT_TRUE(link.conn->Send(Make("g", {Frame::Borrow(data->data(), 1 << 20, data)})).ok());
+  auto held = link.listener->Receive(milliseconds(5000));
   ASSERT_TRUE(held.ok());
-  ASSERT_TRUE((*conn)->Send(Make("g", {Frame::Borrow(data->data(), 1 << 20, data)})).ok());
-  ASSERT_TRUE((*listener)->Receive(milliseconds(5000)).ok());
+  ASSERT_TRUE(link.conn->Send(Make("g", {Frame::Borrow(data->data(), 1 << 20, data)})).ok());
+  ASSERT_TRUE(link.listener->Receive(milliseconds(5000)).ok());
   EXPECT_EQ(OwnBlocks() - before, 2);
 }
 
 // Registered shared memory (a PS arena, a worker's gradient buckets) is
 // sent in place: the receiver reads the sender's bytes, and no block is made.
 TEST(SharedMemory, RegisteredSharedMemoryIsSentWithoutACopy) {
-  auto device = DeviceFor("shm:///x");
-  ASSERT_TRUE(device.ok());
-  auto listener = (*device)->Listen(TestAddress("shm"));
-  ASSERT_TRUE(listener.ok());
-  auto conn = (*device)->Connect((*listener)->address());
-  ASSERT_TRUE(conn.ok());
+  ShmLink link;
+  ASSERT_NO_FATAL_FAILURE(OpenShmLink(&link));
   auto memory = SharedMemory::Create(4 << 20, "test");
   ASSERT_TRUE(memory.ok()) << memory.status().ToString();
-  auto region = (*device)->RegisterMemory((*memory)->data(), (*memory)->size());
+  auto region = link.device->RegisterMemory((*memory)->data(), (*memory)->size());
   ASSERT_TRUE(region.ok());
   float* values = static_cast<float*>((*memory)->data());
   std::iota(values, values + (1 << 20), 0.0f);
   const int before = OwnBlocks();
   // 1 MiB from 256 KiB into the region.
-  ASSERT_TRUE((*conn)->Send(Make("v", {Frame::Borrow(values + (1 << 16), 1 << 20, nullptr)})).ok());
-  auto got = (*listener)->Receive(milliseconds(5000));
+  ASSERT_TRUE(
+      link.conn->Send(Make("v", {Frame::Borrow(values + (1 << 16), 1 << 20, nullptr)})).ok());
+  auto got = link.listener->Receive(milliseconds(5000));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   const Frame& f = got->message.payload(0);
   ASSERT_EQ(f.size(), 1u << 20);
@@ -254,20 +266,16 @@ TEST(SharedMemory, RegisteredSharedMemoryIsSentWithoutACopy) {
 // What Device::Allocate gives on shared memory (PS arenas, gradient
 // buckets) is a /dev/shm block sent in place, with no block made per send.
 TEST(SharedMemory, AllocatedMemoryIsSentWithoutACopy) {
-  auto device = DeviceFor("shm:///x");
-  ASSERT_TRUE(device.ok());
-  auto listener = (*device)->Listen(TestAddress("shm"));
-  ASSERT_TRUE(listener.ok());
-  auto conn = (*device)->Connect((*listener)->address());
-  ASSERT_TRUE(conn.ok());
+  ShmLink link;
+  ASSERT_NO_FATAL_FAILURE(OpenShmLink(&link));
   const int before = OwnBlocks();
-  auto memory = (*device)->Allocate(4 << 20, "test");
+  auto memory = link.device->Allocate(4 << 20, "test");
   ASSERT_TRUE(memory.ok()) << memory.status().ToString();
   EXPECT_EQ(OwnBlocks(), before + 1);  // the allocation itself is a /dev/shm file
   float* values = static_cast<float*>(memory->data());
   std::iota(values, values + (1 << 20), 0.0f);
-  ASSERT_TRUE((*conn)->Send(Make("v", {Frame::Borrow(values, 1 << 20, nullptr)})).ok());
-  auto got = (*listener)->Receive(milliseconds(5000));
+  ASSERT_TRUE(link.conn->Send(Make("v", {Frame::Borrow(values, 1 << 20, nullptr)})).ok());
+  auto got = link.listener->Receive(milliseconds(5000));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   values[7] = -1.0f;  // in place: the receiver sees the sender's memory
   EXPECT_EQ(reinterpret_cast<const float*>(got->message.payload(0).data())[7], -1.0f);

@@ -87,10 +87,10 @@ void HeartbeatSender::Loop() {
   auto last_reply = Clock::now();
   const auto coordinator_silence = threshold_ * 4;
   while (!stop_) {
-    capnp::MallocMessageBuilder b;
-    auto hb = b.initRoot<wire::Header>().initHeartbeat();
+    wire::Outgoing b;
+    auto hb = b.header().initHeartbeat();
     if (fill_) fill_(hb);
-    if (Status s = connection_->Send(transport::Message{{wire::Encode(b)}}); !s.ok()) {
+    if (Status s = connection_->Send(b.Take()); !s.ok()) {
       spdlog::warn("heartbeat to {} failed: {}", connection_->address(), s.ToString());
     }
     const auto next = Clock::now() + interval_;

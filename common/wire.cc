@@ -43,13 +43,21 @@ Status Visit(const transport::Message& message,
   }
 }
 
+transport::Message Outgoing::Take(std::vector<transport::Frame> payload) {
+  transport::Message m;
+  m.frames.reserve(1 + payload.size());
+  m.frames.push_back(Encode());
+  for (transport::Frame& f : payload) m.frames.push_back(std::move(f));
+  return m;
+}
+
 transport::Message MakeError(ErrorCode code, const std::string& text, uint64_t request_id) {
-  capnp::MallocMessageBuilder b;
-  auto err = b.initRoot<Header>().initError();
+  Outgoing out;
+  auto err = out.header().initError();
   err.setCode(code);
   err.setMessage(text);
   err.setRequestId(request_id);
-  return transport::Message{{Encode(b)}};
+  return out.Take();
 }
 
 MembershipChange MembershipFromWire(Membership::Reader m) {

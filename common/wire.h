@@ -28,11 +28,36 @@ namespace een::wire {
 // Serializes a built header into a frame.
 transport::Frame Encode(capnp::MessageBuilder& builder);
 
+// Marks a control message with who sends it.
+inline void SetSender(Header::Builder header, Role role, int rank);
+
+// One message on its way out: every role builds its messages with this, so
+// a header is made, signed with its sender and framed in one place.
+//   wire::Outgoing out(wire::Role::PS, rank);
+//   out.header().initMembershipPrepared().setEpoch(epoch);
+//   control->Send(out.Take());
+// Take() gives the header frame followed by `payload`; Encode() only the
+// header frame (for a message whose payload frames are already in place).
+class Outgoing {
+ public:
+  Outgoing() : header_(builder_.initRoot<Header>()) {}
+  Outgoing(Role role, int rank) : Outgoing() { SetSender(header_, role, rank); }
+  Outgoing(const Outgoing&) = delete;
+  Outgoing& operator=(const Outgoing&) = delete;
+
+  Header::Builder header() { return header_; }
+  transport::Frame Encode() { return wire::Encode(builder_); }
+  transport::Message Take(std::vector<transport::Frame> payload = {});
+
+ private:
+  capnp::MallocMessageBuilder builder_;
+  Header::Builder header_;
+};
+
 // Calls `visit` with the header of `message`; any decoding failure, in the
 // header itself or while `visit` reads it, becomes InvalidArgument.
 Status Visit(const transport::Message& message, const std::function<Status(Header::Reader)>& visit);
 
-// Marks a control message with who sends it.
 inline void SetSender(Header::Builder header, Role role, int rank) {
   auto sender = header.initSender();
   sender.setRole(role);

@@ -43,7 +43,7 @@ Status OpenTerminal(int fds[2]) {
 
 Status ChildProcess::Start() {
   int fds[2];
-  if (terminal_) {
+  if (spec_.terminal) {
     EEN_RETURN_IF_ERROR(OpenTerminal(fds));
   } else if (pipe2(fds, O_CLOEXEC) != 0) {
     return Internal(std::string("pipe: ") + std::strerror(errno));
@@ -66,14 +66,14 @@ Status ChildProcess::Start() {
     dup2(fds[1], STDERR_FILENO);
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    for (int fd : keep_fds_) fcntl(fd, F_SETFD, 0);  // inherited on purpose
-    for (const auto& [k, v] : env_) setenv(k.c_str(), v.c_str(), 1);
-    if (terminal_) {
+    for (int fd : spec_.keep_fds) fcntl(fd, F_SETFD, 0);  // inherited on purpose
+    for (const auto& [k, v] : spec_.env) setenv(k.c_str(), v.c_str(), 1);
+    if (spec_.terminal) {
       setenv("TERM", "dumb", 1);
       unsetenv("COLORTERM");
     }
     std::vector<char*> args;
-    for (const std::string& a : argv_) args.push_back(const_cast<char*>(a.c_str()));
+    for (const std::string& a : spec_.argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     execvp(args[0], args.data());
     std::fprintf(stderr, "een-launch: cannot run '%s': %s\n", args[0], std::strerror(errno));
@@ -104,7 +104,7 @@ bool ChildProcess::Drain(bool flush_partial) {
   size_t start = 0, nl;
   std::string out;
   auto take = [&](const std::string& line) {  // without its "\n"
-    out += "[" + label_ + "] " + line + "\n";
+    out += "[" + spec_.label + "] " + line + "\n";
     if (line.find_first_not_of(" \t\r") != std::string::npos) last_line_ = line;
   };
   while ((nl = partial_.find('\n', start)) != std::string::npos) {

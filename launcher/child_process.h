@@ -1,4 +1,4 @@
-// ChildProcess: one role of a local job, started by een-launch.
+// ChildProcess: one process LocalHost forked (the RoleProcess of this host).
 //
 // Start() forks and execs `argv` with extra environment variables, in a
 // process group of its own (so signals reach its children too) and with
@@ -19,48 +19,37 @@
 #include <vector>
 
 #include "common/status.h"
+#include "launcher/process_host.h"
 
 namespace een {
 
-class ChildProcess {
+class ChildProcess : public RoleProcess {
  public:
-  ChildProcess(std::string label, std::vector<std::string> argv,
-               std::map<std::string, std::string> env, std::vector<int> keep_fds = {})
-      : label_(std::move(label)),
-        argv_(std::move(argv)),
-        env_(std::move(env)),
-        keep_fds_(std::move(keep_fds)) {}
-
-  // Before Start(): a pseudo-terminal instead of a pipe (also sets TERM=dumb,
+  // spec.terminal: a pseudo-terminal instead of a pipe (also sets TERM=dumb,
   // so libraries that colour a terminal's output do not).
-  void UseTerminal() { terminal_ = true; }
+  explicit ChildProcess(ProcessSpec spec) : spec_(std::move(spec)) {}
+
   Status Start();
   // Reads what the child wrote; complete lines go to `out` with the label.
   // Returns false at end of output.
   bool Drain(bool flush_partial = false);
-  void Signal(int signo) const;  // to the whole process group
   // Records the exit; true when `pid` was this child.
   bool Reap(pid_t pid, int wait_status);
-
-  const std::string& label() const { return label_; }
-  pid_t pid() const { return pid_; }
   int output_fd() const { return out_fd_; }
-  bool running() const { return pid_ > 0 && !exited_; }
-  bool exited() const { return exited_; }
-  bool succeeded() const { return exited_ && exit_code_ == 0 && term_signal_ == 0; }
-  bool killed_by_signal() const { return exited_ && term_signal_ != 0; }
-  int term_signal() const { return term_signal_; }
-  // "exited with status 3", "was killed by SIGKILL"
-  std::string ExitDescription() const;
-  // The last non-empty line it printed (often the error that ended it).
-  const std::string& last_line() const { return last_line_; }
+
+  void Signal(int signo) const override;  // to the whole process group
+  const std::string& label() const override { return spec_.label; }
+  pid_t pid() const override { return pid_; }
+  bool running() const override { return pid_ > 0 && !exited_; }
+  bool exited() const override { return exited_; }
+  bool succeeded() const override { return exited_ && exit_code_ == 0 && term_signal_ == 0; }
+  bool killed_by_signal() const override { return exited_ && term_signal_ != 0; }
+  int term_signal() const override { return term_signal_; }
+  std::string ExitDescription() const override;
+  const std::string& last_line() const override { return last_line_; }
 
  private:
-  std::string label_;
-  std::vector<std::string> argv_;
-  std::map<std::string, std::string> env_;
-  std::vector<int> keep_fds_;
-  bool terminal_ = false;
+  ProcessSpec spec_;
   pid_t pid_ = -1;
   int out_fd_ = -1;
   bool exited_ = false;

@@ -388,8 +388,8 @@ Result<ShardMap> Coordinator::CurrentMap() const {
 
 Status Coordinator::SendJobStart(const Node& n, bool rebuild, uint64_t join_step) {
   EEN_ASSIGN_OR_RETURN(ShardMap map, CurrentMap());
-  capnp::MallocMessageBuilder b;
-  auto js = b.initRoot<wire::Header>().initJobStart();
+  wire::Outgoing b;
+  auto js = b.header().initJobStart();
   js.setRank(n.rank);
   js.setWorldSize(static_cast<int>(workers_.size()));  // grows as workers join
   js.setNumPs(static_cast<int>(ps_.size()));
@@ -405,7 +405,7 @@ Status Coordinator::SendJobStart(const Node& n, bool rebuild, uint64_t join_step
     js.setStartStep(join_step);
   }
   HistoryToWire(js.initHistory(history_.size()));
-  return listener_->Send(n.control, Message{{wire::Encode(b)}});
+  return listener_->Send(n.control, b.Take());
 }
 
 Result<uint64_t> Coordinator::PickResumeStep() {
@@ -569,13 +569,13 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
           RoleName(role));
     }
   }
-  capnp::MallocMessageBuilder b;
-  auto reply = b.initRoot<wire::Header>().initHeartbeatReply();
+  wire::Outgoing b;
+  auto reply = b.header().initHeartbeatReply();
   reply.setIncarnation(incarnation_);
   reply.setMapEpoch(map_epoch_);
   reply.setState(state);
   reply.setReason(reason);
-  return listener_->Send(peer, Message{{wire::Encode(b)}});
+  return listener_->Send(peer, b.Take());
 }
 
 Status Coordinator::HandleBarrier(const transport::PeerId& peer, uint64_t sequence) {
@@ -598,10 +598,9 @@ void Coordinator::ReleaseBarriers() {
     }
     for (int rank : it->second) {
       if (workers_[rank].lost) continue;
-      capnp::MallocMessageBuilder b;
-      b.initRoot<wire::Header>().initBarrierReply().setSequence(it->first);
-      Ignored(listener_->Send(workers_[rank].control, Message{{wire::Encode(b)}}),
-              "answering a barrier");
+      wire::Outgoing b;
+      b.header().initBarrierReply().setSequence(it->first);
+      Ignored(listener_->Send(workers_[rank].control, b.Take()), "answering a barrier");
     }
     it = barriers_.erase(it);
   }
@@ -614,9 +613,9 @@ Status Coordinator::HandleDone(const transport::PeerId& peer, uint64_t steps) {
   if (!n->done)
     WorkerFinished(
         *n, fmt::format("finished at step {}", n->step));  // else a repeat: our answer was lost
-  capnp::MallocMessageBuilder b;
-  b.initRoot<wire::Header>().setDoneReply();
-  return listener_->Send(peer, Message{{wire::Encode(b)}});
+  wire::Outgoing b;
+  b.header().setDoneReply();
+  return listener_->Send(peer, b.Take());
 }
 
 void Coordinator::WorkerFinished(Node& n, const std::string& how) {

@@ -41,11 +41,11 @@ Status Coordinator::HandleProcessGone(const transport::PeerId& peer,
   } else if (node) {
     WorkerLost(*node, Describe(*node) + " " + what + " (seen by een-launch)");
   }
-  capnp::MallocMessageBuilder b;
-  auto reply = b.initRoot<wire::Header>().initProcessGoneReply();
+  wire::Outgoing b;
+  auto reply = b.header().initProcessGoneReply();
   reply.setJobStarted(started);
   reply.setFinished(finished);
-  return listener_->Send(peer, transport::Message{{wire::Encode(b)}});
+  return listener_->Send(peer, b.Take());
 }
 
 Status Coordinator::ClaimOfLiveRank(const Node& held, int pid) {

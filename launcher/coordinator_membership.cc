@@ -147,12 +147,12 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
       "the membership commit"));
   membership_pending_ = false;
   for (const transport::PeerId& requester : snapshot_in_round_) {
-    capnp::MallocMessageBuilder b;
-    b.initRoot<wire::Header>().setSnapshotReply(fmt::format(
+    wire::Outgoing b;
+    b.header().setSnapshotReply(fmt::format(
         "every PS snapshots step {}; the job's log says 'snapshot of step {} complete' once it "
         "is written everywhere",
         step, step));
-    Ignored(listener_->Send(requester, Message{{wire::Encode(b)}}), "answering a snapshot request");
+    Ignored(listener_->Send(requester, b.Take()), "answering a snapshot request");
   }
   snapshot_in_round_.clear();
   if (changed) {

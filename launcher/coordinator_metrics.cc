@@ -14,8 +14,8 @@ Status Coordinator::HandleMetricsRequest(const transport::PeerId& peer) {
       if (n.registered) known.push_back(&n);
     }
   }
-  capnp::MallocMessageBuilder b;
-  auto report = b.initRoot<wire::Header>().initMetricsReply();
+  wire::Outgoing b;
+  auto report = b.header().initMetricsReply();
   auto list = report.initProcesses(known.size());
   for (size_t i = 0; i < known.size(); ++i) {
     const Node& n = *known[i];
@@ -28,7 +28,7 @@ Status Coordinator::HandleMetricsRequest(const transport::PeerId& peer) {
     list[i].setDone(n.done);
     Metrics::ToWire(n.metrics, list[i].initMetrics(n.metrics.size()));
   }
-  return listener_->Send(peer, transport::Message{{wire::Encode(b)}});
+  return listener_->Send(peer, b.Take());
 }
 
 }  // namespace een

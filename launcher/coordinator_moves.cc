@@ -63,11 +63,11 @@ Status Coordinator::HandleDrain(const transport::PeerId& peer, int rank) {
   ShardMap::Moves moves = map_->MovesOff(rank, usable);
   std::set<uint32_t> to;
   for (const auto& [shard, target] : moves) to.insert(target);
-  capnp::MallocMessageBuilder b;
-  b.initRoot<wire::Header>().setDrainReply(
+  wire::Outgoing b;
+  b.header().setDrainReply(
       fmt::format("draining ps {}: {} shard(s) move to {}; it leaves once they are served there",
                   rank, moves.size(), PsList(to)));
-  EEN_RETURN_IF_ERROR(listener_->Send(peer, Message{{wire::Encode(b)}}));
+  EEN_RETURN_IF_ERROR(listener_->Send(peer, b.Take()));
   StartMoves(std::move(moves), rank, fmt::format("draining ps {}", rank));
   return Status::Ok();
 }

@@ -29,9 +29,9 @@ Status Coordinator::SendToLivePs(const std::function<void(wire::Header::Builder)
   Status first;
   for (const Node& p : ps_) {
     if (p.lost) continue;
-    capnp::MallocMessageBuilder b;
-    fill(b.initRoot<wire::Header>());
-    if (Status s = listener_->Send(p.control, Message{{wire::Encode(b)}}); !s.ok()) {
+    wire::Outgoing b;
+    fill(b.header());
+    if (Status s = listener_->Send(p.control, b.Take()); !s.ok()) {
       spdlog::warn("could not reach ps {} about {}: {}", p.rank, what, s.ToString());
       if (first.ok()) first = s;
     }
@@ -160,13 +160,12 @@ void Coordinator::UseSpare(int rank) {
 
 void Coordinator::ReleaseSpares() {
   for (const PsProcess& spare : spares_) {
-    capnp::MallocMessageBuilder b;
-    auto reply = b.initRoot<wire::Header>().initHeartbeatReply();
+    wire::Outgoing b;
+    auto reply = b.header().initHeartbeatReply();
     reply.setIncarnation(incarnation_);
     reply.setState(state_);
     reply.setReason(abort_reason_);
-    Ignored(listener_->Send(spare.control, Message{{wire::Encode(b)}}),
-            "telling a spare the job ended");
+    Ignored(listener_->Send(spare.control, b.Take()), "telling a spare the job ended");
   }
   spares_.clear();
 }

@@ -85,10 +85,9 @@ int Ask(const std::string& coordinator, const std::string& secret_file,
     std::fprintf(stderr, "eenctl: %s\n", connection.status().message().c_str());
     return 2;
   }
-  capnp::MallocMessageBuilder b;
-  build(b.initRoot<een::wire::Header>());
-  if (een::Status s = (*connection)->Send(een::transport::Message{{een::wire::Encode(b)}});
-      !s.ok()) {
+  een::wire::Outgoing b;
+  build(b.header());
+  if (een::Status s = (*connection)->Send(b.Take()); !s.ok()) {
     std::fprintf(stderr, "eenctl: %s\n", s.message().c_str());
     return 2;
   }

@@ -204,6 +204,5 @@ int main(int argc, char** argv) {
         "no program to run: put the worker command after --, e.g. "
         "`een-launch --ps 2 --workers 4 -- ./train --epochs 3`");
   }
-  een::LocalJob job(config, command, BinaryDir());
-  return job.Run();
+  return een::RunLocalJob(config, command, BinaryDir());
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "common/error_codes.h"
@@ -38,9 +39,8 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   std::vector<uint64_t> intact;
   if (!env_.spare) EEN_RETURN_IF_ERROR(OpenSnapshots(&intact));  // a spare: once it has a rank
   auto send_register = [&]() -> Status {
-    capnp::MallocMessageBuilder b;
-    auto header = b.initRoot<wire::Header>();
-    wire::SetSender(header, wire::Role::PS, env_.rank);
+    wire::Outgoing b(wire::Role::PS, env_.rank);
+    auto header = b.header();
     auto reg = header.initRegister();
     reg.setRole(wire::Role::PS);
     reg.setRank(env_.rank);
@@ -50,7 +50,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
     reg.setSpare(env_.spare);
     auto steps = reg.initSnapshotSteps(intact.size());
     for (size_t i = 0; i < intact.size(); ++i) steps.set(i, intact[i]);
-    return control_->Send(Message{{wire::Encode(b)}});
+    return control_->Send(b.Take());
   };
   EEN_RETURN_IF_ERROR(send_register());
   if (env_.spare) spdlog::info("standing by as a spare PS");
@@ -212,20 +212,18 @@ Status ParameterServer::Serve(const std::atomic<bool>& stop) {
     if (const uint64_t inc = heartbeat_->incarnation(); inc != incarnation_) {
       if (incarnation_ != 0) {  // a restarted coordinator: tell it our control connection
         spdlog::info("the coordinator restarted; greeting it");
-        capnp::MallocMessageBuilder b;
-        auto header = b.initRoot<wire::Header>();
-        wire::SetSender(header, wire::Role::PS, env_.rank);
+        wire::Outgoing b(wire::Role::PS, env_.rank);
+        auto header = b.header();
         header.setHello();
-        Ignored(control_->Send(Message{{wire::Encode(b)}}), "greeting the restarted coordinator");
+        Ignored(control_->Send(b.Take()), "greeting the restarted coordinator");
       }
       incarnation_ = inc;
     }
     if (heartbeat_->state() == HeartbeatSender::State::kShutdown) {
-      capnp::MallocMessageBuilder b;
-      auto header = b.initRoot<wire::Header>();
-      wire::SetSender(header, wire::Role::PS, env_.rank);
+      wire::Outgoing b(wire::Role::PS, env_.rank);
+      auto header = b.header();
       header.setLeave();
-      Ignored(control_->Send(Message{{wire::Encode(b)}}), "telling the coordinator this PS leaves");
+      Ignored(control_->Send(b.Take()), "telling the coordinator this PS leaves");
       spdlog::info("job finished; leaving after {} steps", step_.load());
       return Status::Ok();
     }
@@ -272,86 +270,92 @@ void ParameterServer::ReportStall() {
 
 Status ParameterServer::HandleControl(const Message& message) {
   return wire::Visit(message, [&](wire::Header::Reader h) -> Status {
-    if (h.isMembershipPrepare()) {
-      auto prepare = h.getMembershipPrepare();
-      std::vector<bool> keep(store_->num_workers(), false);
-      for (int w : prepare.getLiveWorkers()) {
-        if (w < 0 || w > kMaxWorkers) return InvalidArgument("live worker out of range");
-        if (w < store_->num_workers()) keep[w] = true;  // a new rank is added at the commit
+    switch (h.which()) {
+      case wire::Header::MEMBERSHIP_PREPARE:
+        return HandleMembershipPrepare(h.getMembershipPrepare());
+      case wire::Header::ROLLBACK:
+        return HandleRollback(h.getRollback().getEpoch(), h.getRollback().getStep());
+      case wire::Header::MAP_CHANGE: {
+        EEN_ASSIGN_OR_RETURN(ShardMap next, ShardMap::FromWire(h.getMapChange()));
+        return AdoptMap(std::move(next));
       }
-      std::vector<uint32_t> completed;  // applied (with clipping, maybe only aggregated)
-      for (int w = 0; w < store_->num_workers(); ++w) {
-        if (!keep[w] && store_->IsLive(w)) {
-          const std::vector<uint32_t> done = store_->RemoveWorker(w);
-          completed.insert(completed.end(), done.begin(), done.end());
-          spdlog::info(
-              "worker {} left the job (finished, or lost): no step waits for it any "
-              "more ({} chunk(s) completed without it)",
-              w, done.size());
-        }
-      }
-      frozen_ = true;
-      freeze_above_ = store_->MaxVersion();
-      capnp::MallocMessageBuilder b;
-      auto header = b.initRoot<wire::Header>();
-      wire::SetSender(header, wire::Role::PS, env_.rank);
-      auto prepared = header.initMembershipPrepared();
-      prepared.setEpoch(prepare.getEpoch());
-      prepared.setMaxVersion(freeze_above_);
-      EEN_RETURN_IF_ERROR(control_->Send(Message{{wire::Encode(b)}}));
-      AfterCompletion(completed);
-      return Status::Ok();
+      case wire::Header::MEMBERSHIP_COMMIT:
+        return HandleMembershipCommit(h.getMembershipCommit());
+      default:
+        return Status::Ok();  // job start repeats and the like: nothing to do
     }
-    if (h.isRollback()) {
-      const uint64_t epoch = h.getRollback().getEpoch();
-      const uint64_t step = h.getRollback().getStep();
-      if (!writer_) return FailedPrecondition("asked to roll back, but this PS keeps no snapshots");
-      // RocksDB reads are safe beside the writer thread's writes.
-      EEN_ASSIGN_OR_RETURN(std::vector<ChunkImage> images, writer_->store().Read(step));
-      EEN_RETURN_IF_ERROR(store_->Restore(images));
-      TrustBackups();
-      epoch_ = epoch;
-      NoteChunksReady();
-      DropPendingRequests();  // asked under the old map: the workers ask again
-      step_ = step;
-      next_snapshot_ = (step / env_.snapshot_every + 1) * env_.snapshot_every;
-      spdlog::warn("rolled back to the snapshot of step {}; shard map epoch {}", step, epoch);
-      capnp::MallocMessageBuilder b;
-      auto header = b.initRoot<wire::Header>();
-      wire::SetSender(header, wire::Role::PS, env_.rank);
-      auto done = header.initRolledBack();
-      done.setEpoch(epoch);
-      done.setStep(step);
-      return control_->Send(Message{{wire::Encode(b)}});
-    }
-    if (h.isMapChange()) {
-      EEN_ASSIGN_OR_RETURN(ShardMap next, ShardMap::FromWire(h.getMapChange()));
-      return AdoptMap(std::move(next));
-    }
-    if (h.isMembershipCommit()) {
-      auto commit = h.getMembershipCommit();
-      if (commit.getEpoch() <= membership_epoch_) return Status::Ok();  // a repeat
-      membership_epoch_ = commit.getEpoch();
-      membership_step_ = commit.getEffectiveStep();
-      live_workers_.clear();
-      for (int w : commit.getLiveWorkers()) {
-        live_workers_.push_back(w);
-        if (store_->IsLive(w)) continue;
-        EEN_RETURN_IF_ERROR(store_->AddWorker(w, membership_step_));
-        spdlog::info("worker {} joins: every step from {} waits for it", w, membership_step_);
-      }
-      if (commit.getSnapshotStep() > 0 && writer_) {
-        on_demand_snapshot_ = commit.getSnapshotStep();
-        MaybeSnapshot();  // this PS may be there already (nothing moved past it: frozen)
-      }
-      frozen_ = false;
-      spdlog::info("membership {}: {} workers from step {}", membership_epoch_,
-                   live_workers_.size(), membership_step_);
-      AnswerReadyPulls();
-      return Status::Ok();
-    }
-    return Status::Ok();  // job start repeats and the like: nothing to do
   });
+}
+
+Status ParameterServer::HandleMembershipPrepare(wire::MembershipPrepare::Reader prepare) {
+  std::vector<bool> keep(store_->num_workers(), false);
+  for (int w : prepare.getLiveWorkers()) {
+    if (w < 0 || w > kMaxWorkers) return InvalidArgument("live worker out of range");
+    if (w < store_->num_workers()) keep[w] = true;  // a new rank is added at the commit
+  }
+  std::vector<uint32_t> completed;  // applied (with clipping, maybe only aggregated)
+  for (int w = 0; w < store_->num_workers(); ++w) {
+    if (!keep[w] && store_->IsLive(w)) {
+      const std::vector<uint32_t> done = store_->RemoveWorker(w);
+      completed.insert(completed.end(), done.begin(), done.end());
+      spdlog::info(
+          "worker {} left the job (finished, or lost): no step waits for it any "
+          "more ({} chunk(s) completed without it)",
+          w, done.size());
+    }
+  }
+  frozen_ = true;
+  freeze_above_ = store_->MaxVersion();
+  wire::Outgoing b(wire::Role::PS, env_.rank);
+  auto header = b.header();
+  auto prepared = header.initMembershipPrepared();
+  prepared.setEpoch(prepare.getEpoch());
+  prepared.setMaxVersion(freeze_above_);
+  EEN_RETURN_IF_ERROR(control_->Send(b.Take()));
+  AfterCompletion(completed);
+  return Status::Ok();
+}
+
+Status ParameterServer::HandleRollback(uint64_t epoch, uint64_t step) {
+  if (!writer_) return FailedPrecondition("asked to roll back, but this PS keeps no snapshots");
+  // RocksDB reads are safe beside the writer thread's writes.
+  EEN_ASSIGN_OR_RETURN(std::vector<ChunkImage> images, writer_->store().Read(step));
+  EEN_RETURN_IF_ERROR(store_->Restore(images));
+  TrustBackups();
+  epoch_ = epoch;
+  NoteChunksReady();
+  DropPendingRequests();  // asked under the old map: the workers ask again
+  step_ = step;
+  next_snapshot_ = (step / env_.snapshot_every + 1) * env_.snapshot_every;
+  spdlog::warn("rolled back to the snapshot of step {}; shard map epoch {}", step, epoch);
+  wire::Outgoing b(wire::Role::PS, env_.rank);
+  auto header = b.header();
+  auto done = header.initRolledBack();
+  done.setEpoch(epoch);
+  done.setStep(step);
+  return control_->Send(b.Take());
+}
+
+Status ParameterServer::HandleMembershipCommit(wire::Membership::Reader commit) {
+  if (commit.getEpoch() <= membership_epoch_) return Status::Ok();  // a repeat
+  membership_epoch_ = commit.getEpoch();
+  membership_step_ = commit.getEffectiveStep();
+  live_workers_.clear();
+  for (int w : commit.getLiveWorkers()) {
+    live_workers_.push_back(w);
+    if (store_->IsLive(w)) continue;
+    EEN_RETURN_IF_ERROR(store_->AddWorker(w, membership_step_));
+    spdlog::info("worker {} joins: every step from {} waits for it", w, membership_step_);
+  }
+  if (commit.getSnapshotStep() > 0 && writer_) {
+    on_demand_snapshot_ = commit.getSnapshotStep();
+    MaybeSnapshot();  // this PS may be there already (nothing moved past it: frozen)
+  }
+  frozen_ = false;
+  spdlog::info("membership {}: {} workers from step {}", membership_epoch_, live_workers_.size(),
+               membership_step_);
+  AnswerReadyPulls();
+  return Status::Ok();
 }
 
 void ParameterServer::NoteChunksReady() {
@@ -386,30 +390,59 @@ void ParameterServer::SendError(const transport::PeerId& peer, wire::ErrorCode c
   }
 }
 
+const ParameterServer::DataMessage* ParameterServer::DataMessageOf(wire::Header::Which kind) {
+  using H = wire::Header::Reader;
+  using E = const transport::Envelope&;
+  static const std::map<wire::Header::Which, DataMessage> kTable = {
+      {wire::Header::PUSH,
+       {[](H h) { return h.getPush().getEpoch(); },
+        [](H h) { return transport::WorkerIdentity(h.getPush().getWorker()); },
+        [](ParameterServer& ps, E e, H h) {
+          return ps.HandlePush(e.from, h.getPush(), e.message);
+        }}},
+      {wire::Header::PULL,
+       {[](H h) { return h.getPull().getEpoch(); },
+        [](H h) { return transport::WorkerIdentity(h.getPull().getWorker()); },
+        [](ParameterServer& ps, E e, H h) { return ps.HandlePull(e.from, h.getPull()); }}},
+      {wire::Header::NORM_QUERY,
+       {[](H h) { return h.getNormQuery().getEpoch(); },
+        [](H h) { return transport::WorkerIdentity(h.getNormQuery().getWorker()); },
+        [](ParameterServer& ps, E e, H h) {
+          return ps.HandleNormQuery(e.from, h.getNormQuery());
+        }}},
+      {wire::Header::CLIP_NORM,
+       {[](H h) { return h.getClipNorm().getEpoch(); },
+        [](H h) { return transport::WorkerIdentity(h.getClipNorm().getWorker()); },
+        [](ParameterServer& ps, E, H h) { return ps.HandleClipNorm(h.getClipNorm()); }}},
+      {wire::Header::REPLICATE,
+       {[](H h) { return h.getReplicate().getEpoch(); },
+        [](H h) { return transport::PsIdentity(h.getReplicate().getFrom()); },
+        [](ParameterServer& ps, E e, H h) {
+          return ps.HandleReplicate(h.getReplicate(), e.message);
+        }}},
+      // An answer to a replication: routed with no epoch of its own.
+      {wire::Header::REPLICATED,
+       {[](H) { return uint64_t{0}; },
+        [](H h) { return transport::PsIdentity(h.getReplicated().getFrom()); },
+        [](ParameterServer& ps, E, H h) { return ps.HandleReplicated(h.getReplicated()); }}},
+  };
+  auto it = kTable.find(kind);
+  return it == kTable.end() ? nullptr : &it->second;
+}
+
 void ParameterServer::Handle(const transport::Envelope& envelope) {
   Status s = wire::Visit(envelope.message, [&](wire::Header::Reader h) -> Status {
-    const uint64_t epoch = h.isPush()        ? h.getPush().getEpoch()
-                           : h.isPull()      ? h.getPull().getEpoch()
-                           : h.isReplicate() ? h.getReplicate().getEpoch()
-                           : h.isNormQuery() ? h.getNormQuery().getEpoch()
-                           : h.isClipNorm()  ? h.getClipNorm().getEpoch()
-                                             : 0;
+    const DataMessage* kind = DataMessageOf(h.which());
+    if (!kind) return InvalidArgument("a PS takes only push, pull, norm and replication messages");
     // A message speaks only for the identity its connection authenticated as.
     if (!envelope.authenticated.empty()) {
-      const std::string claimed =
-          h.isPush()         ? transport::WorkerIdentity(h.getPush().getWorker())
-          : h.isPull()       ? transport::WorkerIdentity(h.getPull().getWorker())
-          : h.isNormQuery()  ? transport::WorkerIdentity(h.getNormQuery().getWorker())
-          : h.isClipNorm()   ? transport::WorkerIdentity(h.getClipNorm().getWorker())
-          : h.isReplicate()  ? transport::PsIdentity(h.getReplicate().getFrom())
-          : h.isReplicated() ? transport::PsIdentity(h.getReplicated().getFrom())
-                             : std::string();
+      const std::string claimed = kind->speaks_for(h);
       if (claimed != envelope.authenticated) {
         return InvalidArgument("this connection authenticated as '" + envelope.authenticated +
                                "' and cannot speak for '" + claimed + "'");
       }
     }
-    if (epoch > epoch_) {  // routed with a map this PS has not received yet
+    if (kind->epoch(h) > epoch_) {  // routed with a map this PS has not received yet
       // Bounded in count and bytes: a step's pushes of every worker fit.
       constexpr size_t kMaxFutureMessages = 100000, kMaxFutureBytes = size_t{1} << 30;
       size_t bytes = 0;
@@ -423,13 +456,7 @@ void ParameterServer::Handle(const transport::Envelope& envelope) {
       future_.push_back(envelope);
       return Status::Ok();
     }
-    if (h.isPush()) return HandlePush(envelope.from, h.getPush(), envelope.message);
-    if (h.isPull()) return HandlePull(envelope.from, h.getPull());
-    if (h.isReplicate()) return HandleReplicate(h.getReplicate(), envelope.message);
-    if (h.isReplicated()) return HandleReplicated(h.getReplicated());
-    if (h.isNormQuery()) return HandleNormQuery(envelope.from, h.getNormQuery());
-    if (h.isClipNorm()) return HandleClipNorm(h.getClipNorm());
-    return InvalidArgument("a PS takes only push, pull, norm and replication messages");
+    return kind->handle(*this, envelope, h);
   });
   if (!s.ok()) {
     SendError(envelope.from, WireCodeOf(s.code()),
@@ -604,9 +631,8 @@ void ParameterServer::AnswerReadyNorms() {
                     std::to_string(store_->MinVersion()) + ")",
                 it->request_id);
     } else {
-      capnp::MallocMessageBuilder b;
-      auto header = b.initRoot<wire::Header>();
-      wire::SetSender(header, wire::Role::PS, env_.rank);
+      wire::Outgoing b(wire::Role::PS, env_.rank);
+      auto header = b.header();
       auto reply = header.initNormReply();
       reply.setRequestId(it->request_id);
       reply.setStep(it->step);
@@ -619,7 +645,7 @@ void ParameterServer::AnswerReadyNorms() {
         chunks.set(i, share.chunks[i]);
         sums.set(i, share.sum_squares[i]);
       }
-      if (Status s = listener_->Send(it->peer, Message{{wire::Encode(b)}}); !s.ok()) {
+      if (Status s = listener_->Send(it->peer, b.Take()); !s.ok()) {
         spdlog::warn("could not answer a norm query: {}", s.ToString());
       }
     }
@@ -709,8 +735,8 @@ bool ParameterServer::Ready(const PendingPull& p) const {
 }
 
 void ParameterServer::Answer(const PendingPull& p) {
-  capnp::MallocMessageBuilder b;
-  auto reply = b.initRoot<wire::Header>().initPullReply();
+  wire::Outgoing b;
+  auto reply = b.header().initPullReply();
   reply.setRequestId(p.request_id);
   reply.setDtype(wire::DTypeOf(p.type));
   auto list = reply.initChunks(p.chunks.size());
@@ -733,7 +759,7 @@ void ParameterServer::Answer(const PendingPull& p) {
   membership.setEffectiveStep(membership_step_);
   auto live = membership.initLiveWorkers(live_workers_.size());
   for (size_t i = 0; i < live_workers_.size(); ++i) live.set(i, live_workers_[i]);
-  m.frames[0] = wire::Encode(b);
+  m.frames[0] = b.Encode();
   const size_t bytes = m.payload_bytes();
   if (Status s = listener_->Send(p.peer, std::move(m)); !s.ok()) {
     spdlog::warn("could not answer a pull: {}", s.ToString());

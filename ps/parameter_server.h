@@ -79,8 +79,20 @@ class ParameterServer {
   };
 
   void Handle(const transport::Envelope& envelope);
+  // The data plane's dispatch table: each message kind a PS takes from
+  // workers and peers, with the map epoch it was routed with, the identity
+  // it speaks for and its handler; nullptr for any other kind.
+  struct DataMessage {
+    uint64_t (*epoch)(wire::Header::Reader h);
+    std::string (*speaks_for)(wire::Header::Reader h);
+    Status (*handle)(ParameterServer& ps, const transport::Envelope& e, wire::Header::Reader h);
+  };
+  static const DataMessage* DataMessageOf(wire::Header::Which kind);
   // Messages from the coordinator on the control connection (membership).
   Status HandleControl(const transport::Message& message);
+  Status HandleMembershipPrepare(wire::MembershipPrepare::Reader prepare);
+  Status HandleRollback(uint64_t epoch, uint64_t step);
+  Status HandleMembershipCommit(wire::Membership::Reader commit);
   void StepsCompleted(const std::vector<uint32_t>& completed);
   // Replication (ps/replication.cc).
   void ReplicateSteps(const std::vector<uint32_t>& completed);

@@ -28,8 +28,8 @@ struct ReplicateBatch {
 };
 
 Message EncodeReplicate(uint64_t epoch, int from, bool image, ReplicateBatch batch, bool answer) {
-  capnp::MallocMessageBuilder b;
-  auto header = b.initRoot<wire::Header>();
+  wire::Outgoing b;
+  auto header = b.header();
   auto r = answer ? header.initReplicated() : header.initReplicate();
   r.setEpoch(epoch);
   r.setFrom(from);
@@ -45,7 +45,7 @@ Message EncodeReplicate(uint64_t epoch, int from, bool image, ReplicateBatch bat
   auto norms = r.initNorms(batch.norms.size());
   for (size_t i = 0; i < batch.norms.size(); ++i) norms.set(i, batch.norms[i]);
   Message m;
-  m.frames.push_back(wire::Encode(b));
+  m.frames.push_back(b.Encode());
   for (Frame& f : batch.frames) m.frames.push_back(std::move(f));
   return m;
 }

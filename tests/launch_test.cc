@@ -130,7 +130,10 @@ TEST(Launch, LostWorkerJobGoesOnWithinOnePointOfAccuracy) {
   RecordProperty("accuracy_undisturbed", std::to_string(before));
   RecordProperty("accuracy_after_worker_loss", std::to_string(after));
   EXPECT_GT(before, 80.0) << undisturbed.output;
-  EXPECT_NEAR(after, before, 1.0) << out;
+  // What a user checks: losing a worker costs at most one point (the
+  // survivors see the data in another order, so it may also end a point or
+  // more better: one run here reached 85.2% against 84.1% undisturbed).
+  EXPECT_GE(after, before - 1.0) << out;
 }
 
 TEST(Launch, LosingMoreWorkersThanAllowedEndsTheJob) {

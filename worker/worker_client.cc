@@ -35,9 +35,8 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
   std::unique_ptr<WorkerClient> c(new WorkerClient(env));
   EEN_ASSIGN_OR_RETURN(transport::Device * control_device, transport::DeviceFor(env.coordinator));
   EEN_ASSIGN_OR_RETURN(c->control_, control_device->Connect(env.coordinator));
-  capnp::MallocMessageBuilder b;
-  auto header = b.initRoot<wire::Header>();
-  wire::SetSender(header, wire::Role::WORKER, env.rank);
+  wire::Outgoing b(wire::Role::WORKER, env.rank);
+  auto header = b.header();
   {
     auto reg = header.initRegister();
     reg.setRole(wire::Role::WORKER);
@@ -49,7 +48,7 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
   }
   Status decoded;
   EEN_RETURN_IF_ERROR(c->Request(
-      Message{{wire::Encode(b)}},
+      b.Take(),
       [&](wire::Header::Reader h) {
         if (!h.isJobStart()) return false;
         decoded = c->ApplyJobStart(h.getJobStart());
@@ -117,13 +116,12 @@ bool WorkerClient::NeedsRecovery() const {
 Result<WorkerClient::Recovery> WorkerClient::Recover() {
   recoveries_.Add();
   const uint64_t known_rollback = rollback_epoch_;
-  capnp::MallocMessageBuilder b;
-  auto header = b.initRoot<wire::Header>();
-  wire::SetSender(header, wire::Role::WORKER, rank_);
+  wire::Outgoing b(wire::Role::WORKER, rank_);
+  auto header = b.header();
   header.setMapRequest();
   Status applied;
   EEN_RETURN_IF_ERROR(Request(
-      Message{{wire::Encode(b)}},
+      b.Take(),
       [&](wire::Header::Reader h) {
         if (!h.isJobStart() || h.getJobStart().getMap().getEpoch() <= map_.epoch()) return false;
         applied = ApplyJobStart(h.getJobStart());
@@ -264,8 +262,8 @@ Status WorkerClient::PushMessage(size_t p, wire::PushKind kind, WireType type, u
                                  const std::vector<size_t>& indices,
                                  const std::vector<const float*>& data,
                                  const std::shared_ptr<const void>& owner, bool again) {
-  capnp::MallocMessageBuilder b;
-  auto push = b.initRoot<wire::Header>().initPush();
+  wire::Outgoing b;
+  auto push = b.header().initPush();
   push.setAgain(again);
   push.setEpoch(map_.epoch());
   push.setStep(step);
@@ -305,7 +303,7 @@ Status WorkerClient::PushMessage(size_t p, wire::PushKind kind, WireType type, u
     push.setPullBack(r.id);
     outstanding_.push_back(std::move(r));
   }
-  m.frames[0] = wire::Encode(b);
+  m.frames[0] = b.Encode();
   const size_t bytes = m.payload_bytes();
   if (Status s = ps_[p]->Send(std::move(m)); !s.ok()) {
     return Unavailable(
@@ -373,8 +371,8 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
       }
       if (!r.chunks.empty()) {
         r.id = next_request_++;
-        capnp::MallocMessageBuilder b;
-        auto pull = b.initRoot<wire::Header>().initPull();
+        wire::Outgoing b;
+        auto pull = b.header().initPull();
         pull.setEpoch(map_.epoch());
         pull.setMinVersion(min_version);
         pull.setWorker(rank_);
@@ -434,8 +432,8 @@ Status WorkerClient::WaitForPs(size_t p, const std::function<bool()>& waiting,
   return Status::Ok();
 }
 
-Status WorkerClient::SendHeader(size_t p, capnp::MessageBuilder& b, const std::string& what) {
-  if (Status s = ps_[p]->Send(Message{{wire::Encode(b)}}); !s.ok()) {
+Status WorkerClient::SendHeader(size_t p, wire::Outgoing& b, const std::string& what) {
+  if (Status s = ps_[p]->Send(b.Take()); !s.ok()) {
     return Unavailable(what + " failed: " + s.message());
   }
   return Status::Ok();
@@ -447,9 +445,8 @@ Result<double> WorkerClient::ClipGradients(uint64_t step) {
   EEN_ASSIGN_OR_RETURN(const double total, GatherNorm(step));
   for (size_t p = 0; p < ps_.size(); ++p) {
     if (ps_chunks_[p].empty()) continue;  // holds nothing: takes no part
-    capnp::MallocMessageBuilder b;
-    auto header = b.initRoot<wire::Header>();
-    wire::SetSender(header, wire::Role::WORKER, rank_);
+    wire::Outgoing b(wire::Role::WORKER, rank_);
+    auto header = b.header();
     auto clip = header.initClipNorm();
     clip.setEpoch(map_.epoch());
     clip.setWorker(rank_);
@@ -473,9 +470,8 @@ Result<double> WorkerClient::GatherNorm(uint64_t step) {
   for (size_t p = 0; p < ps_.size(); ++p) {
     if (!holds_chunks(p)) continue;
     shares[p].id = next_request_++;
-    capnp::MallocMessageBuilder b;
-    auto header = b.initRoot<wire::Header>();
-    wire::SetSender(header, wire::Role::WORKER, rank_);
+    wire::Outgoing b(wire::Role::WORKER, rank_);
+    auto header = b.header();
     auto query = header.initNormQuery();
     query.setEpoch(map_.epoch());
     query.setWorker(rank_);
@@ -638,12 +634,11 @@ Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t versio
 
 Status WorkerClient::Barrier() {
   const uint64_t sequence = ++barrier_sequence_;
-  capnp::MallocMessageBuilder b;
-  auto header = b.initRoot<wire::Header>();
-  wire::SetSender(header, wire::Role::WORKER, rank_);
+  wire::Outgoing b(wire::Role::WORKER, rank_);
+  auto header = b.header();
   header.initBarrier().setSequence(sequence);
   return Request(
-      Message{{wire::Encode(b)}},
+      b.Take(),
       [&](wire::Header::Reader h) {
         return h.isBarrierReply() && h.getBarrierReply().getSequence() == sequence;
       },
@@ -653,12 +648,11 @@ Status WorkerClient::Barrier() {
 Status WorkerClient::Finish() {
   if (finished_) return Status::Ok();
   finished_ = true;
-  capnp::MallocMessageBuilder b;
-  auto header = b.initRoot<wire::Header>();
-  wire::SetSender(header, wire::Role::WORKER, rank_);
+  wire::Outgoing b(wire::Role::WORKER, rank_);
+  auto header = b.header();
   header.setDone(step_.load());
   Status s = Request(
-      Message{{wire::Encode(b)}}, [](wire::Header::Reader h) { return h.isDoneReply(); },
+      b.Take(), [](wire::Header::Reader h) { return h.isDoneReply(); },
       env_.failover_threshold * 10, "the end of the job");
   heartbeat_.reset();  // a finished worker stops its heartbeats
   return s;

@@ -33,6 +33,7 @@
 #include "common/metrics.h"
 #include "common/shard_map.h"
 #include "common/transport/device.h"
+#include "common/wire.h"
 #include "een/optimizer.h"
 #include "een/sampler.h"
 
@@ -134,7 +135,7 @@ class WorkerClient {
   // (ClipGradients' first half).
   Result<double> GatherNorm(uint64_t step);
   // Sends a header-only message to PS `p`; Unavailable "`what` failed: ...".
-  Status SendHeader(size_t p, capnp::MessageBuilder& b, const std::string& what);
+  Status SendHeader(size_t p, wire::Outgoing& b, const std::string& what);
   // A PS's Error answer as a Status (a stale epoch marks recovery as needed).
   Status PsError(size_t p, wire::Error::Reader error);
   // Adopts a membership stamped on a pull answer of `version`, if it is

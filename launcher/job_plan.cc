@@ -1,0 +1,110 @@
+#include "launcher/job_plan.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace een {
+
+std::map<std::string, std::string> JobPlan::RoleEnvironment(const std::string& role,
+                                                            int rank) const {
+  std::map<std::string, std::string> env = {
+      {"EEN_COORDINATOR", coordinator_address_},
+      {"EEN_ROLE", role},
+      {"EEN_RANK", std::to_string(rank)},
+      {"EEN_WORLD_SIZE", std::to_string(config_.workers)},
+      {"EEN_NUM_PS", std::to_string(config_.ps)},
+      {"EEN_HOST", config_.host},
+      {"EEN_DATA_TRANSPORT", config_.transport},
+      {"EEN_WIRE_DTYPE", config_.wire_dtype},
+      {"EEN_RUN_DIR", run_dir_},
+      {"EEN_FAILOVER_THRESHOLD_MS", std::to_string(config_.failover_threshold.count())},
+      {"EEN_HEARTBEAT_MS", std::to_string(config_.heartbeat_interval.count())},
+      {"EEN_STARTUP_TIMEOUT_MS", std::to_string(config_.startup_timeout.count())},
+      {"EEN_STEP_TIMEOUT_MS", std::to_string(config_.step_timeout.count())},
+  };
+  env.merge(SecurityEnvironment());
+  if (role == "ps" && (config_.snapshot_every > 0 || config_.resume)) {
+    env["EEN_SNAPSHOT_DIR"] = config_.snapshot_dir;
+    env["EEN_SNAPSHOT_EVERY"] = std::to_string(config_.snapshot_every);
+    env["EEN_RESUME"] = config_.resume ? "1" : "0";
+  }
+  // Several workers share this machine: one intra-op thread each unless told.
+  if (!std::getenv("OMP_NUM_THREADS")) {
+    const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+    env["OMP_NUM_THREADS"] = std::to_string(std::max(1L, cores / config_.workers));
+  }
+  return env;
+}
+
+std::map<std::string, std::string> JobPlan::SecurityEnvironment() const {
+  if (config_.insecure) return {{"EEN_INSECURE", "1"}, {"EEN_JOB_SECRET_FILE", ""}};
+  return {{"EEN_JOB_SECRET_FILE", SecretPath()}, {"EEN_INSECURE", ""}};
+}
+
+ProcessSpec JobPlan::Coordinator(bool restore, int ready_fd) const {
+  std::vector<std::string> argv = {bin_dir_ + "/een-coordinator",
+                                   "--ps",
+                                   std::to_string(config_.ps),
+                                   "--workers",
+                                   std::to_string(config_.workers),
+                                   "--min-workers",
+                                   std::to_string(config_.MinWorkers()),
+                                   "--snapshot-every",
+                                   std::to_string(config_.snapshot_every),
+                                   "--replicas",
+                                   std::to_string(config_.replicas),
+                                   "--max-restarts",
+                                   std::to_string(config_.max_restarts),
+                                   "--failover-threshold-ms",
+                                   std::to_string(config_.failover_threshold.count()),
+                                   "--heartbeat-ms",
+                                   std::to_string(config_.heartbeat_interval.count()),
+                                   "--liveness",
+                                   config_.liveness,
+                                   "--startup-timeout-ms",
+                                   std::to_string(config_.startup_timeout.count()),
+                                   "--progress-ms",
+                                   std::to_string(config_.progress_interval.count()),
+                                   "--max-chunk-numel",
+                                   std::to_string(config_.sharding.max_chunk_numel),
+                                   "--shards-per-ps",
+                                   std::to_string(config_.sharding.shards_per_ps),
+                                   "--listen",
+                                   restore ? coordinator_address_ : "tcp://" + config_.host + ":0",
+                                   "--state-dir",
+                                   run_dir_ + "/coordinator-state",
+                                   "--verdict-file",
+                                   VerdictPath(),
+                                   "--lost-file",
+                                   LostPath(),
+                                   "--ready-fd",
+                                   std::to_string(ready_fd)};
+  if (config_.resume) argv.push_back("--resume");
+  if (config_.snapshot_every > 0 || config_.resume) {
+    argv.push_back("--snapshot-dir");
+    argv.push_back(config_.snapshot_dir);
+  }
+  if (restore) argv.push_back("--restore");
+  return ProcessSpec{"coordinator", std::move(argv), SecurityEnvironment(), {ready_fd}, false};
+}
+
+ProcessSpec JobPlan::Ps(int rank) const {
+  return ProcessSpec{
+      "ps " + std::to_string(rank), {bin_dir_ + "/een-ps"}, RoleEnvironment("ps", rank), {}, false};
+}
+
+ProcessSpec JobPlan::Spare(int n) const {
+  auto env = RoleEnvironment("ps", config_.ps + n);
+  env["EEN_SPARE"] = "1";
+  return ProcessSpec{
+      "spare " + std::to_string(n), {bin_dir_ + "/een-ps"}, std::move(env), {}, false};
+}
+
+ProcessSpec JobPlan::Worker(int rank) const {
+  return ProcessSpec{
+      "worker " + std::to_string(rank), command_, RoleEnvironment("worker", rank), {}, true};
+}
+
+}  // namespace een

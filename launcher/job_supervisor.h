@@ -1,0 +1,90 @@
+// JobSupervisor: what a job needs from een-launch, whatever starts its
+// processes: the coordinator first (its address read from a pipe), then the
+// PS, the workers (the user's command) and the spares, each from JobPlan, on
+// the ProcessHost the placement gives; then it supervises them:
+//  - every worker exits 0 -> waits for the coordinator and PS to finish -> 0;
+//  - any process fails or dies -> gives the coordinator a moment to name the
+//    process and step, stops every process (SIGTERM, then SIGKILL) -> 1;
+//  - a PS dies while the job can recover it (replicas 2 or snapshots, or
+//    before the job started) -> a replacement is started (up to 3 times);
+//  - with --spare-ps K, K standby PS processes wait; the coordinator gives a
+//    lost PS's rank to one of them, and a new spare is started;
+//  - a worker fails or dies, with --max-restarts K -> a replacement with the
+//    same rank is started (up to K in all) and joins the running job;
+//  - the coordinator killed by a signal while the job runs -> restarted (up
+//    to 3 times) on the same address, from its saved state;
+//  - SIGINT/SIGTERM/SIGHUP to een-launch -> stops every process -> 130.
+// Before a replacement starts, the coordinator is told that the old process
+// is gone, so its rank is free at once. No process outlives Run(), and the
+// run folder is removed. Thread safety: call Run() once, from main.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/transport/device.h"
+#include "launcher/job_plan.h"
+#include "launcher/process_host.h"
+
+namespace een {
+
+class JobSupervisor {
+ public:
+  // Where a role runs: "ps" (spares too) or "worker", and its rank. The
+  // coordinator always runs on `here`, the launcher's own host.
+  using Placement = std::function<ProcessHost*(const std::string& role, int rank)>;
+
+  JobSupervisor(JobPlan plan, ProcessHost* here, Placement place)
+      : plan_(std::move(plan)), here_(here), place_(std::move(place)) {}
+
+  // The exit code for een-launch.
+  int Run();
+
+ private:
+  const JobConfig& config() const { return plan_.config(); }
+  // Starts the coordinator in slot 0; `restore` restarts it on the same
+  // address from its saved state, replacing the dead one.
+  Status StartCoordinator(bool restore);
+  Status StartRoles();
+  // Starts `spec` on `host` into slot `slot` (appended when past the end).
+  Status StartInto(size_t slot, ProcessHost* host, ProcessSpec spec);
+  Status StartPs(size_t slot, int rank);
+  Status StartSpare(size_t slot);
+  Status StartWorker(size_t slot, int rank);
+  void Watch(std::chrono::milliseconds timeout);
+  void StopAll();
+  int Fail(const std::string& reason);
+  Status CreateSecret();
+  std::string CoordinatorVerdict() const;
+  // Whether the coordinator declared this worker process lost.
+  bool DeclaredLost(const RoleProcess& worker) const;
+  void TellCoordinatorWorkerExited(int rank, const RoleProcess& worker);
+  // Before a replacement starts: tells the coordinator that `process` ended
+  // (`what`), so it is lost at once and its rank free; waits for the answer:
+  // whether the job had started, and whether the process (a worker) had
+  // finished training already (nullopt: no answer within 5 s).
+  struct GoneReply {
+    bool started = true;
+    bool finished = false;
+  };
+  std::optional<GoneReply> TellCoordinatorProcessGone(const RoleProcess& process,
+                                                      const std::string& what);
+  Status ConnectToCoordinator();
+
+  JobPlan plan_;
+  ProcessHost* here_;
+  Placement place_;
+  std::vector<ProcessHost*> hosts_;  // every host a process was started on, `here_` first
+  // [0] coordinator, PS, workers, then spares; a replacement takes its slot.
+  std::vector<std::shared_ptr<RoleProcess>> slots_;
+  int coordinator_restarts_ = 0;
+  int ps_restarts_ = 0;
+  int worker_restarts_ = 0;
+  int spares_started_ = 0;
+  std::unique_ptr<transport::Connection> coordinator_;  // opened at the first worker exit
+};
+
+}  // namespace een

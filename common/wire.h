@@ -29,7 +29,11 @@ namespace een::wire {
 transport::Frame Encode(capnp::MessageBuilder& builder);
 
 // Marks a control message with who sends it.
-inline void SetSender(Header::Builder header, Role role, int rank);
+inline void SetSender(Header::Builder header, Role role, int rank) {
+  auto sender = header.initSender();
+  sender.setRole(role);
+  sender.setRank(rank);
+}
 
 // One message on its way out: every role builds its messages with this, so
 // a header is made, signed with its sender and framed in one place.
@@ -57,12 +61,6 @@ class Outgoing {
 // Calls `visit` with the header of `message`; any decoding failure, in the
 // header itself or while `visit` reads it, becomes InvalidArgument.
 Status Visit(const transport::Message& message, const std::function<Status(Header::Reader)>& visit);
-
-inline void SetSender(Header::Builder header, Role role, int rank) {
-  auto sender = header.initSender();
-  sender.setRole(role);
-  sender.setRank(rank);
-}
 
 // A message that says `code: text` in answer to request `request_id`.
 transport::Message MakeError(ErrorCode code, const std::string& text, uint64_t request_id = 0);

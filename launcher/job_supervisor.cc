@@ -167,7 +167,7 @@ std::optional<JobSupervisor::GoneReply> JobSupervisor::TellCoordinatorProcessGon
   if (!coordinator_->Send(b.Take()).ok()) return std::nullopt;
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   while (Clock::now() < deadline) {
-    for (ProcessHost* host : hosts_) host->Watch(milliseconds(0));  // forward, do not wait
+    Watch(milliseconds(0));  // forward and reap, do not wait
     auto reply = coordinator_->Receive(milliseconds(50));
     if (!reply.ok()) continue;
     std::optional<GoneReply> answer;

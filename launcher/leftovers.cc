@@ -13,6 +13,7 @@
 
 #include "common/logging.h"
 #include "common/transport/auth.h"
+#include "launcher/say.h"
 
 namespace een {
 namespace fs = std::filesystem;
@@ -75,12 +76,9 @@ int RemoveLeftoversOfDeadJobs() {
     }
     fs::remove_all(dir, ec);
     ++jobs;
-    std::printf(
-        "[een-launch] removed what a killed job left behind: %s and %d shared-memory "
-        "object(s)\n",
-        dir.c_str(), segments);
+    Say("removed what a killed job left behind: " + dir.string() + " and " +
+        std::to_string(segments) + " shared-memory object(s)");
   }
-  std::fflush(stdout);
   return jobs;
 }
 

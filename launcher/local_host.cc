@@ -46,11 +46,14 @@ void LocalHost::StopAll(std::chrono::milliseconds grace) {
     if (c->running()) c->Signal(SIGTERM);
   }
   const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (std::chrono::steady_clock::now() < deadline) {
-    Reap();
-    bool any = false;
-    for (const auto& c : children_) any |= c->running();
-    if (!any) break;
+  auto any_running = [&] {
+    for (const auto& c : children_) {
+      if (c->running()) return true;
+    }
+    return false;
+  };
+  // Watch reaps what ended; each wait is at most 20 ms.
+  while (any_running() && std::chrono::steady_clock::now() < deadline) {
     Watch(std::chrono::milliseconds(20));
   }
   for (const auto& c : children_) {

@@ -16,6 +16,7 @@
 #include "common/transport/registry.h"
 #include "common/wire.h"
 #include "launcher/coordinator_internal.h"
+#include "launcher/coordinator_messages.h"
 #include "launcher/model_check.h"
 
 namespace een {
@@ -43,6 +44,15 @@ Status Coordinator::Bind() {
   EEN_ASSIGN_OR_RETURN(transport::Device * device, transport::DeviceFor(options_.listen_address));
   EEN_ASSIGN_OR_RETURN(listener_, device->Listen(options_.listen_address));
   return Status::Ok();
+}
+
+void Coordinator::Node::Take(const Process& process, Clock::time_point now) {
+  host = process.host;
+  pid = process.pid;
+  data_address = process.data_address;
+  control = process.control;
+  metrics.clear();  // a replacement starts its own counts
+  liveness.Restart(now);
 }
 
 std::string Coordinator::Describe(const Node& n) const {
@@ -83,39 +93,14 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
     if (envelope.ok()) Handle(*envelope);
     if (state_ == wire::JobState::STARTING &&
         MillisSince(created_) > options_.job.startup_timeout.count()) {
-      MaybeRefuseMismatchedModels();  // the better verdict, if models disagree
+      CheckStartupTimeout();
     }
-    if (state_ == wire::JobState::STARTING &&
-        MillisSince(created_) > options_.job.startup_timeout.count()) {
-      std::string missing;  // "ps 1 and worker 0, 2 and 3"
-      for (auto* nodes : {&ps_, &workers_}) {
-        std::vector<std::string> ranks;
-        for (size_t r = 0; r < nodes->size(); ++r) {
-          if (!(*nodes)[r].registered) ranks.push_back(std::to_string(r));
-        }
-        if (ranks.empty()) continue;
-        std::string list = ranks.back();
-        if (ranks.size() > 1) {
-          ranks.pop_back();
-          list = fmt::format("{} and {}", fmt::join(ranks, ", "), list);
-        }
-        missing += fmt::format("{}{} {}", missing.empty() ? "" : " and ",
-                               nodes == &ps_ ? "ps" : "worker", list);
-      }
-      RefuseJob(
-          fmt::format("job did not start within {} ms (--startup-timeout): {} never "
-                      "registered",
-                      options_.job.startup_timeout.count(), missing));
-    }
-    if (membership_restart_needed_ && !membership_pending_) {
+    if (membership_.interrupted() && !membership_.pending()) {
       bool reachable = true;
       for (const Node& p : ps_) reachable &= p.lost || !p.control.empty();
-      if (reachable) {
-        membership_restart_needed_ = false;
-        StartMembershipChange();  // the change under way when the old coordinator died
-      }
+      if (reachable) StartMembershipChange();  // the change under way when the old one died
     }
-    if (recovering_ && MillisSince(recovery_started_) > options_.job.startup_timeout.count()) {
+    if (rollback_.TimedOut(Clock::now(), options_.job.startup_timeout)) {
       Abort(
           fmt::format("no replacement for the lost PS registered within {} ms; ending the job "
                       "(its snapshots stay in place for --resume)",
@@ -145,6 +130,28 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
   }
 }
 
+void Coordinator::CheckStartupTimeout() {
+  MaybeRefuseMismatchedModels();  // the better verdict, if models disagree
+  if (state_ != wire::JobState::STARTING) return;
+  std::string missing;  // "ps 1 and worker 0, 2 and 3"
+  for (auto* nodes : {&ps_, &workers_}) {
+    std::vector<std::string> ranks;
+    for (size_t r = 0; r < nodes->size(); ++r) {
+      if (!(*nodes)[r].registered) ranks.push_back(std::to_string(r));
+    }
+    if (ranks.empty()) continue;
+    std::string list = ranks.back();
+    if (ranks.size() > 1) {
+      ranks.pop_back();
+      list = fmt::format("{} and {}", fmt::join(ranks, ", "), list);
+    }
+    missing += fmt::format("{}{} {}", missing.empty() ? "" : " and ",
+                           nodes == &ps_ ? "ps" : "worker", list);
+  }
+  RefuseJob(fmt::format("job did not start within {} ms (--startup-timeout): {} never registered",
+                        options_.job.startup_timeout.count(), missing));
+}
+
 void Coordinator::NoteControlRoute(const transport::PeerId& peer, wire::Header::Reader h) {
   if (!h.hasSender() || h.isHeartbeat() || h.isRegister()) return;
   const wire::Role role = h.getSender().getRole();
@@ -155,7 +162,8 @@ void Coordinator::NoteControlRoute(const transport::PeerId& peer, wire::Header::
   nodes[rank].control = peer;
 }
 
-Status Coordinator::CheckIdentity(const std::string& authenticated, wire::Header::Reader h) {
+Status Coordinator::CheckIdentity(const std::string& authenticated, ControlMessage::From from,
+                                  wire::Header::Reader h) {
   if (authenticated.empty()) return Status::Ok();
   auto node = [](wire::Role role, int rank) {
     return role == wire::Role::WORKER ? transport::WorkerIdentity(rank)
@@ -184,61 +192,72 @@ Status Coordinator::CheckIdentity(const std::string& authenticated, wire::Header
                              "' and cannot speak for '" + claimed + "'");
     }
   }
-  const bool operator_request = h.isDrain() || h.isSnapshotRequest() || h.isMetricsRequest();
-  if (operator_request && authenticated != "eenctl" && authenticated != "launcher") {
+  if (from == ControlMessage::From::kOperator && authenticated != "eenctl" &&
+      authenticated != "launcher") {
     return InvalidArgument("only eenctl may ask for this ('" + authenticated + "' asked)");
   }
-  if ((h.isWorkerExited() || h.isProcessGone()) && authenticated != "launcher") {
+  if (from == ControlMessage::From::kLauncher && authenticated != "launcher") {
     return InvalidArgument("only een-launch reports process exits ('" + authenticated + "' did)");
   }
   return Status::Ok();
 }
 
+const Coordinator::ControlMessage* Coordinator::ControlMessageOf(wire::Header::Which kind) {
+  using C = Coordinator&;
+  using E = const transport::Envelope&;
+  using H = wire::Header::Reader;
+  using From = ControlMessage::From;
+  static const std::map<wire::Header::Which, ControlMessage> kTable = {
+      // A greeting after our restart: its route is noted, nothing else.
+      {wire::Header::HELLO, {From::kAnyone, [](C, E, H) { return Status::Ok(); }}},
+      {wire::Header::REGISTER,
+       {From::kAnyone, [](C c, E e, H h) { return c.HandleRegister(e.from, h.getRegister()); }}},
+      {wire::Header::HEARTBEAT,
+       {From::kAnyone, [](C c, E e, H h) { return c.HandleHeartbeat(e.from, h.getHeartbeat()); }}},
+      {wire::Header::MAP_REQUEST,
+       {From::kAnyone, [](C c, E e, H) { return c.HandleMapRequest(e.from); }}},
+      {wire::Header::BARRIER,
+       {From::kAnyone,
+        [](C c, E e, H h) { return c.HandleBarrier(e.from, h.getBarrier().getSequence()); }}},
+      {wire::Header::DONE,
+       {From::kAnyone, [](C c, E e, H h) { return c.HandleDone(e.from, h.getDone()); }}},
+      {wire::Header::LEAVE,
+       {From::kAnyone,
+        [](C c, E e, H) {
+          c.HandleLeave(e.from);
+          return Status::Ok();
+        }}},
+      {wire::Header::MEMBERSHIP_PREPARED,
+       {From::kAnyone,
+        [](C c, E e, H h) {
+          return c.HandleMembershipPrepared(e.from, h.getMembershipPrepared());
+        }}},
+      {wire::Header::ROLLED_BACK,
+       {From::kAnyone,
+        [](C c, E e, H h) { return c.HandleRolledBack(e.from, h.getRolledBack()); }}},
+      {wire::Header::DRAIN,
+       {From::kOperator, [](C c, E e, H h) { return c.HandleDrain(e.from, h.getDrain()); }}},
+      {wire::Header::SNAPSHOT_REQUEST,
+       {From::kOperator, [](C c, E e, H) { return c.HandleSnapshotRequest(e.from); }}},
+      {wire::Header::METRICS_REQUEST,
+       {From::kOperator, [](C c, E e, H) { return c.HandleMetricsRequest(e.from); }}},
+      {wire::Header::WORKER_EXITED,
+       {From::kLauncher, [](C c, E, H h) { return c.HandleWorkerExited(h.getWorkerExited()); }}},
+      {wire::Header::PROCESS_GONE,
+       {From::kLauncher,
+        [](C c, E e, H h) { return c.HandleProcessGone(e.from, h.getProcessGone()); }}},
+  };
+  auto it = kTable.find(kind);
+  return it == kTable.end() ? nullptr : &it->second;
+}
+
 void Coordinator::Handle(const transport::Envelope& envelope) {
   Status s = wire::Visit(envelope.message, [&](wire::Header::Reader h) -> Status {
-    EEN_RETURN_IF_ERROR(CheckIdentity(envelope.authenticated, h));
+    const ControlMessage* kind = ControlMessageOf(h.which());
+    if (!kind) return InvalidArgument("the coordinator does not take this message kind");
+    EEN_RETURN_IF_ERROR(CheckIdentity(envelope.authenticated, kind->from, h));
     NoteControlRoute(envelope.from, h);
-    switch (h.which()) {
-      case wire::Header::HELLO:
-        return Status::Ok();
-      case wire::Header::WORKER_EXITED:
-        return HandleWorkerExited(h.getWorkerExited());
-      case wire::Header::PROCESS_GONE:
-        return HandleProcessGone(envelope.from, h.getProcessGone());
-      case wire::Header::ROLLED_BACK:
-        return HandleRolledBack(envelope.from, h.getRolledBack());
-      case wire::Header::MAP_REQUEST: {
-        Node* n = NodeByControl(envelope.from);
-        if (!n || n->role != wire::Role::WORKER)
-          return InvalidArgument("map request from a non-worker");
-        if (recovering_) {
-          map_requests_.push_back(envelope.from);  // answered once every PS is back
-          return Status::Ok();
-        }
-        return SendJobStart(*n);
-      }
-      case wire::Header::REGISTER:
-        return HandleRegister(envelope.from, h.getRegister());
-      case wire::Header::DRAIN:
-        return HandleDrain(envelope.from, h.getDrain());
-      case wire::Header::SNAPSHOT_REQUEST:
-        return HandleSnapshotRequest(envelope.from);
-      case wire::Header::METRICS_REQUEST:
-        return HandleMetricsRequest(envelope.from);
-      case wire::Header::HEARTBEAT:
-        return HandleHeartbeat(envelope.from, h.getHeartbeat());
-      case wire::Header::BARRIER:
-        return HandleBarrier(envelope.from, h.getBarrier().getSequence());
-      case wire::Header::DONE:
-        return HandleDone(envelope.from, h.getDone());
-      case wire::Header::LEAVE:
-        HandleLeave(envelope.from);
-        return Status::Ok();
-      case wire::Header::MEMBERSHIP_PREPARED:
-        return HandleMembershipPrepared(envelope.from, h.getMembershipPrepared());
-      default:
-        return InvalidArgument("the coordinator does not take this message kind");
-    }
+    return kind->handle(*this, envelope, h);
   });
   if (!s.ok()) {
     WarnCounted(KindOf(s.message()), "refused a message: " + s.ToString());
@@ -257,8 +276,8 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
     return AcceptReplacementWorker(peer, reg);
   }
   if (role == wire::Role::PS && reg.getSpare()) {
-    PsProcess spare{peer, reg.getHost(), reg.getPid(), reg.getDataAddress()};
-    for (PsProcess& known : spares_) {
+    Process spare{peer, reg.getHost(), reg.getPid(), reg.getDataAddress()};
+    for (Process& known : spares_) {
       if (known.pid == spare.pid) {
         known = spare;  // registering again: we may have restarted
         return Status::Ok();
@@ -318,13 +337,9 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
   Node n;
   n.role = role;
   n.rank = rank;
-  n.host = reg.getHost();
-  n.pid = reg.getPid();
-  n.metrics.clear();  // a replacement starts its own counts
-  n.control = peer;
+  n.Take({peer, reg.getHost(), reg.getPid(), reg.getDataAddress()}, Clock::now());
   n.registered = true;
   if (role == wire::Role::PS) {
-    n.data_address = reg.getDataAddress();
     if (n.data_address.empty()) return InvalidArgument("a PS must give its data address");
     for (uint64_t step : reg.getSnapshotSteps()) n.snapshot_steps.push_back(step);
   } else {
@@ -388,65 +403,33 @@ Result<ShardMap> Coordinator::CurrentMap() const {
 
 Status Coordinator::SendJobStart(const Node& n, bool rebuild, uint64_t join_step) {
   EEN_ASSIGN_OR_RETURN(ShardMap map, CurrentMap());
-  wire::Outgoing b;
-  auto js = b.header().initJobStart();
-  js.setRank(n.rank);
-  js.setWorldSize(static_cast<int>(workers_.size()));  // grows as workers join
-  js.setNumPs(static_cast<int>(ps_.size()));
-  map.ToWire(js.initMap());
-  OptimizerToWire(optimizer_, js.initOptimizer());
-  const bool rolled_back = rollback_epoch_ > 0;
-  js.setResume(!rebuild && (options_.resume || rolled_back));
-  js.setStartStep(rolled_back ? rollback_step_ : start_step_);
-  js.setRollbackEpoch(rollback_epoch_);
-  js.setRebuild(rebuild);
+  const bool rolled_back = rollback_.epoch() > 0;
+  coordinator_messages::JobStartFields start{
+      .rank = n.rank,
+      .world_size = static_cast<int>(workers_.size()),
+      .num_ps = static_cast<int>(ps_.size()),
+      .map = &map,
+      .optimizer = &optimizer_,
+      .resume = !rebuild && (options_.resume || rolled_back),
+      .start_step = rolled_back ? rollback_.step() : start_step_,
+      .rollback_epoch = rollback_.epoch(),
+      .rebuild = rebuild,
+      .history = &membership_.history(),
+  };
   if (join_step > 0) {
-    js.setResume(true);  // parameters come from the PS, not from this worker
-    js.setStartStep(join_step);
+    start.resume = true;  // parameters come from the PS, not from this worker
+    start.start_step = join_step;
   }
-  HistoryToWire(js.initHistory(history_.size()));
-  return listener_->Send(n.control, b.Take());
-}
-
-Result<uint64_t> Coordinator::PickResumeStep() {
-  std::vector<uint64_t> common = ps_[0].snapshot_steps;
-  for (const Node& p : ps_) {
-    std::vector<uint64_t> both;
-    for (uint64_t step : common) {
-      if (std::find(p.snapshot_steps.begin(), p.snapshot_steps.end(), step) !=
-          p.snapshot_steps.end()) {
-        both.push_back(step);
-      }
-    }
-    common = both;
-  }
-  if (common.empty()) {
-    return FailedPrecondition(
-        "cannot resume: no snapshot is complete and intact on every one of "
-        "the " +
-        std::to_string(ps_.size()) +
-        " PS (see their log lines); "
-        "start without --resume to train from scratch");
-  }
-  const uint64_t step = *std::max_element(common.begin(), common.end());
-  uint64_t newest = step;
-  for (const Node& p : ps_) {
-    for (uint64_t s : p.snapshot_steps) newest = std::max(newest, s);
-  }
-  if (newest > step) {
-    spdlog::warn("the snapshot of step {} is not intact on every PS; using step {}", newest, step);
-  }
-  return step;
+  return listener_->Send(n.control, coordinator_messages::JobStart(start));
 }
 
 void Coordinator::NoteSnapshots() {
-  uint64_t complete = UINT64_MAX;
+  std::vector<uint64_t> newest;
   for (const Node& p : ps_) {
-    if (!p.lost) complete = std::min(complete, p.snapshot_step);
+    if (!p.lost) newest.push_back(p.snapshot_step);
   }
-  if (complete > complete_snapshot_ && complete != UINT64_MAX) {
-    complete_snapshot_ = complete;
-    spdlog::info("snapshot of step {} complete on all {} PS", complete, ps_.size());
+  if (auto complete = snapshots_.Note(newest)) {
+    spdlog::info("snapshot of step {} complete on all {} PS", *complete, ps_.size());
     SaveState();
   }
 }
@@ -460,7 +443,9 @@ Status Coordinator::StartJob() {
     return FailedPrecondition(reason);
   }
   if (options_.resume) {
-    auto step = PickResumeStep();
+    std::vector<std::vector<uint64_t>> intact;
+    for (const Node& p : ps_) intact.push_back(p.snapshot_steps);
+    auto step = SnapshotAgreement::PickResumeStep(intact);
     if (!step.ok()) {
       RefuseJob(step.status().message());
       return step.status();
@@ -477,20 +462,20 @@ Status Coordinator::StartJob() {
       "{}; {} cop{} of each shard",
       model_.size(), map.TotalNumel(), map.chunks().size(), balance, OptimizerName(optimizer_.kind),
       map.replicated() ? 2 : 1, map.replicated() ? "ies" : "y");
+  std::vector<MembershipChange> before;
   if (options_.resume && !options_.snapshot_dir.empty()) {
     // Where the data stood: the changes before the snapshot's step, then everyone again.
     auto saved = ReadMembershipLog(options_.snapshot_dir);
     if (saved.ok()) {
       for (MembershipChange& e : *saved) {
-        if (e.step <= start_step_) history_.push_back(std::move(e));
+        if (e.step <= start_step_) before.push_back(std::move(e));
       }
-      membership_epoch_ = history_.empty() ? 0 : history_.back().epoch + 1;
     } else {
       spdlog::warn("{}: workers start as if every one had trained every step",
                    saved.status().message());
     }
   }
-  history_.push_back({start_step_, LiveWorkerRanks(), membership_epoch_});  // the start: everyone
+  membership_.StartJob(std::move(before), start_step_, LiveWorkerRanks());
   SaveHistory();
   for (auto* nodes : {&ps_, &workers_}) {
     for (Node& n : *nodes) {
@@ -569,13 +554,18 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
           RoleName(role));
     }
   }
-  wire::Outgoing b;
-  auto reply = b.header().initHeartbeatReply();
-  reply.setIncarnation(incarnation_);
-  reply.setMapEpoch(map_epoch_);
-  reply.setState(state);
-  reply.setReason(reason);
-  return listener_->Send(peer, b.Take());
+  return listener_->Send(
+      peer, coordinator_messages::HeartbeatReply(incarnation_, map_epoch_, state, reason));
+}
+
+Status Coordinator::HandleMapRequest(const transport::PeerId& peer) {
+  Node* n = NodeByControl(peer);
+  if (!n || n->role != wire::Role::WORKER) return InvalidArgument("map request from a non-worker");
+  if (rollback_.active()) {
+    rollback_.Queue(peer);  // answered once every PS is back
+    return Status::Ok();
+  }
+  return SendJobStart(*n);
 }
 
 Status Coordinator::HandleBarrier(const transport::PeerId& peer, uint64_t sequence) {
@@ -598,9 +588,9 @@ void Coordinator::ReleaseBarriers() {
     }
     for (int rank : it->second) {
       if (workers_[rank].lost) continue;
-      wire::Outgoing b;
-      b.header().initBarrierReply().setSequence(it->first);
-      Ignored(listener_->Send(workers_[rank].control, b.Take()), "answering a barrier");
+      Ignored(
+          listener_->Send(workers_[rank].control, coordinator_messages::BarrierReply(it->first)),
+          "answering a barrier");
     }
     it = barriers_.erase(it);
   }
@@ -613,9 +603,7 @@ Status Coordinator::HandleDone(const transport::PeerId& peer, uint64_t steps) {
   if (!n->done)
     WorkerFinished(
         *n, fmt::format("finished at step {}", n->step));  // else a repeat: our answer was lost
-  wire::Outgoing b;
-  b.header().setDoneReply();
-  return listener_->Send(peer, b.Take());
+  return listener_->Send(peer, coordinator_messages::DoneReply());
 }
 
 void Coordinator::WorkerFinished(Node& n, const std::string& how) {
@@ -627,7 +615,7 @@ void Coordinator::WorkerFinished(Node& n, const std::string& how) {
         "worker {} {}; the {} other worker(s) go on without it (no step waits for it "
         "any more)",
         n.rank, how, still.size());
-    if (!membership_pending_) StartMembershipChange();
+    WantMembershipChange();
   } else {
     spdlog::info("worker {} {}", n.rank, how);
   }

@@ -2,22 +2,33 @@
 //
 // It registers every PS and worker, checks that all workers train the same
 // model, builds the shard map (epoch 1) once everyone is there and sends
-// each a JobStart. It tracks heartbeats: a process silent longer than the
-// failover threshold ends the job with a message naming the process, its
-// host and pid, and the step, unless the job can recover: with replicas 2
-// the lost PS's shards fail over to their backups (a new map epoch; new
-// backups are built in the background, and a replacement PS that registers
-// becomes a backup holder); with snapshots every PS rolls back. It serves
-// barriers, logs a progress line, notes when a snapshot step is complete
-// on every PS (and, resuming, picks the newest step every PS holds intact), and ends the job
-// cleanly when every worker is done and every PS has left. Run() returns Ok then, Aborted
-// otherwise. With a state path it saves what it must not forget (the job, who is in it, membership,
-// snapshots) to RocksDB at every change; restarted with `restore`, it takes the running job up
-// again: heartbeats carry a new incarnation, and the others greet it on their control connections.
-// Sources: coordinator.cc (registration, heartbeats, barriers, the loop),
-// coordinator_state.cc (its saved state), coordinator_membership.cc
-// (workers lost and joining), coordinator_ps_loss.cc (failover, rollback,
-// spares), coordinator_moves.cc (shards moving to a new PS, draining).
+// each a JobStart. It tracks heartbeats: a process silent longer than its
+// allowance (liveness.h) is declared lost, and so is one een-launch saw
+// end. It serves barriers, logs a progress line, and ends the job cleanly
+// when every worker is done and every PS has left. Run() returns Ok then,
+// Aborted otherwise.
+//
+// The coordinator is a dispatcher: each message kind has one row in its
+// table (who may send it, its handler), and each protocol is a small state
+// machine of its own, with its own unit tests, that the handlers drive:
+//   MembershipRound (membership_round.h): which workers train, agreed with
+//     every PS (a lost worker drops out, a replacement or new one joins);
+//   ShardMove (shard_move.h): shards moving to a new PS, or off a drained one;
+//   PlanFailover and Rollback (ps_recovery.h): a lost PS's backups take
+//     over (replicas 2), or every PS rolls back to a snapshot;
+//   SnapshotAgreement (snapshot_agreement.h): the newest snapshot complete
+//     on every PS, the resume step, snapshots on demand.
+// What it sends is built in coordinator_messages.h. With a state path it
+// saves what it must not forget (the job, who is in it, membership,
+// snapshots) to RocksDB at every change; restarted with `restore`, it takes
+// the running job up again: heartbeats carry a new incarnation, and the
+// others greet it on their control connections.
+// Sources: coordinator.cc (the loop, dispatch, registration, heartbeats,
+// barriers), coordinator_state.cc (its saved state),
+// coordinator_membership.cc (workers lost and joining),
+// coordinator_ps_loss.cc (failover, rollback, spares), coordinator_moves.cc
+// (adding and draining PS), coordinator_claims.cc (who may take a rank),
+// coordinator_metrics.cc (eenctl metrics).
 // Thread safety: single-threaded; call everything from one thread.
 #pragma once
 
@@ -38,6 +49,10 @@
 #include "een/optimizer.h"
 #include "launcher/liveness.h"
 #include "launcher/membership_log.h"
+#include "launcher/membership_round.h"
+#include "launcher/ps_recovery.h"
+#include "launcher/shard_move.h"
+#include "launcher/snapshot_agreement.h"
 #include "launcher/state_store.h"
 #include "schema/een.capnp.h"
 
@@ -66,6 +81,13 @@ class Coordinator {
 
  private:
   using Clock = std::chrono::steady_clock;
+  // A process that takes (or takes again) a rank: its address and identity.
+  struct Process {
+    transport::PeerId control;
+    std::string host;
+    int pid = 0;
+    std::string data_address;  // PS only
+  };
   struct Node {
     wire::Role role = wire::Role::WORKER;
     int rank = -1;
@@ -89,19 +111,39 @@ class Coordinator {
     uint64_t snapshot_step = 0;            // PS: newest snapshot written
     uint64_t chunks_ready = 0;             // PS: map epoch whose chunks it all holds
     std::vector<MetricSample> metrics;     // from its newest heartbeat
+
+    // `process` holds this rank from now: a first registration, a
+    // replacement or a spare. It starts with no metrics and a fresh silence.
+    void Take(const Process& process, Clock::time_point now);
   };
+
+  // One row of the dispatch table: who may send a message kind, and what
+  // handles it.
+  struct ControlMessage {
+    enum class From {
+      kAnyone,    // a member speaking for itself (checked by CheckIdentity), or anyone
+      kOperator,  // eenctl (or een-launch): drain, snapshot, metrics
+      kLauncher,  // een-launch only: process exits
+    };
+    From from;
+    Status (*handle)(Coordinator&, const transport::Envelope&, wire::Header::Reader);
+  };
+  static const ControlMessage* ControlMessageOf(wire::Header::Which kind);
 
   void Handle(const transport::Envelope& envelope);
   // Control messages name their sender: remember where to reach it.
   void NoteControlRoute(const transport::PeerId& peer, wire::Header::Reader h);
   // A message speaks only for the identity its connection authenticated as
   // (`authenticated`; empty: a job without secret): a worker or PS for its
-  // own rank, eenctl and the launcher only for their requests.
-  static Status CheckIdentity(const std::string& authenticated, wire::Header::Reader h);
+  // own rank (a spare for any PS rank), eenctl and the launcher only for
+  // the requests their row of the table allows.
+  static Status CheckIdentity(const std::string& authenticated, ControlMessage::From from,
+                              wire::Header::Reader h);
   void SaveState();
   Status RestoreState();
   Status HandleRegister(const transport::PeerId& peer, wire::Register::Reader reg);
   Status HandleHeartbeat(const transport::PeerId& peer, wire::Heartbeat::Reader hb);
+  Status HandleMapRequest(const transport::PeerId& peer);
   Status HandleBarrier(const transport::PeerId& peer, uint64_t sequence);
   Status HandleDone(const transport::PeerId& peer, uint64_t steps);
   // A worker done with its data (Finish(), or its process exited 0): with
@@ -124,8 +166,7 @@ class Coordinator {
   void PsLost(Node& lost, const std::string& why);
   void HandleLeave(const transport::PeerId& peer);
   Status StartJob();
-  // Resuming: the newest step whose snapshot every PS holds intact.
-  Result<uint64_t> PickResumeStep();
+  // A PS's heartbeat said a newer snapshot: is a step complete now?
   void NoteSnapshots();
   // Declares lost the first PS, then every worker, silent past its
   // allowance (liveness.h). Before it does, it handles every message that
@@ -133,6 +174,9 @@ class Coordinator {
   void CheckLiveness();
   // Takes each message waiting in the listener, without blocking.
   void DrainInbox();
+  // Before the start, once the start-up time is up: refuses the job naming
+  // who never registered (or whose models disagree).
+  void CheckStartupTimeout();
   // A lost PS, with snapshots: every PS goes back to the newest complete
   // snapshot, a replacement takes the lost one's shards, workers redo.
   void BeginRecovery(Node& lost, const std::string& why);
@@ -141,18 +185,10 @@ class Coordinator {
   bool FailOver(Node& lost, const std::string& why);
   // A PS process that registers while the job runs, or a spare: it takes
   // the place of ps `rank` (declared lost first, for `why`, if it is not).
-  struct PsProcess {
-    transport::PeerId control;
-    std::string host;
-    int pid = 0;
-    std::string data_address;
-  };
-  Status ReplacePs(int rank, const PsProcess& process, const std::string& why);
-  // Shards moving while training goes on: a PS that joins with the next
-  // rank gets its share, a drained PS hands all of its own over and
-  // leaves. Two map epochs: the receivers back the moved shards up first
-  // (images), and take them over once each reports every chunk ready.
-  Status AddPs(const PsProcess& process);
+  Status ReplacePs(int rank, const Process& process, const std::string& why);
+  // A PS that joins with the next rank gets its share of the shards; a
+  // drained PS hands all of its own over and leaves (ShardMove).
+  Status AddPs(const Process& process);
   Status HandleDrain(const transport::PeerId& peer, int rank);
   void StartMoves(ShardMap::Moves moves, int leaving, const std::string& what);
   void MaybeFinishMoves();
@@ -161,13 +197,13 @@ class Coordinator {
   // The job ended: standbys are told, and exit.
   void ReleaseSpares();
   void SendMapChange();
-  // Sends the control message `fill` writes to every PS not lost; warns for
-  // each one that cannot be reached (`what`: what the message is about)
-  // and returns the first such failure, after trying them all.
-  Status SendToLivePs(const std::function<void(wire::Header::Builder)>& fill,
-                      const std::string& what);
+  // Sends the message `make` builds to every PS not lost; warns for each
+  // one that cannot be reached (`what`: what the message is about) and
+  // returns the first such failure, after trying them all.
+  Status SendToLivePs(const std::function<transport::Message()>& make, const std::string& what);
   std::vector<bool> UsablePs() const;
   size_t LivePsCount() const;
+  std::vector<uint64_t> ChunksReady() const;
   Status HandleRolledBack(const transport::PeerId& peer, wire::Rollback::Reader done);
   // `rebuild`: a PS joining a running job; `join_step`: a worker that does.
   Status SendJobStart(const Node& n, bool rebuild = false, uint64_t join_step = 0);
@@ -183,11 +219,15 @@ class Coordinator {
   // offered its model (or the start-up time is up), refuses the job naming
   // the first tensor they disagree on and who has what.
   void MaybeRefuseMismatchedModels();
-  // Agreeing, with every PS, the step from which the live workers re-shard
-  // (a membership round: PS hold answers beyond their newest version until
-  // the commit). A round also serves pending on-demand snapshot requests:
-  // every PS snapshots the agreed step.
+  // Opens a membership round for the live workers (MembershipRound); it
+  // also serves the snapshot requests waiting so far.
   void StartMembershipChange();
+  // A round wanted now: begun at once, or right after the pending one.
+  void WantMembershipChange();
+  // The live PS changed (one lost, replaced, added): a pending round waits
+  // for answers that never come, or lacks a PS that never heard of it; it
+  // begins again for the PS live now.
+  void PsChanged();
   // eenctl metrics: every known process's newest metrics (coordinator_metrics.cc).
   Status HandleMetricsRequest(const transport::PeerId& peer);
   Status HandleSnapshotRequest(const transport::PeerId& peer);
@@ -203,31 +243,22 @@ class Coordinator {
   Node* NodeByControl(const transport::PeerId& peer);
   std::string Describe(const Node& n) const;
   std::vector<Node>& NodesOf(wire::Role role) { return role == wire::Role::PS ? ps_ : workers_; }
-  std::string PsList(const std::set<uint32_t>& ranks) const;
+  // Keeps the membership history next to the snapshots too, for --resume.
+  void SaveHistory();
 
   CoordinatorOptions options_;
   std::unique_ptr<transport::Listener> listener_;
   std::unique_ptr<StateStore> state_store_;
-  uint64_t incarnation_;                    // random per start: tells the others we restarted
-  bool membership_restart_needed_ = false;  // a change was under way when we died
+  uint64_t incarnation_;  // random per start: tells the others we restarted
   uint64_t map_epoch_ = 1;
-  std::optional<ShardMap> map_;    // owners and backups, once the job started
-  bool map_moved_ = false;         // a failover moved shards since the start
-  int worker_replacements_ = 0;    // replacement workers accepted (--max-restarts)
-  std::vector<PsProcess> spares_;  // standby PS (een-launch --spare-ps), oldest first
-  struct ShardMoves {
-    ShardMap::Moves moves;  // virtual shard -> new owner
-    int leaving = -1;       // the PS being drained, if any
-    uint64_t staged_epoch = 0;
-    uint64_t bytes = 0;  // parameter bytes that move (images add optimizer state)
-  };
-  std::optional<ShardMoves> moves_;
-  uint64_t rollback_epoch_ = 0;  // map epoch of the latest rollback
-  bool recovering_ = false;
-  Clock::time_point recovery_started_;
-  uint64_t rollback_step_ = 0;
-  std::set<int> ps_ready_;                       // PS done with the rollback
-  std::vector<transport::PeerId> map_requests_;  // workers waiting for the new map
+  std::optional<ShardMap> map_;  // owners and backups, once the job started
+  bool map_moved_ = false;       // a failover or move changed owners since the start
+  int worker_replacements_ = 0;  // replacement workers accepted (--max-restarts)
+  std::vector<Process> spares_;  // standby PS (een-launch --spare-ps), oldest first
+  MembershipRound membership_;   // which workers train
+  ShardMove moves_;              // shards moving to a new PS or off a drained one
+  Rollback rollback_;            // every PS back to a snapshot after a PS loss
+  SnapshotAgreement snapshots_;  // complete snapshots, resume step, snapshots on demand
   std::vector<Node> ps_, workers_;
   std::vector<TensorInfo> model_;
   struct OfferedModel {  // a worker's model, registered or not (it may disagree)
@@ -243,17 +274,6 @@ class Coordinator {
   Clock::time_point aborted_at_, shutdown_at_;
   std::map<uint64_t, std::set<int>> barriers_;  // sequence -> worker ranks waiting
   uint64_t start_step_ = 0;
-  uint64_t membership_epoch_ = 0;
-  bool membership_pending_ = false;
-  std::vector<int> membership_live_;       // of the round being agreed
-  std::vector<MembershipChange> history_;  // every committed change, oldest first
-  // Keeps history_ next to the snapshots too, for --resume.
-  void SaveHistory();
-  void HistoryToWire(capnp::List<wire::Membership>::Builder list) const;
-  std::map<int, uint64_t> prepared_;                  // PS rank -> its max version
-  std::vector<transport::PeerId> snapshot_waiting_;   // eenctl requests for the next round
-  std::vector<transport::PeerId> snapshot_in_round_;  // ... served by the current round
-  uint64_t complete_snapshot_ = 0;                    // newest step snapshotted by every PS
   Clock::time_point last_progress_ = Clock::now();
   Clock::time_point last_turn_ = Clock::now();  // of Run()'s loop: its own stalls are forgiven
   uint64_t last_progress_samples_ = 0;

@@ -10,6 +10,7 @@
 #include "common/wire.h"
 #include "launcher/coordinator.h"
 #include "launcher/coordinator_internal.h"
+#include "launcher/coordinator_messages.h"
 
 namespace een {
 
@@ -41,11 +42,7 @@ Status Coordinator::HandleProcessGone(const transport::PeerId& peer,
   } else if (node) {
     WorkerLost(*node, Describe(*node) + " " + what + " (seen by een-launch)");
   }
-  wire::Outgoing b;
-  auto reply = b.header().initProcessGoneReply();
-  reply.setJobStarted(started);
-  reply.setFinished(finished);
-  return listener_->Send(peer, b.Take());
+  return listener_->Send(peer, coordinator_messages::ProcessGoneReply(started, finished));
 }
 
 Status Coordinator::ClaimOfLiveRank(const Node& held, int pid) {
@@ -70,9 +67,13 @@ Status Coordinator::ClaimOfLiveRank(const Node& held, int pid) {
 }
 
 void Coordinator::PsLost(Node& p, const std::string& why) {
-  if (options_.job.replicas >= 2 && !recovering_ && FailOver(p, why)) return;
+  if (options_.job.replicas >= 2 && !rollback_.active() && FailOver(p, why)) {
+    PsChanged();
+    return;
+  }
   if (options_.job.snapshot_every > 0) {
     BeginRecovery(p, why);
+    PsChanged();
     return;
   }
   uint64_t job_step = 0;

@@ -9,6 +9,7 @@
 #include "common/wire.h"
 #include "launcher/coordinator.h"
 #include "launcher/coordinator_internal.h"
+#include "launcher/coordinator_messages.h"
 
 namespace een {
 
@@ -43,11 +44,12 @@ Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
   if (w.pid == reg.getPid() && !w.lost) {  // a joiner asking again: we restarted meanwhile
     w.control = peer;
     w.joining = true;
-    if (membership_pending_ || membership_restart_needed_) return Status::Ok();  // at the commit
-    const auto& last = history_.empty() ? std::vector<int>() : history_.back().live;
+    if (membership_.pending() || membership_.interrupted()) return Status::Ok();  // at the commit
+    const std::vector<MembershipChange>& history = membership_.history();
+    const auto& last = history.empty() ? std::vector<int>() : history.back().live;
     if (std::find(last.begin(), last.end(), rank) != last.end()) {
       w.joining = false;  // agreed already
-      return SendJobStart(w, false, history_.back().step);
+      return SendJobStart(w, false, history.back().step);
     }
     StartMembershipChange();
     return Status::Ok();
@@ -55,18 +57,14 @@ Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
   // A replacement, once the one it replaces is declared lost.
   if (!w.lost) return ClaimOfLiveRank(w, reg.getPid());
   claims_.erase(reg.getPid());
-  w.host = reg.getHost();
-  w.pid = reg.getPid();
-  w.metrics.clear();  // a replacement starts its own counts
-  w.control = peer;
+  w.Take({peer, reg.getHost(), reg.getPid(), ""}, Clock::now());
   w.lost = false;
   w.joining = true;
   if (!grows) worker_replacements_++;
-  w.liveness.Restart(Clock::now());
   spdlog::info("{} joins the running job{}: it trains from the step every PS agrees on",
                Describe(w),
                grows ? fmt::format(" as a new worker ({} in all)", workers_.size()) : "");
-  if (!membership_pending_) StartMembershipChange();  // else: right after the pending one
+  WantMembershipChange();
   SaveState();
   return Status::Ok();
 }
@@ -91,75 +89,66 @@ void Coordinator::WorkerLost(Node& w, const std::string& what) {
                options_.job.MinWorkers(),
                restarts_left > 0 ? fmt::format(", {} replacement(s) left", restarts_left) : "");
   ReleaseBarriers();
-  if (!membership_pending_) StartMembershipChange();
+  WantMembershipChange();
   MaybeFinish();
   SaveState();
 }
 
 void Coordinator::StartMembershipChange() {
-  membership_epoch_++;
-  membership_pending_ = true;
-  membership_live_ = LiveWorkerRanks();
-  prepared_.clear();
-  snapshot_in_round_ = std::move(snapshot_waiting_);
-  snapshot_waiting_.clear();
+  snapshots_.BeginRound();  // a round also serves the snapshot requests waiting so far
+  const MembershipRound::Prepare prepare = membership_.Begin(LiveWorkerRanks());
   Ignored(SendToLivePs(
-              [&](wire::Header::Builder h) {
-                auto prepare = h.initMembershipPrepare();
-                prepare.setEpoch(membership_epoch_);
-                auto live = prepare.initLiveWorkers(membership_live_.size());
-                for (size_t i = 0; i < membership_live_.size(); ++i)
-                  live.set(i, membership_live_[i]);
-              },
+              [&] { return coordinator_messages::MembershipPrepare(prepare.epoch, prepare.live); },
               "the new membership"),
           "sending a membership prepare");
+}
+
+void Coordinator::PsChanged() {
+  if (state_ != wire::JobState::RUNNING || !membership_.pending()) return;
+  spdlog::info("membership {} began again: the PS changed while it waited for their answers",
+               membership_.epoch());
+  StartMembershipChange();
+}
+
+void Coordinator::WantMembershipChange() {
+  if (!membership_.pending()) StartMembershipChange();  // else: right after the pending one
 }
 
 Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
                                              wire::MembershipPrepared::Reader prepared) {
   Node* n = NodeByControl(peer);
   if (!n || n->role != wire::Role::PS) return InvalidArgument("membership answer from a non-PS");
-  if (!membership_pending_ || prepared.getEpoch() != membership_epoch_) return Status::Ok();
-  prepared_[n->rank] = prepared.getMaxVersion();
-  if (prepared_.size() < LivePsCount()) return Status::Ok();
-  uint64_t step = 0;
-  for (const auto& [rank, version] : prepared_) step = std::max(step, version + 1);
-  std::string ranks;
-  for (int r : membership_live_) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
-  const bool changed = history_.empty() || history_.back().live != membership_live_;
-  if (changed) {
+  const std::optional<MembershipRound::Commit> commit =
+      membership_.Prepared(n->rank, prepared.getEpoch(), prepared.getMaxVersion(), LivePsCount());
+  if (!commit) return Status::Ok();  // more answers to come, or not this round's
+  const uint64_t step = commit->step;
+  if (commit->changed) {
+    std::string ranks;
+    for (int r : commit->live) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
     spdlog::info(
         "membership {}: from step {} the {} live workers ({}) share the rest of each "
         "epoch's data (re-sharded: a lost worker's share included, a joiner takes part)",
-        membership_epoch_, step, membership_live_.size(), ranks);
+        commit->epoch, step, commit->live.size(), ranks);
   }
-  const uint64_t snapshot_step = snapshot_in_round_.empty() ? 0 : step;
+  const uint64_t snapshot_step = snapshots_.StepFor(step);
   if (snapshot_step > 0) spdlog::info("snapshot on demand: every PS snapshots step {}", step);
   EEN_RETURN_IF_ERROR(SendToLivePs(
-      [&](wire::Header::Builder h) {
-        auto commit = h.initMembershipCommit();
-        commit.setEpoch(membership_epoch_);
-        commit.setEffectiveStep(step);
-        auto live = commit.initLiveWorkers(membership_live_.size());
-        for (size_t i = 0; i < membership_live_.size(); ++i) live.set(i, membership_live_[i]);
-        commit.setSnapshotStep(snapshot_step);
+      [&] {
+        return coordinator_messages::MembershipCommit(commit->epoch, step, commit->live,
+                                                      snapshot_step);
       },
       "the membership commit"));
-  membership_pending_ = false;
-  for (const transport::PeerId& requester : snapshot_in_round_) {
-    wire::Outgoing b;
-    b.header().setSnapshotReply(fmt::format(
-        "every PS snapshots step {}; the job's log says 'snapshot of step {} complete' once it "
-        "is written everywhere",
-        step, step));
-    Ignored(listener_->Send(requester, b.Take()), "answering a snapshot request");
+  membership_.Committed(*commit);
+  for (const transport::PeerId& requester : snapshots_.Served()) {
+    Ignored(listener_->Send(requester,
+                            coordinator_messages::SnapshotReply(fmt::format(
+                                "every PS snapshots step {}; the job's log says 'snapshot of "
+                                "step {} complete' once it is written everywhere",
+                                step, step))),
+            "answering a snapshot request");
   }
-  snapshot_in_round_.clear();
-  if (changed) {
-    history_.push_back({step, membership_live_, membership_epoch_});
-    SaveHistory();
-  }
-  for (int r : membership_live_) {
+  if (commit->changed) SaveHistory();
+  for (int r : commit->live) {
     Node& w = workers_[r];
     if (!w.joining) continue;
     w.joining = false;
@@ -169,7 +158,7 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
     EEN_RETURN_IF_ERROR(SendJobStart(w, false, step));
   }
   SaveState();
-  if (LiveWorkerRanks() != membership_live_ || !snapshot_waiting_.empty()) {
+  if (membership_.Outdated(LiveWorkerRanks()) || snapshots_.asked()) {
     StartMembershipChange();  // changed, or asked for, meanwhile
   }
   return Status::Ok();
@@ -184,9 +173,9 @@ Status Coordinator::HandleSnapshotRequest(const transport::PeerId& peer) {
   if (options_.job.snapshot_every == 0) {
     return refuse("this job keeps no snapshots (start it with --snapshot-every N)");
   }
-  if (recovering_) return refuse("a rollback is under way; ask again when it is done");
-  snapshot_waiting_.push_back(peer);
-  if (!membership_pending_) StartMembershipChange();
+  if (rollback_.active()) return refuse("a rollback is under way; ask again when it is done");
+  snapshots_.Ask(peer);
+  WantMembershipChange();
   return Status::Ok();
 }
 

@@ -38,19 +38,22 @@ void Coordinator::SaveState() {
       r.setJoinStep(n.join_step);
     }
   }
-  st.setMembershipEpoch(membership_epoch_);
-  const std::vector<int> live = membership_pending_ ? std::vector<int>() : LiveWorkerRanks();
+  st.setMembershipEpoch(membership_.epoch());
+  const std::vector<int> live = membership_.pending() ? std::vector<int>() : LiveWorkerRanks();
   auto l = st.initLiveWorkers(live.size());
   for (size_t k = 0; k < live.size(); ++k) l.set(k, live[k]);
-  st.setCompleteSnapshot(complete_snapshot_);
+  st.setCompleteSnapshot(snapshots_.complete());
   st.setStartStep(start_step_);
   st.setResume(options_.resume);
   st.setMapEpoch(map_epoch_);
   if (map_) map_->ToWire(st.initMap());
-  st.setRollbackEpoch(rollback_epoch_);
+  st.setRollbackEpoch(rollback_.epoch());
+  st.setRollbackStep(rollback_.step());
   st.setMapMoved(map_moved_);
   st.setWorkerReplacements(worker_replacements_);
-  HistoryToWire(st.initHistory(history_.size()));
+  const std::vector<MembershipChange>& history = membership_.history();
+  auto saved_history = st.initHistory(history.size());
+  for (size_t k = 0; k < history.size(); ++k) wire::MembershipToWire(history[k], saved_history[k]);
   auto words = capnp::messageToFlatArray(b);
   auto bytes = words.asBytes();
   if (Status s = state_store_->Put(std::string(bytes.begin(), bytes.end())); !s.ok()) {
@@ -114,21 +117,21 @@ Status Coordinator::RestoreState() {
       n.registered = true;
       n.liveness.Restart(Clock::now());  // silence counts from now
     }
-    membership_epoch_ = st.getMembershipEpoch();
     std::vector<int> live;
     for (int w : st.getLiveWorkers()) live.push_back(w);
-    membership_restart_needed_ = live != LiveWorkerRanks();
-    complete_snapshot_ = st.getCompleteSnapshot();
+    std::vector<MembershipChange> history;
+    for (auto m : st.getHistory()) history.push_back(wire::MembershipFromWire(m));
+    membership_.Restore(st.getMembershipEpoch(), std::move(history), live != LiveWorkerRanks());
+    snapshots_.Restore(st.getCompleteSnapshot());
     start_step_ = st.getStartStep();
     map_epoch_ = std::max<uint64_t>(1, st.getMapEpoch());
     if (st.hasMap()) {
       EEN_ASSIGN_OR_RETURN(ShardMap map, ShardMap::FromWire(st.getMap()));
       map_ = std::move(map);
     }
-    rollback_epoch_ = st.getRollbackEpoch();
+    rollback_.Restore(st.getRollbackEpoch(), st.getRollbackStep());
     map_moved_ = st.getMapMoved();
     worker_replacements_ = st.getWorkerReplacements();
-    for (auto m : st.getHistory()) history_.push_back(wire::MembershipFromWire(m));
   } catch (const kj::Exception& e) {
     return DataLoss("the saved coordinator state is corrupt: " +
                     std::string(e.getDescription().cStr()));
@@ -137,19 +140,15 @@ Status Coordinator::RestoreState() {
   spdlog::info(
       "took the job up again from {} (incarnation {:x}): {} workers live, newest "
       "complete snapshot at step {}",
-      options_.state_path, incarnation_, LiveWorkerRanks().size(), complete_snapshot_);
+      options_.state_path, incarnation_, LiveWorkerRanks().size(), snapshots_.complete());
   return Status::Ok();
 }
 
 void Coordinator::SaveHistory() {
   if (options_.snapshot_dir.empty()) return;
-  if (Status s = WriteMembershipLog(options_.snapshot_dir, history_); !s.ok()) {
+  if (Status s = WriteMembershipLog(options_.snapshot_dir, membership_.history()); !s.ok()) {
     spdlog::warn("{}; a --resume of this job may misplace the data position", s.message());
   }
-}
-
-void Coordinator::HistoryToWire(capnp::List<wire::Membership>::Builder list) const {
-  for (size_t k = 0; k < history_.size(); ++k) wire::MembershipToWire(history_[k], list[k]);
 }
 
 }  // namespace een

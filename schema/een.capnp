@@ -403,4 +403,5 @@ struct CoordinatorState {
   mapMoved @12 :Bool;              # a failover moved shards: snapshots no longer fit
   history @13 :List(Membership);
   workerReplacements @14 :Int32;   # replacement workers accepted so far (--max-restarts)
+  rollbackStep @15 :UInt64;        # the step the latest rollback went back to
 }

@@ -1,0 +1,129 @@
+// The coordinator's messages: see coordinator_messages.h.
+#include "launcher/coordinator_messages.h"
+
+#include "common/optimizer_wire.h"
+#include "common/wire.h"
+
+namespace een::coordinator_messages {
+
+namespace {
+
+void SetWorkers(capnp::List<int32_t>::Builder list, const std::vector<int>& ranks) {
+  for (size_t i = 0; i < ranks.size(); ++i) list.set(i, ranks[i]);
+}
+
+}  // namespace
+
+Message JobStart(const JobStartFields& f) {
+  wire::Outgoing b;
+  auto js = b.header().initJobStart();
+  js.setRank(f.rank);
+  js.setWorldSize(f.world_size);
+  js.setNumPs(f.num_ps);
+  f.map->ToWire(js.initMap());
+  OptimizerToWire(*f.optimizer, js.initOptimizer());
+  js.setResume(f.resume);
+  js.setStartStep(f.start_step);
+  js.setRollbackEpoch(f.rollback_epoch);
+  js.setRebuild(f.rebuild);
+  auto history = js.initHistory(f.history->size());
+  for (size_t k = 0; k < f.history->size(); ++k) {
+    wire::MembershipToWire((*f.history)[k], history[k]);
+  }
+  return b.Take();
+}
+
+Message HeartbeatReply(uint64_t incarnation, uint64_t map_epoch, wire::JobState state,
+                       const std::string& reason) {
+  wire::Outgoing b;
+  auto reply = b.header().initHeartbeatReply();
+  reply.setIncarnation(incarnation);
+  reply.setMapEpoch(map_epoch);
+  reply.setState(state);
+  reply.setReason(reason);
+  return b.Take();
+}
+
+Message MapChange(const ShardMap& map) {
+  wire::Outgoing b;
+  map.ToWire(b.header().initMapChange());
+  return b.Take();
+}
+
+Message MembershipPrepare(uint64_t epoch, const std::vector<int>& live) {
+  wire::Outgoing b;
+  auto prepare = b.header().initMembershipPrepare();
+  prepare.setEpoch(epoch);
+  SetWorkers(prepare.initLiveWorkers(live.size()), live);
+  return b.Take();
+}
+
+Message MembershipCommit(uint64_t epoch, uint64_t step, const std::vector<int>& live,
+                         uint64_t snapshot_step) {
+  wire::Outgoing b;
+  auto commit = b.header().initMembershipCommit();
+  commit.setEpoch(epoch);
+  commit.setEffectiveStep(step);
+  SetWorkers(commit.initLiveWorkers(live.size()), live);
+  commit.setSnapshotStep(snapshot_step);
+  return b.Take();
+}
+
+Message Rollback(uint64_t epoch, uint64_t step) {
+  wire::Outgoing b;
+  auto rollback = b.header().initRollback();
+  rollback.setEpoch(epoch);
+  rollback.setStep(step);
+  return b.Take();
+}
+
+Message BarrierReply(uint64_t sequence) {
+  wire::Outgoing b;
+  b.header().initBarrierReply().setSequence(sequence);
+  return b.Take();
+}
+
+Message DoneReply() {
+  wire::Outgoing b;
+  b.header().setDoneReply();
+  return b.Take();
+}
+
+Message ProcessGoneReply(bool job_started, bool finished) {
+  wire::Outgoing b;
+  auto reply = b.header().initProcessGoneReply();
+  reply.setJobStarted(job_started);
+  reply.setFinished(finished);
+  return b.Take();
+}
+
+Message SnapshotReply(const std::string& text) {
+  wire::Outgoing b;
+  b.header().setSnapshotReply(text);
+  return b.Take();
+}
+
+Message DrainReply(const std::string& text) {
+  wire::Outgoing b;
+  b.header().setDrainReply(text);
+  return b.Take();
+}
+
+Message MetricsReply(const std::vector<ProcessMetrics>& processes) {
+  wire::Outgoing b;
+  auto list = b.header().initMetricsReply().initProcesses(processes.size());
+  for (size_t i = 0; i < processes.size(); ++i) {
+    const ProcessMetrics& p = processes[i];
+    list[i].setRole(p.role);
+    list[i].setRank(p.rank);
+    list[i].setPid(p.pid);
+    list[i].setHost(p.host);
+    list[i].setHeardMsAgo(p.heard_ms_ago);
+    list[i].setLost(p.lost);
+    list[i].setDone(p.done);
+    Metrics::ToWire(*p.metrics, list[i].initMetrics(p.metrics->size()));
+  }
+  return b.Take();
+}
+
+}  // namespace een::coordinator_messages

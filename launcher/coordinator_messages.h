@@ -1,0 +1,66 @@
+// Every message the coordinator sends, built in one place: one typed
+// function per kind, each returning the framed message. The coordinator's
+// protocols (coordinator.h and the state machines it drives) decide what
+// to say; these only say it.
+// Thread safety: free functions; no shared state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/metrics.h"
+#include "common/shard_map.h"
+#include "common/transport/frame.h"
+#include "een/membership.h"
+#include "een/optimizer.h"
+#include "schema/een.capnp.h"
+
+namespace een::coordinator_messages {
+
+using transport::Message;
+
+// What a PS or worker is told when the job starts for it (or starts again:
+// a rollback, a joining worker, a replacement PS).
+struct JobStartFields {
+  int rank = 0;
+  int world_size = 0;  // workers, grown by those who joined
+  int num_ps = 0;
+  const ShardMap* map = nullptr;
+  const OptimizerConfig* optimizer = nullptr;
+  bool resume = false;  // parameters come from the PS (a snapshot, or the running job)
+  uint64_t start_step = 0;
+  uint64_t rollback_epoch = 0;
+  bool rebuild = false;  // a PS joining a running job: its chunks come as images
+  const std::vector<MembershipChange>* history = nullptr;
+};
+Message JobStart(const JobStartFields& fields);
+
+Message HeartbeatReply(uint64_t incarnation, uint64_t map_epoch, wire::JobState state,
+                       const std::string& reason);
+Message MapChange(const ShardMap& map);
+Message MembershipPrepare(uint64_t epoch, const std::vector<int>& live);
+// `snapshot_step`: the step every PS snapshots on demand (0: none).
+Message MembershipCommit(uint64_t epoch, uint64_t step, const std::vector<int>& live,
+                         uint64_t snapshot_step);
+Message Rollback(uint64_t epoch, uint64_t step);
+Message BarrierReply(uint64_t sequence);
+Message DoneReply();
+Message ProcessGoneReply(bool job_started, bool finished);
+Message SnapshotReply(const std::string& text);
+Message DrainReply(const std::string& text);
+
+// One process in `eenctl metrics`' answer.
+struct ProcessMetrics {
+  wire::Role role = wire::Role::WORKER;
+  int rank = 0;
+  int pid = 0;
+  std::string host;
+  uint64_t heard_ms_ago = 0;
+  bool lost = false;
+  bool done = false;
+  const std::vector<MetricSample>* metrics = nullptr;
+};
+Message MetricsReply(const std::vector<ProcessMetrics>& processes);
+
+}  // namespace een::coordinator_messages

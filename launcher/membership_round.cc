@@ -1,0 +1,52 @@
+// MembershipRound: see membership_round.h.
+#include "launcher/membership_round.h"
+
+#include <algorithm>
+
+namespace een {
+
+void MembershipRound::Restore(uint64_t epoch, std::vector<MembershipChange> history,
+                              bool interrupted) {
+  epoch_ = epoch;
+  history_ = std::move(history);
+  interrupted_ = interrupted;
+  pending_ = false;
+  prepared_.clear();
+  live_ = history_.empty() ? std::vector<int>() : history_.back().live;
+}
+
+void MembershipRound::StartJob(std::vector<MembershipChange> before, uint64_t step,
+                               std::vector<int> live) {
+  history_ = std::move(before);
+  epoch_ = history_.empty() ? 0 : history_.back().epoch + 1;
+  live_ = live;
+  history_.push_back({step, std::move(live), epoch_});  // the start: everyone
+}
+
+MembershipRound::Prepare MembershipRound::Begin(std::vector<int> live) {
+  ++epoch_;
+  pending_ = true;
+  interrupted_ = false;
+  live_ = std::move(live);
+  prepared_.clear();
+  return {epoch_, live_};
+}
+
+std::optional<MembershipRound::Commit> MembershipRound::Prepared(int ps, uint64_t epoch,
+                                                                 uint64_t max_version,
+                                                                 size_t live_ps) {
+  if (!pending_ || epoch != epoch_) return std::nullopt;
+  prepared_[ps] = max_version;
+  if (prepared_.size() < live_ps) return std::nullopt;
+  uint64_t step = 0;
+  for (const auto& [rank, version] : prepared_) step = std::max(step, version + 1);
+  const bool changed = history_.empty() || history_.back().live != live_;
+  return Commit{epoch_, step, live_, changed};
+}
+
+void MembershipRound::Committed(const Commit& commit) {
+  pending_ = false;
+  if (commit.changed) history_.push_back({commit.step, commit.live, commit.epoch});
+}
+
+}  // namespace een

@@ -1,0 +1,100 @@
+// MembershipRound in process: the step a change takes effect at, which
+// answers count, what becomes history, resuming and restarting.
+#include "launcher/membership_round.h"
+
+#include <gtest/gtest.h>
+
+namespace een {
+namespace {
+
+MembershipRound StartedWith(std::vector<int> live) {
+  MembershipRound round;
+  round.StartJob({}, 0, std::move(live));
+  return round;
+}
+
+TEST(MembershipRound, CommitsAtTheStepAfterTheNewestVersionOnceEveryLivePsAnswered) {
+  MembershipRound round = StartedWith({0, 1, 2});
+  const MembershipRound::Prepare prepare = round.Begin({0, 2});  // worker 1 lost
+  EXPECT_EQ(prepare.epoch, 1u);
+  EXPECT_EQ(prepare.live, (std::vector<int>{0, 2}));
+  EXPECT_TRUE(round.pending());
+  EXPECT_FALSE(round.Prepared(0, 1, 10, 2).has_value()) << "one of two PS answered";
+  auto commit = round.Prepared(1, 1, 12, 2);
+  ASSERT_TRUE(commit.has_value());
+  EXPECT_EQ(commit->step, 13u) << "the step after the newest version any PS holds";
+  EXPECT_EQ(commit->epoch, 1u);
+  EXPECT_EQ(commit->live, (std::vector<int>{0, 2}));
+  EXPECT_TRUE(commit->changed);
+  EXPECT_TRUE(round.pending()) << "pending until the commit reached every PS";
+  round.Committed(*commit);
+  EXPECT_FALSE(round.pending());
+  ASSERT_EQ(round.history().size(), 2u);
+  EXPECT_EQ(round.history()[0].step, 0u);
+  EXPECT_EQ(round.history()[0].live, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(round.history()[1].step, 13u);
+  EXPECT_EQ(round.history()[1].live, (std::vector<int>{0, 2}));
+  EXPECT_EQ(round.history()[1].epoch, 1u);
+}
+
+TEST(MembershipRound, OnlyThisRoundsAnswersCountEachPsOnce) {
+  MembershipRound round = StartedWith({0, 1});
+  EXPECT_FALSE(round.Prepared(0, 0, 5, 1).has_value()) << "no round pending";
+  round.Begin({0});
+  EXPECT_FALSE(round.Prepared(0, 7, 5, 2).has_value()) << "another round's answer";
+  EXPECT_FALSE(round.Prepared(0, 1, 5, 2).has_value());
+  EXPECT_FALSE(round.Prepared(0, 1, 9, 2).has_value()) << "the same PS twice is one answer";
+  auto commit = round.Prepared(1, 1, 3, 2);
+  ASSERT_TRUE(commit.has_value());
+  EXPECT_EQ(commit->step, 10u) << "ps 0's second answer (version 9) replaced its first";
+}
+
+// A round waiting for a PS that is lost never completes; begun again, it
+// counts only the new round's answers (the coordinator's PsChanged()).
+TEST(MembershipRound, ARoundBegunAgainCountsOnlyItsOwnAnswers) {
+  MembershipRound round = StartedWith({0, 1});
+  round.Begin({0});
+  EXPECT_FALSE(round.Prepared(0, 1, 20, 2).has_value()) << "ps 1 never answers: it is lost";
+  const MembershipRound::Prepare again = round.Begin({0});
+  EXPECT_EQ(again.epoch, 2u);
+  EXPECT_FALSE(round.Prepared(1, 1, 30, 1).has_value()) << "a late answer to the first round";
+  auto commit = round.Prepared(0, 2, 21, 1);
+  ASSERT_TRUE(commit.has_value());
+  EXPECT_EQ(commit->step, 22u);
+  EXPECT_EQ(commit->epoch, 2u);
+}
+
+TEST(MembershipRound, AnUnchangedLiveSetIsNoHistory) {
+  MembershipRound round = StartedWith({0, 1});
+  round.Begin({0, 1});  // a round that only serves a snapshot request
+  auto commit = round.Prepared(0, 1, 4, 1);
+  ASSERT_TRUE(commit.has_value());
+  EXPECT_FALSE(commit->changed);
+  round.Committed(*commit);
+  EXPECT_EQ(round.history().size(), 1u);
+  EXPECT_FALSE(round.Outdated({0, 1}));
+  EXPECT_TRUE(round.Outdated({0})) << "a worker lost while the round was pending";
+}
+
+TEST(MembershipRound, ResumingContinuesTheSavedHistorysEpochs) {
+  MembershipRound round;
+  round.StartJob({{0, {0, 1}, 0}, {50, {0}, 1}}, 80, {0, 1});
+  ASSERT_EQ(round.history().size(), 3u);
+  EXPECT_EQ(round.history().back().step, 80u);
+  EXPECT_EQ(round.history().back().epoch, 2u);
+  EXPECT_EQ(round.Begin({0}).epoch, 3u);
+}
+
+TEST(MembershipRound, ARestartedCoordinatorBeginsTheInterruptedRoundAgain) {
+  MembershipRound round;
+  round.Restore(4, {{0, {0, 1}, 0}, {30, {1}, 4}}, /*interrupted=*/true);
+  EXPECT_TRUE(round.interrupted());
+  EXPECT_FALSE(round.pending());
+  EXPECT_EQ(round.epoch(), 4u);
+  EXPECT_FALSE(round.Outdated({1}));
+  EXPECT_EQ(round.Begin({1}).epoch, 5u);
+  EXPECT_FALSE(round.interrupted());
+}
+
+}  // namespace
+}  // namespace een

@@ -47,21 +47,23 @@ class RaisedPriority {
 Result<std::unique_ptr<HeartbeatSender>> HeartbeatSender::Start(const std::string& address,
                                                                 std::chrono::milliseconds interval,
                                                                 std::chrono::milliseconds threshold,
-                                                                Fill fill) {
+                                                                const Metrics* metrics, Fill fill) {
   RaisedPriority raised;  // for the device's I/O thread and the heartbeat thread
   EEN_ASSIGN_OR_RETURN(transport::Device * device,
                        transport::DeviceFor(address, transport::Lane::kHeartbeat));
   EEN_ASSIGN_OR_RETURN(auto connection, device->Connect(address));
-  return std::make_unique<HeartbeatSender>(std::move(connection), interval, threshold,
+  return std::make_unique<HeartbeatSender>(std::move(connection), interval, threshold, metrics,
                                            std::move(fill));
 }
 
 HeartbeatSender::HeartbeatSender(std::unique_ptr<transport::Connection> connection,
                                  std::chrono::milliseconds interval,
-                                 std::chrono::milliseconds threshold, Fill fill)
+                                 std::chrono::milliseconds threshold, const Metrics* metrics,
+                                 Fill fill)
     : connection_(std::move(connection)),
       interval_(interval),
       threshold_(threshold),
+      metrics_(metrics),
       fill_(std::move(fill)) {
   thread_ = std::thread([this] { Loop(); });
 }
@@ -90,6 +92,7 @@ void HeartbeatSender::Loop() {
     wire::Outgoing b;
     auto hb = b.header().initHeartbeat();
     if (fill_) fill_(hb);
+    if (metrics_) metrics_->ToWire(hb);
     if (Status s = connection_->Send(b.Take()); !s.ok()) {
       spdlog::warn("heartbeat to {} failed: {}", connection_->address(), s.ToString());
     }

@@ -7,9 +7,12 @@
 // or RLIMIT_NICE; else they run at the process's). It turns
 // silence into a state too: a coordinator unheard for 4x the failover
 // threshold makes the state kAborted with a reason naming it.
+// Every heartbeat carries the role's metrics registry (`metrics`, if not
+// null; it must outlive the sender) and what the role's fill callback adds
+// (role, rank, pid, step...).
 // Thread safety: state() and reason() may be called from any thread; the
 // fill callback runs on the heartbeat thread and must only read atomics or
-// its own locked data.
+// its own locked data (Metrics is safe to read from there).
 #pragma once
 
 #include <atomic>
@@ -20,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "common/metrics.h"
 #include "common/status.h"
 #include "common/transport/connection.h"
 #include "schema/een.capnp.h"
@@ -35,10 +39,10 @@ class HeartbeatSender {
   static Result<std::unique_ptr<HeartbeatSender>> Start(const std::string& address,
                                                         std::chrono::milliseconds interval,
                                                         std::chrono::milliseconds threshold,
-                                                        Fill fill);
+                                                        const Metrics* metrics, Fill fill);
   HeartbeatSender(std::unique_ptr<transport::Connection> connection,
                   std::chrono::milliseconds interval, std::chrono::milliseconds threshold,
-                  Fill fill);
+                  const Metrics* metrics, Fill fill);
   ~HeartbeatSender();  // stops the thread
 
   State state() const { return state_.load(); }
@@ -55,6 +59,7 @@ class HeartbeatSender {
 
   std::unique_ptr<transport::Connection> connection_;
   std::chrono::milliseconds interval_, threshold_;
+  const Metrics* metrics_;
   Fill fill_;
   std::atomic<State> state_{State::kRunning};
   std::atomic<uint64_t> incarnation_{0};

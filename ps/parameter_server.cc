@@ -16,6 +16,7 @@
 #include "common/transport/auth.h"
 #include "common/transport/registry.h"
 #include "common/wire.h"
+#include "ps/ps_messages.h"
 
 namespace een::ps {
 
@@ -39,18 +40,8 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   std::vector<uint64_t> intact;
   if (!env_.spare) EEN_RETURN_IF_ERROR(OpenSnapshots(&intact));  // a spare: once it has a rank
   auto send_register = [&]() -> Status {
-    wire::Outgoing b(wire::Role::PS, env_.rank);
-    auto header = b.header();
-    auto reg = header.initRegister();
-    reg.setRole(wire::Role::PS);
-    reg.setRank(env_.rank);
-    reg.setHost(HostName());
-    reg.setPid(getpid());
-    reg.setDataAddress(listener_->address());
-    reg.setSpare(env_.spare);
-    auto steps = reg.initSnapshotSteps(intact.size());
-    for (size_t i = 0; i < intact.size(); ++i) steps.set(i, intact[i]);
-    return control_->Send(b.Take());
+    return control_->Send(ps_messages::Register(env_.rank, HostName(), getpid(),
+                                                listener_->address(), env_.spare, intact));
   };
   EEN_RETURN_IF_ERROR(send_register());
   if (env_.spare) spdlog::info("standing by as a spare PS");
@@ -158,14 +149,13 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   EEN_ASSIGN_OR_RETURN(
       heartbeat_,
       HeartbeatSender::Start(env_.coordinator, env_.heartbeat_interval, env_.failover_threshold,
-                             [this](wire::Heartbeat::Builder hb) {
+                             &metrics_, [this](wire::Heartbeat::Builder hb) {
                                hb.setRole(wire::Role::PS);
                                hb.setRank(env_.rank);
                                hb.setPid(getpid());
                                hb.setStep(step_.load());
                                if (writer_) hb.setSnapshotStep(writer_->written_step());
                                hb.setChunksReady(chunks_ready_.load());
-                               metrics_.ToWire(hb);
                              }));
   return Status::Ok();
 }
@@ -212,18 +202,14 @@ Status ParameterServer::Serve(const std::atomic<bool>& stop) {
     if (const uint64_t inc = heartbeat_->incarnation(); inc != incarnation_) {
       if (incarnation_ != 0) {  // a restarted coordinator: tell it our control connection
         spdlog::info("the coordinator restarted; greeting it");
-        wire::Outgoing b(wire::Role::PS, env_.rank);
-        auto header = b.header();
-        header.setHello();
-        Ignored(control_->Send(b.Take()), "greeting the restarted coordinator");
+        Ignored(control_->Send(ps_messages::Hello(env_.rank)),
+                "greeting the restarted coordinator");
       }
       incarnation_ = inc;
     }
     if (heartbeat_->state() == HeartbeatSender::State::kShutdown) {
-      wire::Outgoing b(wire::Role::PS, env_.rank);
-      auto header = b.header();
-      header.setLeave();
-      Ignored(control_->Send(b.Take()), "telling the coordinator this PS leaves");
+      Ignored(control_->Send(ps_messages::Leave(env_.rank)),
+              "telling the coordinator this PS leaves");
       spdlog::info("job finished; leaving after {} steps", step_.load());
       return Status::Ok();
     }
@@ -268,22 +254,33 @@ void ParameterServer::ReportStall() {
       chunk.offset, chunk.offset + chunk.numel - 1, chunk.shard);
 }
 
+ParameterServer::ControlHandler ParameterServer::ControlMessageOf(wire::Header::Which kind) {
+  using P = ParameterServer&;
+  using H = wire::Header::Reader;
+  static const std::map<wire::Header::Which, ControlHandler> kTable = {
+      {wire::Header::MEMBERSHIP_PREPARE,
+       [](P ps, H h) { return ps.HandleMembershipPrepare(h.getMembershipPrepare()); }},
+      {wire::Header::MEMBERSHIP_COMMIT,
+       [](P ps, H h) { return ps.HandleMembershipCommit(h.getMembershipCommit()); }},
+      {wire::Header::ROLLBACK,
+       [](P ps, H h) {
+         return ps.HandleRollback(h.getRollback().getEpoch(), h.getRollback().getStep());
+       }},
+      {wire::Header::MAP_CHANGE,
+       [](P ps, H h) -> Status {
+         EEN_ASSIGN_OR_RETURN(ShardMap next, ShardMap::FromWire(h.getMapChange()));
+         return ps.AdoptMap(std::move(next));
+       }},
+  };
+  auto it = kTable.find(kind);
+  return it == kTable.end() ? nullptr : it->second;
+}
+
 Status ParameterServer::HandleControl(const Message& message) {
   return wire::Visit(message, [&](wire::Header::Reader h) -> Status {
-    switch (h.which()) {
-      case wire::Header::MEMBERSHIP_PREPARE:
-        return HandleMembershipPrepare(h.getMembershipPrepare());
-      case wire::Header::ROLLBACK:
-        return HandleRollback(h.getRollback().getEpoch(), h.getRollback().getStep());
-      case wire::Header::MAP_CHANGE: {
-        EEN_ASSIGN_OR_RETURN(ShardMap next, ShardMap::FromWire(h.getMapChange()));
-        return AdoptMap(std::move(next));
-      }
-      case wire::Header::MEMBERSHIP_COMMIT:
-        return HandleMembershipCommit(h.getMembershipCommit());
-      default:
-        return Status::Ok();  // job start repeats and the like: nothing to do
-    }
+    const ControlHandler handle = ControlMessageOf(h.which());
+    if (!handle) return Status::Ok();  // job start repeats and the like: nothing to do
+    return handle(*this, h);
   });
 }
 
@@ -306,12 +303,8 @@ Status ParameterServer::HandleMembershipPrepare(wire::MembershipPrepare::Reader 
   }
   frozen_ = true;
   freeze_above_ = store_->MaxVersion();
-  wire::Outgoing b(wire::Role::PS, env_.rank);
-  auto header = b.header();
-  auto prepared = header.initMembershipPrepared();
-  prepared.setEpoch(prepare.getEpoch());
-  prepared.setMaxVersion(freeze_above_);
-  EEN_RETURN_IF_ERROR(control_->Send(b.Take()));
+  EEN_RETURN_IF_ERROR(control_->Send(
+      ps_messages::MembershipPrepared(env_.rank, prepare.getEpoch(), freeze_above_)));
   AfterCompletion(completed);
   return Status::Ok();
 }
@@ -328,12 +321,7 @@ Status ParameterServer::HandleRollback(uint64_t epoch, uint64_t step) {
   step_ = step;
   next_snapshot_ = (step / env_.snapshot_every + 1) * env_.snapshot_every;
   spdlog::warn("rolled back to the snapshot of step {}; shard map epoch {}", step, epoch);
-  wire::Outgoing b(wire::Role::PS, env_.rank);
-  auto header = b.header();
-  auto done = header.initRolledBack();
-  done.setEpoch(epoch);
-  done.setStep(step);
-  return control_->Send(b.Take());
+  return control_->Send(ps_messages::RolledBack(env_.rank, epoch, step));
 }
 
 Status ParameterServer::HandleMembershipCommit(wire::Membership::Reader commit) {
@@ -631,21 +619,14 @@ void ParameterServer::AnswerReadyNorms() {
                     std::to_string(store_->MinVersion()) + ")",
                 it->request_id);
     } else {
-      wire::Outgoing b(wire::Role::PS, env_.rank);
-      auto header = b.header();
-      auto reply = header.initNormReply();
-      reply.setRequestId(it->request_id);
-      reply.setStep(it->step);
       const bool applied = share.state == ChunkStore::NormShare::State::kApplied;
-      reply.setApplied(applied);
-      reply.setTotalNorm(share.total_norm);
-      auto chunks = reply.initChunks(share.chunks.size());
-      auto sums = reply.initSumSquares(share.sum_squares.size());
-      for (size_t i = 0; i < share.chunks.size(); ++i) {
-        chunks.set(i, share.chunks[i]);
-        sums.set(i, share.sum_squares[i]);
-      }
-      if (Status s = listener_->Send(it->peer, b.Take()); !s.ok()) {
+      Message reply = ps_messages::NormReply(env_.rank,
+                                             {.request_id = it->request_id,
+                                              .step = it->step,
+                                              .applied = applied,
+                                              .total_norm = share.total_norm},
+                                             share.chunks, share.sum_squares);
+      if (Status s = listener_->Send(it->peer, std::move(reply)); !s.ok()) {
         spdlog::warn("could not answer a norm query: {}", s.ToString());
       }
     }
@@ -735,31 +716,24 @@ bool ParameterServer::Ready(const PendingPull& p) const {
 }
 
 void ParameterServer::Answer(const PendingPull& p) {
-  wire::Outgoing b;
-  auto reply = b.header().initPullReply();
-  reply.setRequestId(p.request_id);
-  reply.setDtype(wire::DTypeOf(p.type));
-  auto list = reply.initChunks(p.chunks.size());
   uint64_t version = UINT64_MAX;
-  Message m;
-  m.frames.emplace_back();
-  for (size_t i = 0; i < p.chunks.size(); ++i) {
-    list.set(i, p.chunks[i]);
-    version = std::min(version, store_->Version(p.chunks[i]));
-    if (store_->Kind(p.chunks[i]) == TensorKind::kFrozen && !p.frozen_values) {
-      m.frames.emplace_back();  // the version is there; the values never change
+  std::vector<transport::Frame> payload;
+  payload.reserve(p.chunks.size());
+  for (const uint32_t c : p.chunks) {
+    version = std::min(version, store_->Version(c));
+    if (store_->Kind(c) == TensorKind::kFrozen && !p.frozen_values) {
+      payload.emplace_back();  // the version is there; the values never change
     } else {
-      m.frames.push_back(p.gradients ? store_->WireMeanGradient(p.chunks[i], p.type)
-                                     : store_->WireValues(p.chunks[i], p.type));
+      payload.push_back(p.gradients ? store_->WireMeanGradient(c, p.type)
+                                    : store_->WireValues(c, p.type));
     }
   }
-  reply.setVersion(p.chunks.empty() ? 0 : version);
-  auto membership = reply.initMembership();
-  membership.setEpoch(membership_epoch_);
-  membership.setEffectiveStep(membership_step_);
-  auto live = membership.initLiveWorkers(live_workers_.size());
-  for (size_t i = 0; i < live_workers_.size(); ++i) live.set(i, live_workers_[i]);
-  m.frames[0] = b.Encode();
+  Message m =
+      ps_messages::PullReply({.request_id = p.request_id,
+                              .dtype = wire::DTypeOf(p.type),
+                              .version = p.chunks.empty() ? 0 : version,
+                              .membership = {membership_step_, live_workers_, membership_epoch_}},
+                             p.chunks, std::move(payload));
   const size_t bytes = m.payload_bytes();
   if (Status s = listener_->Send(p.peer, std::move(m)); !s.ok()) {
     spdlog::warn("could not answer a pull: {}", s.ToString());

@@ -88,7 +88,12 @@ class ParameterServer {
     Status (*handle)(ParameterServer& ps, const transport::Envelope& e, wire::Header::Reader h);
   };
   static const DataMessage* DataMessageOf(wire::Header::Which kind);
-  // Messages from the coordinator on the control connection (membership).
+  // Messages from the coordinator on the control connection (membership,
+  // rollback, map changes), dispatched through their own table: one
+  // handler per kind (nullptr: a kind with nothing to do, such as a
+  // repeated JobStart).
+  using ControlHandler = Status (*)(ParameterServer& ps, wire::Header::Reader h);
+  static ControlHandler ControlMessageOf(wire::Header::Which kind);
   Status HandleControl(const transport::Message& message);
   Status HandleMembershipPrepare(wire::MembershipPrepare::Reader prepare);
   Status HandleRollback(uint64_t epoch, uint64_t step);

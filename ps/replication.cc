@@ -10,6 +10,7 @@
 #include "common/transport/registry.h"
 #include "common/wire.h"
 #include "ps/parameter_server.h"
+#include "ps/ps_messages.h"
 
 namespace een::ps {
 
@@ -28,26 +29,9 @@ struct ReplicateBatch {
 };
 
 Message EncodeReplicate(uint64_t epoch, int from, bool image, ReplicateBatch batch, bool answer) {
-  wire::Outgoing b;
-  auto header = b.header();
-  auto r = answer ? header.initReplicated() : header.initReplicate();
-  r.setEpoch(epoch);
-  r.setFrom(from);
-  r.setImage(image);
-  auto chunks = r.initChunks(batch.chunks.size());
-  auto versions = r.initVersions(batch.versions.size());
-  for (size_t i = 0; i < batch.chunks.size(); ++i) {
-    chunks.set(i, batch.chunks[i]);
-    versions.set(i, batch.versions[i]);
-  }
-  auto lrs = r.initLrs(batch.lrs.size());
-  for (size_t i = 0; i < batch.lrs.size(); ++i) lrs.set(i, batch.lrs[i]);
-  auto norms = r.initNorms(batch.norms.size());
-  for (size_t i = 0; i < batch.norms.size(); ++i) norms.set(i, batch.norms[i]);
-  Message m;
-  m.frames.push_back(b.Encode());
-  for (Frame& f : batch.frames) m.frames.push_back(std::move(f));
-  return m;
+  return ps_messages::Replicate({.epoch = epoch, .from = from, .image = image, .answer = answer},
+                                batch.chunks, batch.versions, batch.lrs, batch.norms,
+                                std::move(batch.frames));
 }
 
 // Sends each backup PS its batch: the step's mean gradients, or whole

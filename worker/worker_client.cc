@@ -17,6 +17,7 @@
 #include "common/transport/registry.h"
 #include "common/wire.h"
 #include "common/wire_dtype.h"
+#include "worker/worker_messages.h"
 
 namespace een {
 
@@ -35,20 +36,9 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
   std::unique_ptr<WorkerClient> c(new WorkerClient(env));
   EEN_ASSIGN_OR_RETURN(transport::Device * control_device, transport::DeviceFor(env.coordinator));
   EEN_ASSIGN_OR_RETURN(c->control_, control_device->Connect(env.coordinator));
-  wire::Outgoing b(wire::Role::WORKER, env.rank);
-  auto header = b.header();
-  {
-    auto reg = header.initRegister();
-    reg.setRole(wire::Role::WORKER);
-    reg.setRank(env.rank);
-    reg.setHost(HostName());
-    reg.setPid(getpid());
-    TensorsToWire(tensors, reg.initTensors(tensors.size()));
-    OptimizerToWire(optimizer, reg.initOptimizer());
-  }
   Status decoded;
   EEN_RETURN_IF_ERROR(c->Request(
-      b.Take(),
+      worker_messages::Register(env.rank, HostName(), getpid(), tensors, optimizer),
       [&](wire::Header::Reader h) {
         if (!h.isJobStart()) return false;
         decoded = c->ApplyJobStart(h.getJobStart());
@@ -64,7 +54,7 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
   EEN_ASSIGN_OR_RETURN(
       c->heartbeat_,
       HeartbeatSender::Start(env.coordinator, env.heartbeat_interval, env.failover_threshold,
-                             [self](wire::Heartbeat::Builder hb) {
+                             &c->metrics_, [self](wire::Heartbeat::Builder hb) {
                                hb.setRole(wire::Role::WORKER);
                                hb.setRank(self->rank_);
                                hb.setPid(getpid());
@@ -73,7 +63,6 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
                                hb.setLossGiven(self->loss_given_.load());
                                hb.setSamples(self->samples_.load());
                                hb.setSyncMicros(self->sync_micros_.load());
-                               self->metrics_.ToWire(hb);
                              }));
   return c;
 }
@@ -116,12 +105,9 @@ bool WorkerClient::NeedsRecovery() const {
 Result<WorkerClient::Recovery> WorkerClient::Recover() {
   recoveries_.Add();
   const uint64_t known_rollback = rollback_epoch_;
-  wire::Outgoing b(wire::Role::WORKER, rank_);
-  auto header = b.header();
-  header.setMapRequest();
   Status applied;
   EEN_RETURN_IF_ERROR(Request(
-      b.Take(),
+      worker_messages::MapRequest(rank_),
       [&](wire::Header::Reader h) {
         if (!h.isJobStart() || h.getJobStart().getMap().getEpoch() <= map_.epoch()) return false;
         applied = ApplyJobStart(h.getJobStart());
@@ -262,18 +248,10 @@ Status WorkerClient::PushMessage(size_t p, wire::PushKind kind, WireType type, u
                                  const std::vector<size_t>& indices,
                                  const std::vector<const float*>& data,
                                  const std::shared_ptr<const void>& owner, bool again) {
-  wire::Outgoing b;
-  auto push = b.header().initPush();
-  push.setAgain(again);
-  push.setEpoch(map_.epoch());
-  push.setStep(step);
-  push.setWorker(rank_);
-  push.setKind(kind);
-  push.setDtype(wire::DTypeOf(type));
-  if (kind == wire::PushKind::GRADIENT) push.setLr(lr_);
-  auto list = push.initChunks(indices.size());
-  Message m;
-  m.frames.emplace_back();
+  std::vector<uint32_t> ids;
+  ids.reserve(indices.size());
+  std::vector<transport::Frame> payload;
+  payload.reserve(indices.size());
   std::shared_ptr<std::vector<uint16_t>> converted;
   size_t at = 0;
   if (type != WireType::kF32) {
@@ -282,28 +260,33 @@ Status WorkerClient::PushMessage(size_t p, wire::PushKind kind, WireType type, u
     converted = WireBuffer(numel);
   }
   const bool step_push = kind == wire::PushKind::GRADIENT;
-  for (size_t k = 0; k < indices.size(); ++k) {
-    const size_t i = indices[k];
+  for (const size_t i : indices) {
     const size_t numel = map_.chunks()[chunks[i]].numel;
-    list.set(k, chunks[i]);
+    ids.push_back(chunks[i]);
     if (step_push && map_.KindOfChunk(chunks[i]) == TensorKind::kFrozen) {
-      m.frames.emplace_back();  // the step goes by; the values stay
+      payload.emplace_back();  // the step goes by; the values stay
     } else if (converted) {
       uint16_t* out = converted->data() + at;
       EncodeWire(type, data[i], out, numel);
-      m.frames.push_back(transport::Frame::Borrow(out, numel * 2, converted));
+      payload.push_back(transport::Frame::Borrow(out, numel * 2, converted));
       at += numel;
     } else {
-      m.frames.push_back(transport::Frame::Borrow(data[i], numel * sizeof(float), owner));
+      payload.push_back(transport::Frame::Borrow(data[i], numel * sizeof(float), owner));
     }
   }
+  worker_messages::PushFields fields{.epoch = map_.epoch(),
+                                     .step = step,
+                                     .worker = rank_,
+                                     .kind = kind,
+                                     .dtype = wire::DTypeOf(type),
+                                     .lr = lr_,
+                                     .again = again};
   if (env_.pull_back && step_push) {  // frozen chunks are answered empty
-    PullRequest r{static_cast<uint32_t>(p), next_request_++, step + 1, sum_mode(), type, {}};
-    for (size_t i : indices) r.chunks.push_back(chunks[i]);
-    push.setPullBack(r.id);
+    PullRequest r{static_cast<uint32_t>(p), next_request_++, step + 1, sum_mode(), type, ids};
+    fields.pull_back = r.id;
     outstanding_.push_back(std::move(r));
   }
-  m.frames[0] = b.Encode();
+  Message m = worker_messages::Push(fields, ids, std::move(payload));
   const size_t bytes = m.payload_bytes();
   if (Status s = ps_[p]->Send(std::move(m)); !s.ok()) {
     return Unavailable(
@@ -371,18 +354,16 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
       }
       if (!r.chunks.empty()) {
         r.id = next_request_++;
-        wire::Outgoing b;
-        auto pull = b.header().initPull();
-        pull.setEpoch(map_.epoch());
-        pull.setMinVersion(min_version);
-        pull.setWorker(rank_);
-        pull.setGradients(gradients);
-        pull.setDtype(wire::DTypeOf(type));
-        pull.setRequestId(r.id);
-        pull.setFrozenValues(frozen_too);
-        auto list = pull.initChunks(r.chunks.size());
-        for (size_t k = 0; k < r.chunks.size(); ++k) list.set(k, r.chunks[k]);
-        EEN_RETURN_IF_ERROR(SendHeader(p, b, fmt::format("pull from PS {}", p)));
+        EEN_RETURN_IF_ERROR(Send(p,
+                                 worker_messages::Pull({.epoch = map_.epoch(),
+                                                        .min_version = min_version,
+                                                        .worker = rank_,
+                                                        .gradients = gradients,
+                                                        .dtype = wire::DTypeOf(type),
+                                                        .request_id = r.id,
+                                                        .frozen_values = frozen_too},
+                                                       r.chunks),
+                                 fmt::format("pull from PS {}", p)));
         outstanding_.push_back(std::move(r));
       }
     }
@@ -432,8 +413,8 @@ Status WorkerClient::WaitForPs(size_t p, const std::function<bool()>& waiting,
   return Status::Ok();
 }
 
-Status WorkerClient::SendHeader(size_t p, wire::Outgoing& b, const std::string& what) {
-  if (Status s = ps_[p]->Send(b.Take()); !s.ok()) {
+Status WorkerClient::Send(size_t p, Message message, const std::string& what) {
+  if (Status s = ps_[p]->Send(std::move(message)); !s.ok()) {
     return Unavailable(what + " failed: " + s.message());
   }
   return Status::Ok();
@@ -445,14 +426,8 @@ Result<double> WorkerClient::ClipGradients(uint64_t step) {
   EEN_ASSIGN_OR_RETURN(const double total, GatherNorm(step));
   for (size_t p = 0; p < ps_.size(); ++p) {
     if (ps_chunks_[p].empty()) continue;  // holds nothing: takes no part
-    wire::Outgoing b(wire::Role::WORKER, rank_);
-    auto header = b.header();
-    auto clip = header.initClipNorm();
-    clip.setEpoch(map_.epoch());
-    clip.setWorker(rank_);
-    clip.setStep(step);
-    clip.setTotalNorm(total);
-    EEN_RETURN_IF_ERROR(SendHeader(p, b, fmt::format("sending the gradient norm to PS {}", p)));
+    EEN_RETURN_IF_ERROR(Send(p, worker_messages::ClipNorm(rank_, map_.epoch(), step, total),
+                             fmt::format("sending the gradient norm to PS {}", p)));
   }
   return total;
 }
@@ -470,14 +445,8 @@ Result<double> WorkerClient::GatherNorm(uint64_t step) {
   for (size_t p = 0; p < ps_.size(); ++p) {
     if (!holds_chunks(p)) continue;
     shares[p].id = next_request_++;
-    wire::Outgoing b(wire::Role::WORKER, rank_);
-    auto header = b.header();
-    auto query = header.initNormQuery();
-    query.setEpoch(map_.epoch());
-    query.setWorker(rank_);
-    query.setStep(step);
-    query.setRequestId(shares[p].id);
-    EEN_RETURN_IF_ERROR(SendHeader(p, b, fmt::format("norm query to PS {}", p)));
+    EEN_RETURN_IF_ERROR(Send(p, worker_messages::NormQuery(rank_, map_.epoch(), step, shares[p].id),
+                             fmt::format("norm query to PS {}", p)));
   }
   for (size_t p = 0; p < ps_.size(); ++p) {
     if (!holds_chunks(p)) continue;
@@ -634,11 +603,8 @@ Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t versio
 
 Status WorkerClient::Barrier() {
   const uint64_t sequence = ++barrier_sequence_;
-  wire::Outgoing b(wire::Role::WORKER, rank_);
-  auto header = b.header();
-  header.initBarrier().setSequence(sequence);
   return Request(
-      b.Take(),
+      worker_messages::Barrier(rank_, sequence),
       [&](wire::Header::Reader h) {
         return h.isBarrierReply() && h.getBarrierReply().getSequence() == sequence;
       },
@@ -648,12 +614,10 @@ Status WorkerClient::Barrier() {
 Status WorkerClient::Finish() {
   if (finished_) return Status::Ok();
   finished_ = true;
-  wire::Outgoing b(wire::Role::WORKER, rank_);
-  auto header = b.header();
-  header.setDone(step_.load());
   Status s = Request(
-      b.Take(), [](wire::Header::Reader h) { return h.isDoneReply(); },
-      env_.failover_threshold * 10, "the end of the job");
+      worker_messages::Done(rank_, step_.load()),
+      [](wire::Header::Reader h) { return h.isDoneReply(); }, env_.failover_threshold * 10,
+      "the end of the job");
   heartbeat_.reset();  // a finished worker stops its heartbeats
   return s;
 }

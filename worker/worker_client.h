@@ -134,8 +134,8 @@ class WorkerClient {
   // The total norm of step `step`'s mean gradient from every PS's shares
   // (ClipGradients' first half).
   Result<double> GatherNorm(uint64_t step);
-  // Sends a header-only message to PS `p`; Unavailable "`what` failed: ...".
-  Status SendHeader(size_t p, wire::Outgoing& b, const std::string& what);
+  // Sends `message` (worker_messages.h) to PS `p`; Unavailable "`what` failed: ...".
+  Status Send(size_t p, transport::Message message, const std::string& what);
   // A PS's Error answer as a Status (a stale epoch marks recovery as needed).
   Status PsError(size_t p, wire::Error::Reader error);
   // Adopts a membership stamped on a pull answer of `version`, if it is

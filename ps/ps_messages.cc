@@ -1,0 +1,100 @@
+// The PS's messages: see ps_messages.h.
+#include "ps/ps_messages.h"
+
+#include "common/wire.h"
+
+namespace een::ps_messages {
+
+namespace {
+
+template <typename T, typename List>
+void SetAll(List list, const std::vector<T>& values) {
+  for (size_t i = 0; i < values.size(); ++i) list.set(i, values[i]);
+}
+
+}  // namespace
+
+Message Register(int rank, const std::string& host, int pid, const std::string& data_address,
+                 bool spare, const std::vector<uint64_t>& intact) {
+  wire::Outgoing b(wire::Role::PS, rank);
+  auto reg = b.header().initRegister();
+  reg.setRole(wire::Role::PS);
+  reg.setRank(rank);
+  reg.setHost(host);
+  reg.setPid(pid);
+  reg.setDataAddress(data_address);
+  reg.setSpare(spare);
+  SetAll(reg.initSnapshotSteps(intact.size()), intact);
+  return b.Take();
+}
+
+Message Hello(int rank) {
+  wire::Outgoing b(wire::Role::PS, rank);
+  b.header().setHello();
+  return b.Take();
+}
+
+Message Leave(int rank) {
+  wire::Outgoing b(wire::Role::PS, rank);
+  b.header().setLeave();
+  return b.Take();
+}
+
+Message MembershipPrepared(int rank, uint64_t epoch, uint64_t max_version) {
+  wire::Outgoing b(wire::Role::PS, rank);
+  auto prepared = b.header().initMembershipPrepared();
+  prepared.setEpoch(epoch);
+  prepared.setMaxVersion(max_version);
+  return b.Take();
+}
+
+Message RolledBack(int rank, uint64_t epoch, uint64_t step) {
+  wire::Outgoing b(wire::Role::PS, rank);
+  auto done = b.header().initRolledBack();
+  done.setEpoch(epoch);
+  done.setStep(step);
+  return b.Take();
+}
+
+Message PullReply(const PullReplyFields& f, const std::vector<uint32_t>& chunks,
+                  std::vector<Frame> payload) {
+  wire::Outgoing b;
+  auto reply = b.header().initPullReply();
+  reply.setRequestId(f.request_id);
+  reply.setDtype(f.dtype);
+  SetAll(reply.initChunks(chunks.size()), chunks);
+  reply.setVersion(f.version);
+  wire::MembershipToWire(f.membership, reply.initMembership());
+  return b.Take(std::move(payload));
+}
+
+Message NormReply(int rank, const NormReplyFields& f, const std::vector<uint32_t>& chunks,
+                  const std::vector<double>& sum_squares) {
+  wire::Outgoing b(wire::Role::PS, rank);
+  auto reply = b.header().initNormReply();
+  reply.setRequestId(f.request_id);
+  reply.setStep(f.step);
+  reply.setApplied(f.applied);
+  reply.setTotalNorm(f.total_norm);
+  SetAll(reply.initChunks(chunks.size()), chunks);
+  SetAll(reply.initSumSquares(sum_squares.size()), sum_squares);
+  return b.Take();
+}
+
+Message Replicate(const ReplicateFields& f, const std::vector<uint32_t>& chunks,
+                  const std::vector<uint64_t>& versions, const std::vector<double>& lrs,
+                  const std::vector<double>& norms, std::vector<Frame> payload) {
+  wire::Outgoing b;
+  auto header = b.header();
+  auto r = f.answer ? header.initReplicated() : header.initReplicate();
+  r.setEpoch(f.epoch);
+  r.setFrom(f.from);
+  r.setImage(f.image);
+  SetAll(r.initChunks(chunks.size()), chunks);
+  SetAll(r.initVersions(versions.size()), versions);
+  SetAll(r.initLrs(lrs.size()), lrs);
+  SetAll(r.initNorms(norms.size()), norms);
+  return b.Take(std::move(payload));
+}
+
+}  // namespace een::ps_messages

@@ -1,0 +1,63 @@
+// Every message a PS sends, built in one place: one typed function per
+// kind, each returning the framed message (header first, then any payload
+// frames, which are never copied). The PS (parameter_server.h,
+// replication.cc) decides what to say and to whom; these only say it.
+// Thread safety: free functions; no shared state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/transport/frame.h"
+#include "een/membership.h"
+#include "schema/een.capnp.h"
+
+namespace een::ps_messages {
+
+using transport::Frame;
+using transport::Message;
+
+// To the coordinator.
+// `intact`: the snapshot steps this PS holds intact (resuming).
+Message Register(int rank, const std::string& host, int pid, const std::string& data_address,
+                 bool spare, const std::vector<uint64_t>& intact);
+Message Hello(int rank);  // to a restarted coordinator: here is this PS's control connection
+Message Leave(int rank);
+Message MembershipPrepared(int rank, uint64_t epoch, uint64_t max_version);
+Message RolledBack(int rank, uint64_t epoch, uint64_t step);
+
+// To a worker.
+// `payload`: one frame per chunk of `chunks`, in that order.
+struct PullReplyFields {
+  uint64_t request_id = 0;
+  wire::DType dtype = wire::DType::F32;
+  uint64_t version = 0;         // the oldest version among the chunks
+  MembershipChange membership;  // the newest one this PS follows
+};
+Message PullReply(const PullReplyFields& fields, const std::vector<uint32_t>& chunks,
+                  std::vector<Frame> payload);
+// This PS's share of a step's gradient norm: `total_norm` once applied,
+// else each chunk's sum of squares.
+struct NormReplyFields {
+  uint64_t request_id = 0;
+  uint64_t step = 0;
+  bool applied = false;
+  double total_norm = 0;
+};
+Message NormReply(int rank, const NormReplyFields& fields, const std::vector<uint32_t>& chunks,
+                  const std::vector<double>& sum_squares);
+
+// To a backup PS (`answer`: the backup's confirmation, without payload).
+struct ReplicateFields {
+  uint64_t epoch = 0;
+  int from = 0;         // the sending PS
+  bool image = false;   // whole chunk images (a new backup), not a step's mean gradients
+  bool answer = false;  // Replicated (confirmation), not Replicate
+};
+// `lrs`, `norms`: each step's learning rate and clipping norm (mean gradients).
+Message Replicate(const ReplicateFields& fields, const std::vector<uint32_t>& chunks,
+                  const std::vector<uint64_t>& versions, const std::vector<double>& lrs,
+                  const std::vector<double>& norms, std::vector<Frame> payload);
+
+}  // namespace een::ps_messages

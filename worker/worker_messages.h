@@ -1,0 +1,59 @@
+// Every message a worker sends, built in one place: one typed function per
+// kind, each returning the framed message (header first, then any payload
+// frames, which are never copied). The worker client (worker_client.h)
+// decides what to say and to whom; these only say it.
+// Thread safety: free functions; no shared state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/shard_map.h"
+#include "common/transport/frame.h"
+#include "een/optimizer.h"
+#include "schema/een.capnp.h"
+
+namespace een::worker_messages {
+
+using transport::Frame;
+using transport::Message;
+
+// To the coordinator.
+Message Register(int rank, const std::string& host, int pid, const std::vector<TensorInfo>& tensors,
+                 const OptimizerConfig& optimizer);
+Message MapRequest(int rank);
+Message Barrier(int rank, uint64_t sequence);
+Message Done(int rank, uint64_t steps);
+
+// To a PS (the data plane: no sender; the PS checks `worker` against the
+// connection's identity).
+struct PushFields {
+  uint64_t epoch = 0;  // of the shard map it was routed with
+  uint64_t step = 0;
+  int worker = 0;
+  wire::PushKind kind = wire::PushKind::GRADIENT;
+  wire::DType dtype = wire::DType::F32;
+  double lr = 0;           // gradients: the step's learning rate (schedules)
+  bool again = false;      // sent again after a recovery
+  uint64_t pull_back = 0;  // a pull of the step's result rides on it (0: none)
+};
+// `payload`: one frame per chunk of `chunks`, in that order.
+Message Push(const PushFields& fields, const std::vector<uint32_t>& chunks,
+             std::vector<Frame> payload);
+
+struct PullFields {
+  uint64_t epoch = 0;
+  uint64_t min_version = 0;
+  int worker = 0;
+  bool gradients = false;  // sum mode: the mean gradient, not the values
+  wire::DType dtype = wire::DType::F32;
+  uint64_t request_id = 0;
+  bool frozen_values = false;  // frozen chunks' values too (the first pull)
+};
+Message Pull(const PullFields& fields, const std::vector<uint32_t>& chunks);
+
+Message NormQuery(int worker, uint64_t epoch, uint64_t step, uint64_t request_id);
+Message ClipNorm(int worker, uint64_t epoch, uint64_t step, double total_norm);
+
+}  // namespace een::worker_messages

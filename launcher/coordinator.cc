@@ -297,7 +297,9 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
       reg.getRank() < static_cast<int>(ps_.size()) && ps_[reg.getRank()].pid == reg.getPid() &&
       !ps_[reg.getRank()].lost) {
     ps_[reg.getRank()].control = peer;  // asking again: its JobStart crossed our restart
-    return SendJobStart(ps_[reg.getRank()]);
+    EEN_RETURN_IF_ERROR(SendJobStart(ps_[reg.getRank()]));
+    PsChanged();  // a pending round's prepare may have been lost with the JobStart
+    return Status::Ok();
   }
   if (state_ == wire::JobState::RUNNING && role == wire::Role::PS && reg.getRank() >= 0 &&
       reg.getRank() < static_cast<int>(ps_.size()) &&
@@ -424,12 +426,10 @@ Status Coordinator::SendJobStart(const Node& n, bool rebuild, uint64_t join_step
 }
 
 void Coordinator::NoteSnapshots() {
-  std::vector<uint64_t> newest;
-  for (const Node& p : ps_) {
-    if (!p.lost) newest.push_back(p.snapshot_step);
-  }
+  std::vector<uint64_t> newest;  // of the PS serving shards (a drained one writes no more)
+  for (int rank : ServingPs()) newest.push_back(ps_[rank].snapshot_step);
   if (auto complete = snapshots_.Note(newest)) {
-    spdlog::info("snapshot of step {} complete on all {} PS", *complete, ps_.size());
+    spdlog::info("snapshot of step {} complete on all {} PS", *complete, newest.size());
     SaveState();
   }
 }

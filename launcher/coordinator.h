@@ -197,12 +197,18 @@ class Coordinator {
   // The job ended: standbys are told, and exit.
   void ReleaseSpares();
   void SendMapChange();
-  // Sends the message `make` builds to every PS not lost; warns for each
+  // Sends the message `make` builds to each PS of `ranks`; warns for each
   // one that cannot be reached (`what`: what the message is about) and
   // returns the first such failure, after trying them all.
+  Status SendToPs(const std::vector<int>& ranks, const std::function<transport::Message()>& make,
+                  const std::string& what);
+  // The same to every PS not lost (a drained one too: it follows the map
+  // until it leaves).
   Status SendToLivePs(const std::function<transport::Message()>& make, const std::string& what);
   std::vector<bool> UsablePs() const;
-  size_t LivePsCount() const;
+  // The PS that serve shards now (registered, not lost, not drained or
+  // gone), ascending: the ones a membership round waits for.
+  std::vector<int> ServingPs() const;
   std::vector<uint64_t> ChunksReady() const;
   Status HandleRolledBack(const transport::PeerId& peer, wire::Rollback::Reader done);
   // `rebuild`: a PS joining a running job; `join_step`: a worker that does.

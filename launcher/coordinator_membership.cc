@@ -97,7 +97,8 @@ void Coordinator::WorkerLost(Node& w, const std::string& what) {
 void Coordinator::StartMembershipChange() {
   snapshots_.BeginRound();  // a round also serves the snapshot requests waiting so far
   const MembershipRound::Prepare prepare = membership_.Begin(LiveWorkerRanks());
-  Ignored(SendToLivePs(
+  Ignored(SendToPs(
+              ServingPs(),
               [&] { return coordinator_messages::MembershipPrepare(prepare.epoch, prepare.live); },
               "the new membership"),
           "sending a membership prepare");
@@ -119,7 +120,7 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
   Node* n = NodeByControl(peer);
   if (!n || n->role != wire::Role::PS) return InvalidArgument("membership answer from a non-PS");
   const std::optional<MembershipRound::Commit> commit =
-      membership_.Prepared(n->rank, prepared.getEpoch(), prepared.getMaxVersion(), LivePsCount());
+      membership_.Prepared(n->rank, prepared.getEpoch(), prepared.getMaxVersion(), ServingPs());
   if (!commit) return Status::Ok();  // more answers to come, or not this round's
   const uint64_t step = commit->step;
   if (commit->changed) {
@@ -132,7 +133,8 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
   }
   const uint64_t snapshot_step = snapshots_.StepFor(step);
   if (snapshot_step > 0) spdlog::info("snapshot on demand: every PS snapshots step {}", step);
-  EEN_RETURN_IF_ERROR(SendToLivePs(
+  EEN_RETURN_IF_ERROR(SendToPs(
+      ServingPs(),
       [&] {
         return coordinator_messages::MembershipCommit(commit->epoch, step, commit->live,
                                                       snapshot_step);

@@ -94,6 +94,7 @@ void Coordinator::MaybeFinishMoves() {
   }
   SendMapChange();
   SaveState();
+  if (done->leaving >= 0) PsChanged();  // a pending round waits for the one that leaves
 }
 
 }  // namespace een

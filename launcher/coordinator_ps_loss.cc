@@ -19,16 +19,27 @@ std::vector<bool> Coordinator::UsablePs() const {
   return usable;
 }
 
-size_t Coordinator::LivePsCount() const {
-  size_t n = 0;
-  for (const Node& p : ps_) n += p.lost ? 0 : 1;
-  return n;
+std::vector<int> Coordinator::ServingPs() const {
+  std::vector<int> serving;
+  for (const Node& p : ps_) {
+    if (p.registered && !p.lost && !p.done) serving.push_back(p.rank);
+  }
+  return serving;
 }
 
 Status Coordinator::SendToLivePs(const std::function<Message()>& make, const std::string& what) {
-  Status first;
+  std::vector<int> live;
   for (const Node& p : ps_) {
-    if (p.lost) continue;
+    if (!p.lost) live.push_back(p.rank);
+  }
+  return SendToPs(live, make, what);
+}
+
+Status Coordinator::SendToPs(const std::vector<int>& ranks, const std::function<Message()>& make,
+                             const std::string& what) {
+  Status first;
+  for (int rank : ranks) {
+    const Node& p = ps_[rank];
     if (Status s = listener_->Send(p.control, make()); !s.ok()) {
       spdlog::warn("could not reach ps {} about {}: {}", p.rank, what, s.ToString());
       if (first.ok()) first = s;
@@ -64,8 +75,9 @@ bool Coordinator::FailOver(Node& lost, const std::string& why) {
       "{}; failing over: its {} shard(s) ({} bytes) are served by their backups on {} "
       "from now, shard map epoch {}; {} new backup(s) being built{}{}",
       why, plan->shards, plan->bytes, PsList(heirs), map_epoch_, plan->rebuilt,
-      LivePsCount() < 2 && spares_.empty() ? " (one PS left: no copies until a replacement joins)"
-                                           : "",
+      ServingPs().size() < 2 && spares_.empty()
+          ? " (one PS left: no copies until a replacement joins)"
+          : "",
       plan->backups_pending ? "; the backups not yet built get the initial values again "
                               "from worker 0"
                             : "");

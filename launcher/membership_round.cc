@@ -34,12 +34,16 @@ MembershipRound::Prepare MembershipRound::Begin(std::vector<int> live) {
 
 std::optional<MembershipRound::Commit> MembershipRound::Prepared(int ps, uint64_t epoch,
                                                                  uint64_t max_version,
-                                                                 size_t live_ps) {
+                                                                 const std::vector<int>& serving) {
   if (!pending_ || epoch != epoch_) return std::nullopt;
+  if (std::find(serving.begin(), serving.end(), ps) == serving.end()) return std::nullopt;
   prepared_[ps] = max_version;
-  if (prepared_.size() < live_ps) return std::nullopt;
   uint64_t step = 0;
-  for (const auto& [rank, version] : prepared_) step = std::max(step, version + 1);
+  for (int rank : serving) {
+    auto answer = prepared_.find(rank);
+    if (answer == prepared_.end()) return std::nullopt;  // still waiting for it
+    step = std::max(step, answer->second + 1);
+  }
   const bool changed = history_.empty() || history_.back().live != live_;
   return Commit{epoch_, step, live_, changed};
 }

@@ -52,9 +52,11 @@ class MembershipRound {
   // Opens a round for `live` under the next epoch.
   Prepare Begin(std::vector<int> live);
   // PS `ps` answered the round `epoch` with its newest version. Returns the
-  // commit once `live_ps` PS answered this round; an answer to another
-  // round, or with none pending, is ignored (nullopt).
-  std::optional<Commit> Prepared(int ps, uint64_t epoch, uint64_t max_version, size_t live_ps);
+  // commit once every PS in `serving` (the PS serving now, ascending) has
+  // answered this round; an answer to another round, with none pending, or
+  // from a PS not serving (lost, or drained and gone), is ignored.
+  std::optional<Commit> Prepared(int ps, uint64_t epoch, uint64_t max_version,
+                                 const std::vector<int>& serving);
   // Every PS was sent `commit`: the round is over.
   void Committed(const Commit& commit);
   // A round was interrupted by a restart and has not been begun again.

@@ -6,7 +6,11 @@
 #include <capnp/serialize.h>
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "common/optimizer_wire.h"
+#include "common/transport/registry.h"
+#include "common/wire.h"
 #include "launcher/coordinator.h"
 #include "launcher/state_store.h"
 #include "schema/een.capnp.h"
@@ -69,6 +73,71 @@ TEST(CoordinatorState, AJobThatGrewIsTakenUpWithEveryRank) {
   nodes[3].setRank(0);
   Status s = TakeUp(base / "state", b);
   EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+// A coordinator restarted after a rollback tells a PS that asks again (its
+// JobStart crossed the restart) where the rollback went: the step was not
+// saved before, and such a PS was told step 0.
+TEST(CoordinatorState, ARestartAfterARollbackStillTellsItsStep) {
+  testing::ScratchFolder base("coordinator-state-test");
+  capnp::MallocMessageBuilder b;
+  auto st = b.initRoot<wire::CoordinatorState>();
+  st.setState(wire::JobState::RUNNING);
+  TensorsToWire({{"w", 1000}}, st.initTensors(1));
+  OptimizerToWire(OptimizerConfig::SGD(0.1), st.initOptimizer());
+  auto nodes = st.initNodes(2);
+  nodes[0].setRole(wire::Role::PS);
+  nodes[0].setRank(0);
+  nodes[0].setPid(4242);
+  nodes[0].setDataAddress("mem://rolled-back/ps-0");
+  nodes[1].setRole(wire::Role::WORKER);
+  nodes[1].setRank(0);
+  nodes[1].setPid(4343);
+  st.setMapEpoch(3);
+  st.setRollbackEpoch(3);
+  st.setRollbackStep(100);
+  {
+    auto store = StateStore::Open(base / "state");
+    ASSERT_TRUE(store.ok());
+    auto words = capnp::messageToFlatArray(b);
+    auto bytes = words.asBytes();
+    ASSERT_TRUE((*store)->Put(std::string(bytes.begin(), bytes.end())).ok());
+  }
+  CoordinatorOptions o;
+  o.listen_address = "mem://state-test-rollback/coordinator";
+  o.job.ps = 1;
+  o.job.workers = 1;
+  o.job.failover_threshold = std::chrono::milliseconds(60000);  // nobody here heartbeats
+  o.state_path = base / "state";
+  o.restore = true;
+  Coordinator coordinator(o);
+  ASSERT_TRUE(coordinator.Bind().ok());
+  std::atomic<bool> stop{false};
+  std::thread run([&] { (void)coordinator.Run(stop); });
+  auto ps = (*transport::DeviceFor(coordinator.address()))->Connect(coordinator.address());
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  wire::Outgoing out(wire::Role::PS, 0);
+  auto reg = out.header().initRegister();
+  reg.setRole(wire::Role::PS);
+  reg.setRank(0);
+  reg.setPid(4242);
+  reg.setDataAddress("mem://rolled-back/ps-0");
+  ASSERT_TRUE((*ps)->Send(out.Take()).ok());
+  auto reply = (*ps)->Receive(std::chrono::milliseconds(10000));
+  stop = true;
+  run.join();
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  bool started = false;
+  ASSERT_TRUE(wire::Visit(*reply, [&](wire::Header::Reader h) {
+                EXPECT_FALSE(h.isError()) << h.getError().getMessage().cStr();
+                if (!h.isJobStart()) return Status::Ok();
+                started = true;
+                EXPECT_TRUE(h.getJobStart().getResume());
+                EXPECT_EQ(h.getJobStart().getRollbackEpoch(), 3u);
+                EXPECT_EQ(h.getJobStart().getStartStep(), 100u) << "the rollback's step";
+                return Status::Ok();
+              }).ok());
+  EXPECT_TRUE(started);
 }
 
 }  // namespace

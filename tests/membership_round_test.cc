@@ -19,8 +19,8 @@ TEST(MembershipRound, CommitsAtTheStepAfterTheNewestVersionOnceEveryLivePsAnswer
   EXPECT_EQ(prepare.epoch, 1u);
   EXPECT_EQ(prepare.live, (std::vector<int>{0, 2}));
   EXPECT_TRUE(round.pending());
-  EXPECT_FALSE(round.Prepared(0, 1, 10, 2).has_value()) << "one of two PS answered";
-  auto commit = round.Prepared(1, 1, 12, 2);
+  EXPECT_FALSE(round.Prepared(0, 1, 10, {0, 1}).has_value()) << "one of two PS answered";
+  auto commit = round.Prepared(1, 1, 12, {0, 1});
   ASSERT_TRUE(commit.has_value());
   EXPECT_EQ(commit->step, 13u) << "the step after the newest version any PS holds";
   EXPECT_EQ(commit->epoch, 1u);
@@ -39,35 +39,51 @@ TEST(MembershipRound, CommitsAtTheStepAfterTheNewestVersionOnceEveryLivePsAnswer
 
 TEST(MembershipRound, OnlyThisRoundsAnswersCountEachPsOnce) {
   MembershipRound round = StartedWith({0, 1});
-  EXPECT_FALSE(round.Prepared(0, 0, 5, 1).has_value()) << "no round pending";
+  EXPECT_FALSE(round.Prepared(0, 0, 5, {0}).has_value()) << "no round pending";
   round.Begin({0});
-  EXPECT_FALSE(round.Prepared(0, 7, 5, 2).has_value()) << "another round's answer";
-  EXPECT_FALSE(round.Prepared(0, 1, 5, 2).has_value());
-  EXPECT_FALSE(round.Prepared(0, 1, 9, 2).has_value()) << "the same PS twice is one answer";
-  auto commit = round.Prepared(1, 1, 3, 2);
+  EXPECT_FALSE(round.Prepared(0, 7, 5, {0, 1}).has_value()) << "another round's answer";
+  EXPECT_FALSE(round.Prepared(0, 1, 5, {0, 1}).has_value());
+  EXPECT_FALSE(round.Prepared(0, 1, 9, {0, 1}).has_value()) << "the same PS twice is one answer";
+  auto commit = round.Prepared(1, 1, 3, {0, 1});
   ASSERT_TRUE(commit.has_value());
   EXPECT_EQ(commit->step, 10u) << "ps 0's second answer (version 9) replaced its first";
 }
 
-// A round waiting for a PS that is lost never completes; begun again, it
-// counts only the new round's answers (the coordinator's PsChanged()).
-TEST(MembershipRound, ARoundBegunAgainCountsOnlyItsOwnAnswers) {
+// A round waiting for a PS that is lost never completes; begun again
+// (the coordinator's PsChanged()), it counts only its own answers, and
+// only from the PS serving now.
+TEST(MembershipRound, ARoundBegunAgainCountsOnlyItsOwnAnswersFromServingPs) {
   MembershipRound round = StartedWith({0, 1});
   round.Begin({0});
-  EXPECT_FALSE(round.Prepared(0, 1, 20, 2).has_value()) << "ps 1 never answers: it is lost";
+  EXPECT_FALSE(round.Prepared(1, 1, 30, {0, 1}).has_value()) << "ps 0 has not answered";
+  // ps 0 is lost before it answers; the round begins again for ps 1 and
+  // ps 2 (a replacement that never heard of the first round).
   const MembershipRound::Prepare again = round.Begin({0});
   EXPECT_EQ(again.epoch, 2u);
-  EXPECT_FALSE(round.Prepared(1, 1, 30, 1).has_value()) << "a late answer to the first round";
-  auto commit = round.Prepared(0, 2, 21, 1);
+  EXPECT_FALSE(round.Prepared(0, 2, 99, {1, 2}).has_value()) << "ps 0 is not serving";
+  EXPECT_FALSE(round.Prepared(2, 2, 21, {1, 2}).has_value())
+      << "ps 1's answer to the first round counted for the second";
+  auto commit = round.Prepared(1, 2, 20, {1, 2});
   ASSERT_TRUE(commit.has_value());
-  EXPECT_EQ(commit->step, 22u);
+  EXPECT_EQ(commit->step, 22u) << "not 100: the lost ps 0's answer does not count";
   EXPECT_EQ(commit->epoch, 2u);
+}
+
+// A drained PS that left still counted would hold every later round.
+TEST(MembershipRound, APsThatLeftIsNotWaitedFor) {
+  MembershipRound round = StartedWith({0, 1});
+  round.Begin({0});
+  auto commit = round.Prepared(1, 1, 7, {1, 2});  // ps 0 was drained and left
+  EXPECT_FALSE(commit.has_value());
+  commit = round.Prepared(2, 1, 7, {1, 2});
+  ASSERT_TRUE(commit.has_value());
+  EXPECT_EQ(commit->step, 8u);
 }
 
 TEST(MembershipRound, AnUnchangedLiveSetIsNoHistory) {
   MembershipRound round = StartedWith({0, 1});
   round.Begin({0, 1});  // a round that only serves a snapshot request
-  auto commit = round.Prepared(0, 1, 4, 1);
+  auto commit = round.Prepared(0, 1, 4, {0});
   ASSERT_TRUE(commit.has_value());
   EXPECT_FALSE(commit->changed);
   round.Committed(*commit);

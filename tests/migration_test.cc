@@ -1,8 +1,10 @@
 // Adding capacity and draining while training goes on: a third PS started
 // by hand with the job's environment joins and takes its share of the
-// shards; then `eenctl drain` moves everything off PS 0, which leaves. The
-// final parameters are bitwise those of an undisturbed run, with one copy
-// of each shard and with two.
+// shards; then `eenctl drain` moves everything off PS 0, which leaves, and
+// `eenctl snapshot` (a membership round) is agreed by the PS left (before,
+// the round waited for the drained PS's answer forever). The final
+// parameters are bitwise those of an undisturbed run, with one copy of each
+// shard and with two.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -26,6 +28,10 @@ std::vector<std::string> Job(const std::string& replicas, const std::string& out
           "2",
           "--replicas",
           replicas,
+          "--snapshot-every",
+          "1000000",  // practically never: only the one asked for
+          "--snapshot-dir",
+          out + ".snapshots",
           "--progress-interval",
           "200ms",
           "--",
@@ -59,6 +65,8 @@ TEST_P(Migration, AddAPsThenDrainOneWhileTrainingChangesNothing) {
                              {"EEN_NUM_PS", "3"},
                              {"EEN_HOST", "127.0.0.1"},
                              {"EEN_DATA_TRANSPORT", "tcp"},
+                             {"EEN_SNAPSHOT_DIR", base + "/moved.bin.snapshots"},
+                             {"EEN_SNAPSHOT_EVERY", "1000000"},
                              {"EEN_JOB_SECRET_FILE", testing::JobSecretFile(job.output())}});
   ASSERT_TRUE(job.WaitForOutput("shard moves done", seconds(30))) << job.output() << extra.output();
   const std::string out = job.output();
@@ -80,6 +88,16 @@ TEST_P(Migration, AddAPsThenDrainOneWhileTrainingChangesNothing) {
                             seconds(30));
   EXPECT_EQ(again.exit_code, 1) << again.output;
   EXPECT_NE(again.output.find("lost or gone already"), std::string::npos) << again.output;
+  // A membership round (a snapshot on demand) among the PS left.
+  auto asked =
+      testing::Run({kBin + "/eenctl", "snapshot", "--coordinator", coordinator}, seconds(30));
+  ASSERT_EQ(asked.exit_code, 0) << asked.output << job.output();
+  std::smatch step;
+  ASSERT_TRUE(std::regex_search(asked.output, step, std::regex("every PS snapshots step ([0-9]+)")))
+      << asked.output;
+  EXPECT_TRUE(job.WaitForOutput("snapshot of step " + step[1].str() + " complete on all 2 PS",
+                                seconds(30), mark))
+      << job.output();
 
   auto code = job.Wait(seconds(120));
   ASSERT_TRUE(code.has_value()) << job.output();

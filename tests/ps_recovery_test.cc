@@ -104,16 +104,6 @@ TEST(Rollback, EndsOnceEveryPsIsBackAndAnswersTheWaitingWorkers) {
   EXPECT_FALSE(rollback.Complete(2));
 }
 
-// A restarted coordinator still tells a PS or worker that asks again
-// where the latest rollback went (before, it said step 0).
-TEST(Rollback, ARestartKeepsTheLatestRollbacksStepAndEpoch) {
-  Rollback rollback;
-  rollback.Restore(6, 100);
-  EXPECT_FALSE(rollback.active());
-  EXPECT_EQ(rollback.epoch(), 6u);
-  EXPECT_EQ(rollback.step(), 100u);
-}
-
 TEST(Rollback, TimesOutWithoutAReplacement) {
   Rollback rollback;
   const auto now = Rollback::Clock::now();

@@ -207,7 +207,13 @@ const Coordinator::ControlMessage* Coordinator::ControlMessageOf(wire::Header::W
   using E = const transport::Envelope&;
   using H = wire::Header::Reader;
   using From = ControlMessage::From;
-  static const std::map<wire::Header::Which, ControlMessage> kTable = {
+  // A plain array (trivially destructible): threads still handling
+  // messages while the process exits never meet a destroyed table.
+  struct Row {
+    wire::Header::Which kind;
+    ControlMessage message;
+  };
+  static const Row kTable[] = {
       // A greeting after our restart: its route is noted, nothing else.
       {wire::Header::HELLO, {From::kAnyone, [](C, E, H) { return Status::Ok(); }}},
       {wire::Header::REGISTER,
@@ -247,8 +253,10 @@ const Coordinator::ControlMessage* Coordinator::ControlMessageOf(wire::Header::W
        {From::kLauncher,
         [](C c, E e, H h) { return c.HandleProcessGone(e.from, h.getProcessGone()); }}},
   };
-  auto it = kTable.find(kind);
-  return it == kTable.end() ? nullptr : &it->second;
+  for (const Row& row : kTable) {
+    if (row.kind == kind) return &row.message;
+  }
+  return nullptr;
 }
 
 void Coordinator::Handle(const transport::Envelope& envelope) {

@@ -67,22 +67,21 @@ Status Coordinator::ClaimOfLiveRank(const Node& held, int pid) {
 }
 
 void Coordinator::PsLost(Node& p, const std::string& why) {
-  if (options_.job.replicas >= 2 && !rollback_.active() && FailOver(p, why)) {
-    PsChanged();
-    return;
-  }
-  if (options_.job.snapshot_every > 0) {
+  if (!(options_.job.replicas >= 2 && !rollback_.active() && FailOver(p, why))) {
+    if (options_.job.snapshot_every == 0) {
+      uint64_t job_step = 0;
+      for (const Node& w : workers_) job_step = std::max(job_step, w.step);
+      Abort(fmt::format(
+          "{}; the job was at step {}; ending the job ({})", why, job_step,
+          options_.job.replicas >= 2
+              ? "some of its shards have no live backup"
+              : "with --snapshot-every N the job rolls back to its last snapshot instead"));
+      return;
+    }
     BeginRecovery(p, why);
-    PsChanged();
-    return;
   }
-  uint64_t job_step = 0;
-  for (const Node& w : workers_) job_step = std::max(job_step, w.step);
-  Abort(
-      fmt::format("{}; the job was at step {}; ending the job ({})", why, job_step,
-                  options_.job.replicas >= 2
-                      ? "some of its shards have no live backup"
-                      : "with --snapshot-every N the job rolls back to its last snapshot instead"));
+  // A spare that took its place (ReplacePs) began a pending round again already.
+  if (p.lost) PsChanged();
 }
 
 }  // namespace een

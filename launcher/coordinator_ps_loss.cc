@@ -70,11 +70,10 @@ bool Coordinator::FailOver(Node& lost, const std::string& why) {
   map_epoch_++;
   map_ = std::move(plan->map);
   map_moved_ = true;
-  std::set<uint32_t> heirs = plan->heirs;
   spdlog::warn(
       "{}; failing over: its {} shard(s) ({} bytes) are served by their backups on {} "
       "from now, shard map epoch {}; {} new backup(s) being built{}{}",
-      why, plan->shards, plan->bytes, PsList(heirs), map_epoch_, plan->rebuilt,
+      why, plan->shards, plan->bytes, PsList(plan->heirs), map_epoch_, plan->rebuilt,
       ServingPs().size() < 2 && spares_.empty()
           ? " (one PS left: no copies until a replacement joins)"
           : "",

@@ -743,12 +743,13 @@ void ParameterServer::Answer(const PendingPull& p) {
                                     : store_->WireValues(c, p.type));
     }
   }
-  Message m =
-      ps_messages::PullReply({.request_id = p.request_id,
-                              .dtype = wire::DTypeOf(p.type),
-                              .version = p.chunks.empty() ? 0 : version,
-                              .membership = {membership_step_, live_workers_, membership_epoch_}},
-                             p.chunks, std::move(payload));
+  Message m = ps_messages::PullReply({.request_id = p.request_id,
+                                      .dtype = wire::DTypeOf(p.type),
+                                      .version = p.chunks.empty() ? 0 : version,
+                                      .membership_epoch = membership_epoch_,
+                                      .membership_step = membership_step_,
+                                      .live_workers = &live_workers_},
+                                     p.chunks, std::move(payload));
   const size_t bytes = m.payload_bytes();
   if (Status s = listener_->Send(p.peer, std::move(m)); !s.ok()) {
     spdlog::warn("could not answer a pull: {}", s.ToString());

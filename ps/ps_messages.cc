@@ -64,7 +64,10 @@ Message PullReply(const PullReplyFields& f, const std::vector<uint32_t>& chunks,
   reply.setDtype(f.dtype);
   SetAll(reply.initChunks(chunks.size()), chunks);
   reply.setVersion(f.version);
-  wire::MembershipToWire(f.membership, reply.initMembership());
+  auto membership = reply.initMembership();
+  membership.setEpoch(f.membership_epoch);
+  membership.setEffectiveStep(f.membership_step);
+  SetAll(membership.initLiveWorkers(f.live_workers->size()), *f.live_workers);
   return b.Take(std::move(payload));
 }
 

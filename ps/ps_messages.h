@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "common/transport/frame.h"
-#include "een/membership.h"
 #include "schema/een.capnp.h"
 
 namespace een::ps_messages {
@@ -32,8 +31,12 @@ Message RolledBack(int rank, uint64_t epoch, uint64_t step);
 struct PullReplyFields {
   uint64_t request_id = 0;
   wire::DType dtype = wire::DType::F32;
-  uint64_t version = 0;         // the oldest version among the chunks
-  MembershipChange membership;  // the newest one this PS follows
+  uint64_t version = 0;  // the oldest version among the chunks
+  // The newest membership this PS follows (not copied: a pull answer is
+  // on the hot path).
+  uint64_t membership_epoch = 0;
+  uint64_t membership_step = 0;
+  const std::vector<int>* live_workers = nullptr;
 };
 Message PullReply(const PullReplyFields& fields, const std::vector<uint32_t>& chunks,
                   std::vector<Frame> payload);

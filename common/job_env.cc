@@ -63,6 +63,7 @@ Result<bool> LocalModeRequested() {
 }
 
 std::string HostName() {
+  if (const char* node = Get("EEN_NODE")) return node;  // per-node launch: hosts may share a name
   char buf[256] = {0};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
   return buf;

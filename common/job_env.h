@@ -58,6 +58,9 @@ Status AuthenticateAs(const std::string& identity, const std::string& program);
 // debugging. Ok(false) when unset or 0; an error for any other value.
 Result<bool> LocalModeRequested();
 
+// This process's host, as the job names it: EEN_NODE when its launcher set
+// it (per-node launch names each node, since simulated hosts may share a
+// host name), else the machine's host name. Placement and pid lookups use it.
 std::string HostName();
 
 }  // namespace een

@@ -252,6 +252,9 @@ const Coordinator::ControlMessage* Coordinator::ControlMessageOf(wire::Header::W
       {wire::Header::PROCESS_GONE,
        {From::kLauncher,
         [](C c, E e, H h) { return c.HandleProcessGone(e.from, h.getProcessGone()); }}},
+      {wire::Header::NODE_STATUS,
+       {From::kLauncher,
+        [](C c, E e, H h) { return c.HandleNodeStatus(e.from, h.getNodeStatus()); }}},
   };
   for (const Row& row : kTable) {
     if (row.kind == kind) return &row.message;
@@ -640,7 +643,8 @@ Status Coordinator::HandleWorkerExited(wire::WorkerExit::Reader exit) {
   }
   if (exit.getStatus() != 0) return Status::Ok();  // heartbeats tell a lost worker
   Node& w = workers_[rank];
-  const bool same = w.registered && w.pid == exit.getPid();
+  const bool same = w.registered && w.pid == exit.getPid() &&
+                    (!exit.hasHost() || exit.getHost().size() == 0 || w.host == exit.getHost());
   if (state_ == wire::JobState::STARTING && !same) {
     RefuseJob(fmt::format(
         "worker {} (pid {}) exited with status 0 without joining the job: the program never "

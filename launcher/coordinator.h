@@ -28,7 +28,8 @@
 // coordinator_membership.cc (workers lost and joining),
 // coordinator_ps_loss.cc (failover, rollback, spares), coordinator_moves.cc
 // (adding and draining PS), coordinator_claims.cc (who may take a rank),
-// coordinator_metrics.cc (eenctl metrics).
+// coordinator_metrics.cc (eenctl metrics), coordinator_nodes.cc (the
+// launchers of a per-node launch).
 // Thread safety: single-threaded; call everything from one thread.
 #pragma once
 
@@ -161,6 +162,12 @@ class Coordinator {
   // threshold + 5 s it is refused: a second process for one rank.
   // Returns the refusal, or Ok to wait.
   Status ClaimOfLiveRank(const Node& held, int pid);
+  // Per-node launch: a node's een-launch asks how the job stands (the
+  // rendezvous, then every heartbeat interval), or ends the job for a
+  // reason (its Ctrl-C, its roles' failure). Answered; a launcher whose
+  // counts disagree with the job's, or a second one for a node rank, is
+  // refused.
+  Status HandleNodeStatus(const transport::PeerId& peer, wire::NodeStatus::Reader status);
   // A PS declared lost (`why`: who, and why): its backups take over
   // (replicas 2), or the job rolls back (snapshots), or the job ends.
   void PsLost(Node& lost, const std::string& why);
@@ -273,6 +280,12 @@ class Coordinator {
   };
   std::map<int, OfferedModel> offered_models_;  // by worker rank, before the start
   std::map<int, Clock::time_point> claims_;     // pid -> first claim of a live process's rank
+  struct NodeLauncher {                         // per-node launch: one een-launch per node
+    std::string host;
+    int pid = 0;
+    Clock::time_point heard;
+  };
+  std::map<int, NodeLauncher> node_launchers_;  // by node rank
   OptimizerConfig optimizer_;
   wire::JobState state_ = wire::JobState::STARTING;
   std::string abort_reason_;

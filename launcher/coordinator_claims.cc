@@ -18,13 +18,17 @@ Status Coordinator::HandleProcessGone(const transport::PeerId& peer,
                                       wire::ProcessGone::Reader gone) {
   const int pid = gone.getPid();
   const std::string what = gone.getWhat();
+  const std::string host = gone.getHost();  // empty: one host (pids are unique)
   if (pid <= 0) return InvalidArgument("process report without a pid");
+  auto is = [&](const Node& n) {
+    return n.registered && n.pid == pid && (host.empty() || n.host == host);
+  };
   Node* node = nullptr;
   bool finished = false;  // a worker that said it finished: its part is done
   for (std::vector<Node>* nodes : {&ps_, &workers_}) {
     for (Node& n : *nodes) {
-      if (n.registered && n.pid == pid && !n.lost && !n.done) node = &n;
-      if (n.registered && n.pid == pid && n.done && n.role == wire::Role::WORKER) finished = true;
+      if (is(n) && !n.lost && !n.done) node = &n;
+      if (is(n) && n.done && n.role == wire::Role::WORKER) finished = true;
     }
   }
   const bool started = state_ != wire::JobState::STARTING;

@@ -97,6 +97,18 @@ Message ProcessGoneReply(bool job_started, bool finished) {
   return b.Take();
 }
 
+Message NodeStatusReply(wire::JobState state, const std::string& reason,
+                        const std::vector<int>& lost_pids, const std::string& refused) {
+  wire::Outgoing b;
+  auto r = b.header().initNodeStatusReply();
+  r.setState(state);
+  r.setReason(reason);
+  auto lost = r.initLostPids(static_cast<unsigned>(lost_pids.size()));
+  for (size_t i = 0; i < lost_pids.size(); ++i) lost.set(static_cast<unsigned>(i), lost_pids[i]);
+  r.setRefused(refused);
+  return b.Take();
+}
+
 Message SnapshotReply(const std::string& text) {
   wire::Outgoing b;
   b.header().setSnapshotReply(text);

@@ -47,6 +47,11 @@ Message Rollback(uint64_t epoch, uint64_t step);
 Message BarrierReply(uint64_t sequence);
 Message DoneReply();
 Message ProcessGoneReply(bool job_started, bool finished);
+// To a node's launcher (per-node launch): the job's state, why it was
+// aborted, the pids of that node's workers declared lost; `refused`: why
+// this launcher is not part of the job.
+Message NodeStatusReply(wire::JobState state, const std::string& reason,
+                        const std::vector<int>& lost_pids, const std::string& refused);
 Message SnapshotReply(const std::string& text);
 Message DrainReply(const std::string& text);
 

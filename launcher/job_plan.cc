@@ -25,6 +25,7 @@ std::map<std::string, std::string> JobPlan::RoleEnvironment(const std::string& r
       {"EEN_STEP_TIMEOUT_MS", std::to_string(config_.step_timeout.count())},
   };
   env.merge(SecurityEnvironment());
+  if (!node_.empty()) env["EEN_NODE"] = node_;
   if (role == "ps" && (config_.snapshot_every > 0 || config_.resume)) {
     env["EEN_SNAPSHOT_DIR"] = config_.snapshot_dir;
     env["EEN_SNAPSHOT_EVERY"] = std::to_string(config_.snapshot_every);
@@ -33,7 +34,8 @@ std::map<std::string, std::string> JobPlan::RoleEnvironment(const std::string& r
   // Several workers share this machine: one intra-op thread each unless told.
   if (!std::getenv("OMP_NUM_THREADS")) {
     const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-    env["OMP_NUM_THREADS"] = std::to_string(std::max(1L, cores / config_.workers));
+    const long here = workers_here_ > 0 ? workers_here_ : config_.workers;
+    env["OMP_NUM_THREADS"] = std::to_string(std::max(1L, cores / here));
   }
   return env;
 }
@@ -72,7 +74,9 @@ ProcessSpec JobPlan::Coordinator(bool restore, int ready_fd) const {
                                    "--shards-per-ps",
                                    std::to_string(config_.sharding.shards_per_ps),
                                    "--listen",
-                                   restore ? coordinator_address_ : "tcp://" + config_.host + ":0",
+                                   restore                        ? coordinator_address_
+                                   : !coordinator_listen_.empty() ? coordinator_listen_
+                                                                  : "tcp://" + config_.host + ":0",
                                    "--state-dir",
                                    run_dir_ + "/coordinator-state",
                                    "--verdict-file",

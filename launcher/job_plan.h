@@ -6,7 +6,7 @@
 // It decides nothing about where or when a role runs (that is the
 // supervisor's and the ProcessHost's), so every launch backend gives its
 // roles the same environment.
-// Thread safety: const after construction, but for set_coordinator_address.
+// Thread safety: const after construction, but for the setters.
 #pragma once
 
 #include <map>
@@ -32,6 +32,15 @@ class JobPlan {
   const std::string& run_dir() const { return run_dir_; }
   const std::string& coordinator_address() const { return coordinator_address_; }
   void set_coordinator_address(std::string address) { coordinator_address_ = std::move(address); }
+  // Per-node launch: the node's name (its roles' EEN_NODE) and how many
+  // workers run on it (they share its cores).
+  void set_node(std::string name, int workers_here) {
+    node_ = std::move(name);
+    workers_here_ = workers_here;
+  }
+  const std::string& node() const { return node_; }
+  // Where the coordinator listens (default: tcp://HOST:0, any free port).
+  void set_coordinator_listen(std::string address) { coordinator_listen_ = std::move(address); }
 
   // The coordinator; `restore`: on its old address, from its saved state.
   // It writes the address it listens on, one line, to `ready_fd`.
@@ -58,6 +67,9 @@ class JobPlan {
   std::string bin_dir_;
   std::string run_dir_;
   std::string coordinator_address_;
+  std::string coordinator_listen_;
+  std::string node_;
+  int workers_here_ = 0;  // 0: every worker on this host
 };
 
 }  // namespace een

@@ -43,41 +43,44 @@ Status JobSupervisor::CreateSecret() {
     transport::SetCredentials({"", "launcher"});
     return Status::Ok();
   }
-  const std::string secret = transport::NewSecret();
+  // A per-node launch's nodes share the secret the user gave each.
+  const std::string secret = node_ ? node_->secret : transport::NewSecret();
   if (secret.empty()) return Internal("cannot draw a random job secret (libsodium failed)");
   EEN_RETURN_IF_ERROR(transport::WriteSecretFile(plan_.SecretPath(), secret));
   transport::SetCredentials({secret, "launcher"});
   return Status::Ok();
 }
 
-Status JobSupervisor::StartInto(size_t slot, ProcessHost* host, ProcessSpec spec) {
+Status JobSupervisor::StartInto(size_t slot, Slot role, ProcessHost* host, ProcessSpec spec) {
   if (std::find(hosts_.begin(), hosts_.end(), host) == hosts_.end()) hosts_.push_back(host);
   EEN_ASSIGN_OR_RETURN(auto process, host->Start(std::move(spec)));
   if (slot < slots_.size()) {
     slots_[slot] = std::move(process);
+    roles_[slot] = role;
   } else {
     slots_.push_back(std::move(process));
+    roles_.push_back(role);
   }
   return Status::Ok();
 }
 
 Status JobSupervisor::StartPs(size_t slot, int rank) {
-  return StartInto(slot, place_("ps", rank), plan_.Ps(rank));
+  return StartInto(slot, {Role::kPs, rank}, place_("ps", rank), plan_.Ps(rank));
 }
 
 Status JobSupervisor::StartSpare(size_t slot) {
   const int n = spares_started_++;
-  return StartInto(slot, place_("ps", config().ps + n), plan_.Spare(n));
+  return StartInto(slot, {Role::kSpare, n}, place_("ps", config().ps + n), plan_.Spare(n));
 }
 
 Status JobSupervisor::StartWorker(size_t slot, int rank) {
-  return StartInto(slot, place_("worker", rank), plan_.Worker(rank));
+  return StartInto(slot, {Role::kWorker, rank}, place_("worker", rank), plan_.Worker(rank));
 }
 
 Status JobSupervisor::StartCoordinator(bool restore) {
   int ready[2];
   if (pipe2(ready, O_CLOEXEC) != 0) return Internal("pipe failed");
-  Status s = StartInto(0, here_, plan_.Coordinator(restore, ready[1]));
+  Status s = StartInto(0, {Role::kCoordinator, 0}, here_, plan_.Coordinator(restore, ready[1]));
   close(ready[1]);
   if (!s.ok()) {
     close(ready[0]);
@@ -114,13 +117,79 @@ Status JobSupervisor::StartCoordinator(bool restore) {
 }
 
 Status JobSupervisor::StartRoles() {
-  for (int r = 0; r < config().ps; ++r) EEN_RETURN_IF_ERROR(StartPs(slots_.size(), r));
-  for (int r = 0; r < config().workers; ++r) EEN_RETURN_IF_ERROR(StartWorker(slots_.size(), r));
+  // A per-node launch runs its node's ranks only (node-rank-major).
+  const int first_ps = node_ ? node_->first_ps() : 0;
+  const int ps = node_ ? node_->ps_per_node : config().ps;
+  const int first_worker = node_ ? node_->first_worker() : 0;
+  for (int r = first_ps; r < first_ps + ps; ++r) EEN_RETURN_IF_ERROR(StartPs(slots_.size(), r));
+  for (int r = first_worker; r < first_worker + LocalWorkers(); ++r) {
+    EEN_RETURN_IF_ERROR(StartWorker(slots_.size(), r));
+  }
   for (int k = 0; k < config().spare_ps; ++k) EEN_RETURN_IF_ERROR(StartSpare(slots_.size()));
   return Status::Ok();
 }
 
+Status JobSupervisor::Rendezvous() {
+  link_ = std::make_unique<CoordinatorLink>(
+      plan_.coordinator_address(),
+      CoordinatorLink::Node{node_->node_rank, node_->nnodes, node_->ps_per_node,
+                            node_->workers_per_node, node_->name},
+      config().heartbeat_interval);
+  Say("node " + std::to_string(node_->node_rank) + " of " + std::to_string(node_->nnodes) + " (" +
+      node_->name + "): waiting for the rendezvous at " + node_->rdzv +
+      (HostsCoordinator() ? " (this node's coordinator)" : " (node 0's coordinator)"));
+  const auto start = Clock::now();
+  while (!link_->heard()) {
+    link_->Poll();
+    Watch(milliseconds(20));
+    if (g_signal != 0) return Status::Ok();  // Run() says it
+    if (HostsCoordinator() && slots_[0]->exited()) {
+      return Unavailable("the coordinator " + slots_[0]->ExitDescription() +
+                         " before the rendezvous (see its output above)");
+    }
+    if (MillisSince(start) > config().startup_timeout.count()) {
+      return Unavailable("no coordinator answered at " + node_->rdzv + " within " +
+                         std::to_string(config().startup_timeout.count()) +
+                         " ms (--startup-timeout): start node 0's een-launch with the same --rdzv, "
+                         "check that this host reaches it (firewall, address), and that every "
+                         "node has the same job secret");
+    }
+  }
+  if (!link_->refused().empty()) return FailedPrecondition(link_->refused());
+  Say("met the coordinator at " + plan_.coordinator_address() + " after " +
+      std::to_string(MillisSince(start)) + " ms; starting this node's " +
+      std::to_string(node_->ps_per_node) + " PS (ranks " + std::to_string(node_->first_ps()) + "-" +
+      std::to_string(node_->first_ps() + node_->ps_per_node - 1) + ") and " +
+      std::to_string(node_->workers_per_node) + " workers (ranks " +
+      std::to_string(node_->first_worker()) + "-" +
+      std::to_string(node_->first_worker() + node_->workers_per_node - 1) + ")");
+  return Status::Ok();
+}
+
+void JobSupervisor::EndJobEverywhere(const std::string& reason) {
+  // The coordinator ended it already (every node hears its reason), or it
+  // is gone (node 0's: nothing to tell; others find it silent).
+  if (!link_ || !CoordinatorVerdict().empty() || slots_.empty() || slots_[0]->exited()) return;
+  if (!link_->EndJob(reason, milliseconds(2000))) {
+    Say("could not tell the coordinator at " + plan_.coordinator_address() +
+        " to end the job on every node (no answer within 2 s)");
+    return;
+  }
+  // Node 0: the coordinator lingers so that every node hears why; stopping
+  // it now would cut that short.
+  const auto start = Clock::now();
+  while (HostsCoordinator() && !slots_[0]->exited() &&
+         MillisSince(start) < 3 * config().heartbeat_interval.count() + 1000) {
+    Watch(milliseconds(20));
+  }
+}
+
 void JobSupervisor::Watch(milliseconds timeout) {
+  if (remote_) {
+    remote_->Update();
+  } else if (link_) {
+    link_->Poll();  // node 0: hears a verdict as early as the others do
+  }
   for (ProcessHost* host : hosts_) {
     host->Watch(timeout);
     timeout = milliseconds(0);  // one wait for all: the others only forward and reap
@@ -136,6 +205,7 @@ void JobSupervisor::StopAll() {
 }
 
 bool JobSupervisor::DeclaredLost(const RoleProcess& worker) const {
+  if (link_ && link_->DeclaredLost(worker.pid())) return true;
   std::ifstream in(plan_.LostPath());
   int rank;
   pid_t pid;
@@ -147,7 +217,12 @@ bool JobSupervisor::DeclaredLost(const RoleProcess& worker) const {
 
 std::string JobSupervisor::CoordinatorVerdict() const {
   std::ifstream in(plan_.VerdictPath());
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::string verdict{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (verdict.empty() && remote_) verdict = remote_->verdict();
+  if (verdict.empty() && link_ && link_->state() == wire::JobState::ABORTED) {
+    verdict = link_->reason();
+  }
+  return verdict;
 }
 
 Status JobSupervisor::ConnectToCoordinator() {
@@ -164,6 +239,7 @@ std::optional<JobSupervisor::GoneReply> JobSupervisor::TellCoordinatorProcessGon
   auto gone = b.header().initProcessGone();
   gone.setPid(process.pid());
   gone.setWhat(what);
+  if (node_) gone.setHost(node_->name);  // pids repeat across hosts
   if (!coordinator_->Send(b.Take()).ok()) return std::nullopt;
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   while (Clock::now() < deadline) {
@@ -192,6 +268,7 @@ void JobSupervisor::TellCoordinatorWorkerExited(int rank, const RoleProcess& wor
   exit.setRank(rank);
   exit.setPid(worker.pid());
   exit.setStatus(worker.succeeded() ? 0 : 1);
+  if (node_) exit.setHost(node_->name);
   if (Status s = coordinator_->Send(b.Take()); !s.ok()) {
     Say("could not tell the coordinator that worker " + std::to_string(rank) +
         " exited: " + s.message());
@@ -199,6 +276,7 @@ void JobSupervisor::TellCoordinatorWorkerExited(int rank, const RoleProcess& wor
 }
 
 int JobSupervisor::Fail(const std::string& reason) {
+  EndJobEverywhere(reason);  // per-node launch: every node stops, with this reason
   Say("job failed; stopping every process (the reason is the last line)");
   StopAll();
   Say("job failed: " + reason);
@@ -215,26 +293,43 @@ int JobSupervisor::Run() {
 
   if (Status s = CreateSecret(); !s.ok()) return Fail(s.message());
   slots_.reserve(1 + config().ps + config().workers + config().spare_ps);
-  // A coordinator killed before it listened lost nothing: start it again.
-  Status started = StartCoordinator(false);
-  for (int tries = 1;
-       !started.ok() && !slots_.empty() && slots_[0]->killed_by_signal() && tries <= 3; ++tries) {
-    Say(started.message() + "; starting it again (" + std::to_string(tries) + " of 3)");
-    started = StartCoordinator(false);
+  if (HostsCoordinator()) {
+    // A coordinator killed before it listened lost nothing: start it again.
+    Status started = StartCoordinator(false);
+    for (int tries = 1;
+         !started.ok() && !slots_.empty() && slots_[0]->killed_by_signal() && tries <= 3; ++tries) {
+      Say(started.message() + "; starting it again (" + std::to_string(tries) + " of 3)");
+      started = StartCoordinator(false);
+    }
+    if (!started.ok()) return Fail(started.message());
+    Say("coordinator at " + plan_.coordinator_address() + "; " +
+        (node_ ? "the job has " : "starting ") + std::to_string(config().ps) + " PS and " +
+        std::to_string(config().workers) + " workers: " + plan_.command()[0]);
+  } else {
+    plan_.set_coordinator_address(node_->coordinator_address);
   }
-  if (!started.ok()) return Fail(started.message());
-  Say("coordinator at " + plan_.coordinator_address() + "; starting " +
-      std::to_string(config().ps) + " PS and " + std::to_string(config().workers) +
-      " workers: " + plan_.command()[0]);
+  if (node_) {
+    if (Status s = Rendezvous(); !s.ok()) return Fail(s.message());
+    if (!HostsCoordinator()) {
+      // As long as the roles wait for a silent coordinator (4x the
+      // failover threshold; node 0's een-launch restarts a killed one within).
+      remote_ = std::make_shared<RemoteCoordinator>(
+          link_.get(), milliseconds(4 * config().failover_threshold.count() +
+                                    config().heartbeat_interval.count()));
+      slots_.push_back(remote_);
+      roles_.push_back({Role::kCoordinator, 0});
+    }
+  }
   if (!config().insecure) {
     Say("job secret in " + plan_.SecretPath() +
         " (a process added by hand needs "
         "EEN_JOB_SECRET_FILE=" +
         plan_.SecretPath() + "; eenctl finds it)");
   }
-  if (Status s = StartRoles(); !s.ok()) return Fail(s.message());
+  if (g_signal == 0) {
+    if (Status s = StartRoles(); !s.ok()) return Fail(s.message());
+  }
 
-  const size_t first_worker = 1 + config().ps;
   bool workers_done = false;
   Clock::time_point workers_done_at, failure_at, coordinator_done_at;
   std::string failure;
@@ -245,21 +340,24 @@ int JobSupervisor::Run() {
   std::vector<bool> replacement(slots_.size(), false);
   int lost_workers = 0;
   auto SayFinished = [&] {
-    Say("job finished: " + std::to_string(config().workers - lost_workers) + " of " +
-        std::to_string(config().workers) + " workers succeeded" +
+    Say("job finished: " + std::to_string(LocalWorkers() - lost_workers) + " of " +
+        std::to_string(LocalWorkers()) + " workers" + (node_ ? " of this node" : "") +
+        " succeeded" +
         (lost_workers ? " (the others were lost and the job went on without them)" : ""));
   };
   while (true) {
     Watch(milliseconds(50));
     if (g_signal != 0) {
       const char* name = sigabbrev_np(g_signal);
-      Say(std::string("interrupted by SIG") + (name ? name : "?") + "; stopping every process");
+      const std::string sig = std::string("SIG") + (name ? name : "?");
+      Say("interrupted by " + sig + "; stopping every process");
+      EndJobEverywhere("its een-launch was interrupted by " + sig);
       StopAll();
       Say("job interrupted; every process stopped");
       return 130;
     }
-    if (failure.empty() && !workers_done && slots_[0]->killed_by_signal() && !reported[0] &&
-        coordinator_restarts_ < 3) {
+    if (failure.empty() && !workers_done && HostsCoordinator() && slots_[0]->killed_by_signal() &&
+        !reported[0] && coordinator_restarts_ < 3) {
       ++coordinator_restarts_;
       Say("coordinator (pid " + std::to_string(slots_[0]->pid()) + ") " +
           slots_[0]->ExitDescription() + "; restarting it from its saved state (restart " +
@@ -286,24 +384,26 @@ int JobSupervisor::Run() {
         const RoleProcess& c = *slots_[i];
         if (!c.exited() || reported[i]) continue;
         reported[i] = true;
-        const bool is_worker = i >= first_worker && i < first_worker + config().workers;
+        const bool is_worker = IsWorker(i);
         // A clean exit is never a failure by itself: a coordinator or PS
         // that ends early leaves workers that fail loudly on their own. A
         // worker's is told to the coordinator: one that never joined ends
         // the job, one that did leaves it like a finished one.
         if (c.succeeded()) {
-          if (is_worker) TellCoordinatorWorkerExited(static_cast<int>(i - first_worker), c);
+          if (is_worker) TellCoordinatorWorkerExited(roles_[i].rank, c);
           continue;
         }
         std::string what =
-            c.label() + " (pid " + std::to_string(c.pid()) + ") " + c.ExitDescription();
+            roles_[i].role == Role::kCoordinator && remote_
+                ? "the coordinator at " + plan_.coordinator_address() + " " + c.ExitDescription()
+                : c.label() + " (pid " + std::to_string(c.pid()) + ") " + c.ExitDescription();
         // A program that aborted (an uncaught exception: std::terminate
         // printed its what()) said why on its last line, as one that exited 1.
         const bool own_failure = !c.killed_by_signal() || c.term_signal() == SIGABRT;
         if (is_worker && own_failure && !c.last_line().empty()) {
           what += "; its last line: " + c.last_line();
         }
-        const bool is_ps = i >= 1 && !is_worker;  // a PS or a spare
+        const bool is_ps = roles_[i].role == Role::kPs || roles_[i].role == Role::kSpare;
         bool recoverable = config().replicas >= 2 || config().snapshot_every > 0;
         // Whether a replacement may start (a PS's also needs the job to be
         // recoverable; a worker's a coordinator still there).
@@ -345,17 +445,17 @@ int JobSupervisor::Run() {
           // (a second process for that rank would be refused): a new spare
           // starts. Before the start, the PS's own rank is free: its
           // replacement takes it.
-          const bool spare_slot = i >= first_worker + config().workers;
+          const bool spare_slot = roles_[i].role == Role::kSpare;
           const Status s = (config().spare_ps > 0 && (started != false || spare_slot))
                                ? StartSpare(i)
-                               : StartPs(i, static_cast<int>(i) - 1);
+                               : StartPs(i, roles_[i].rank);
           if (!s.ok()) return Fail("restarting " + what + ": " + s.message());
           reported[i] = false;
           continue;
         }
         if (worker_may_restart && !slots_[0]->exited()) {
           ++worker_restarts_;
-          const int rank = static_cast<int>(i - first_worker);
+          const int rank = roles_[i].rank;
           Say(what + "; starting a replacement that joins the running job (worker restart " +
               std::to_string(worker_restarts_) + " of " + std::to_string(config().max_restarts) +
               ")");
@@ -365,6 +465,8 @@ int JobSupervisor::Run() {
           replacement[i] = true;
           continue;
         }
+        // (A node counts its own losses only; the coordinator, which sees
+        // every node's, ends the job if too few workers are left.)
         if (is_worker && config().workers - (lost_workers + 1) >= config().MinWorkers()) {
           ++lost_workers;
           Say(what + "; the job goes on with " + std::to_string(config().workers - lost_workers) +
@@ -394,7 +496,10 @@ int JobSupervisor::Run() {
       const bool coordinator_gone = slots_[0]->exited();
       if (coordinator_gone ||
           MillisSince(failure_at) > config().failover_threshold.count() + 1500) {
-        return Fail(failure);
+        // The coordinator's verdict may have come meanwhile: this process
+        // only stopped because of what it names.
+        const std::string verdict = CoordinatorVerdict();
+        return Fail(verdict.empty() ? failure : verdict);
       }
       continue;
     }
@@ -412,18 +517,18 @@ int JobSupervisor::Run() {
         MillisSince(coordinator_done_at) > config().failover_threshold.count() + 2000;
     if (!workers_done) {
       workers_done = true;
-      for (size_t i = first_worker; i < first_worker + config().workers; ++i) {
-        workers_done &= slots_[i]->exited();
+      for (size_t i = 0; i < slots_.size(); ++i) {
+        if (IsWorker(i)) workers_done &= slots_[i]->exited();
       }
       // A worker that finished (Finish()) may go on with its own work
       // (saving, evaluating): only those declared lost are not waited for.
       bool only_lost_left = !workers_done && stragglers_expired;
-      for (size_t i = first_worker; only_lost_left && i < first_worker + config().workers; ++i) {
-        only_lost_left = slots_[i]->exited() || DeclaredLost(*slots_[i]);
+      for (size_t i = 0; only_lost_left && i < slots_.size(); ++i) {
+        if (IsWorker(i)) only_lost_left = slots_[i]->exited() || DeclaredLost(*slots_[i]);
       }
       if (only_lost_left) {
-        for (size_t i = first_worker; i < first_worker + config().workers; ++i) {
-          if (slots_[i]->exited()) continue;
+        for (size_t i = 0; i < slots_.size(); ++i) {
+          if (!IsWorker(i) || slots_[i]->exited()) continue;
           ++lost_workers;
           Say(slots_[i]->label() + " (pid " + std::to_string(slots_[i]->pid()) +
               ") is still running though the coordinator declared it lost and finished the job "
@@ -437,8 +542,8 @@ int JobSupervisor::Run() {
       bool all = true;
       for (const auto& c : slots_) all &= c->exited();
       if (!all && stragglers_expired) {
-        for (size_t i = 1; i < first_worker; ++i) {
-          if (slots_[i]->exited()) continue;
+        for (size_t i = 0; i < slots_.size(); ++i) {
+          if (roles_[i].role != Role::kPs || slots_[i]->exited()) continue;
           Say(slots_[i]->label() + " (pid " + std::to_string(slots_[i]->pid()) +
               ") is still running though the coordinator declared it lost and finished the job "
               "without it; stopping it");

@@ -16,7 +16,14 @@
 //  - SIGINT/SIGTERM/SIGHUP to een-launch -> stops every process -> 130.
 // Before a replacement starts, the coordinator is told that the old process
 // is gone, so its rank is free at once. No process outlives Run(), and the
-// run folder is removed. Thread safety: call Run() once, from main.
+// run folder is removed.
+// Per-node launch (node_launch.h): it runs its node's share of the roles
+// only, and the coordinator only on node 0; every node's supervisor first
+// meets the coordinator at the rendezvous, then supervises as above. On
+// other nodes the coordinator's slot holds a RemoteCoordinator (what the
+// coordinator's answers say). Its Ctrl-C or failure ends the job on every
+// node (CoordinatorLink::EndJob), with the reason.
+// Thread safety: call Run() once, from main.
 #pragma once
 
 #include <functional>
@@ -26,7 +33,9 @@
 #include <vector>
 
 #include "common/transport/device.h"
+#include "launcher/coordinator_link.h"
 #include "launcher/job_plan.h"
+#include "launcher/node_launch.h"
 #include "launcher/process_host.h"
 
 namespace een {
@@ -37,20 +46,35 @@ class JobSupervisor {
   // coordinator always runs on `here`, the launcher's own host.
   using Placement = std::function<ProcessHost*(const std::string& role, int rank)>;
 
-  JobSupervisor(JobPlan plan, ProcessHost* here, Placement place)
-      : plan_(std::move(plan)), here_(here), place_(std::move(place)) {}
+  // `node`: a per-node launch's node (nullopt: the whole job, here).
+  JobSupervisor(JobPlan plan, ProcessHost* here, Placement place,
+                std::optional<NodeLaunch> node = std::nullopt)
+      : plan_(std::move(plan)), here_(here), place_(std::move(place)), node_(std::move(node)) {}
 
   // The exit code for een-launch.
   int Run();
 
  private:
   const JobConfig& config() const { return plan_.config(); }
+  enum class Role { kCoordinator, kPs, kWorker, kSpare };
+  struct Slot {
+    Role role;
+    int rank;  // a PS's or worker's (a spare's: its number)
+  };
+  bool IsWorker(size_t slot) const { return roles_[slot].role == Role::kWorker; }
+  // The workers this een-launch runs (all of them, or its node's).
+  int LocalWorkers() const { return node_ ? node_->workers_per_node : config().workers; }
+  bool HostsCoordinator() const { return !node_ || node_->hosts_coordinator(); }
+  // Per-node launch: waits for the coordinator's first answer (the rendezvous).
+  Status Rendezvous();
+  // Per-node launch: ends the job on every node for `reason`.
+  void EndJobEverywhere(const std::string& reason);
   // Starts the coordinator in slot 0; `restore` restarts it on the same
   // address from its saved state, replacing the dead one.
   Status StartCoordinator(bool restore);
   Status StartRoles();
   // Starts `spec` on `host` into slot `slot` (appended when past the end).
-  Status StartInto(size_t slot, ProcessHost* host, ProcessSpec spec);
+  Status StartInto(size_t slot, Slot role, ProcessHost* host, ProcessSpec spec);
   Status StartPs(size_t slot, int rank);
   Status StartSpare(size_t slot);
   Status StartWorker(size_t slot, int rank);
@@ -80,6 +104,10 @@ class JobSupervisor {
   std::vector<ProcessHost*> hosts_;  // every host a process was started on, `here_` first
   // [0] coordinator, PS, workers, then spares; a replacement takes its slot.
   std::vector<std::shared_ptr<RoleProcess>> slots_;
+  std::vector<Slot> roles_;  // what each slot holds
+  std::optional<NodeLaunch> node_;
+  std::unique_ptr<CoordinatorLink> link_;      // per-node launch only
+  std::shared_ptr<RemoteCoordinator> remote_;  // per-node launch, nodes but 0
   int coordinator_restarts_ = 0;
   int ps_restarts_ = 0;
   int worker_restarts_ = 0;

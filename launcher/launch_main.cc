@@ -13,7 +13,9 @@
 #include <tuple>
 
 #include "common/job_config.h"
+#include "common/transport/auth.h"
 #include "launcher/local_job.h"
+#include "launcher/node_launch.h"
 
 namespace {
 
@@ -100,6 +102,26 @@ int main(int argc, char** argv) {
                  "PS keep fp32 master values)");
   app.add_option("--host", host, "address the roles listen on (default 127.0.0.1)");
   app.add_option("--backend", backend, "where roles run: local (ssh, slurm, k8s: not yet)");
+  // Per-node launch (torchrun style): one een-launch on each host.
+  std::string nnodes_text, new_secret;
+  een::NodeLaunchFlags node_flags;
+  auto* nnodes_opt = app.add_option(
+      "--nnodes", nnodes_text,
+      "per-node launch: the job spans N hosts, one een-launch on each (with --node-rank, "
+      "--rdzv, --ps-per-node, --workers-per-node)");
+  auto* node_rank_opt = app.add_option("--node-rank", node_flags.node_rank,
+                                       "this host's node rank, 0..N-1 (node 0 runs the "
+                                       "coordinator; ranks are node-rank-major)");
+  app.add_option("--rdzv", node_flags.rdzv,
+                 "HOST:PORT where the launchers meet: node 0's address and a free port");
+  auto* ps_per_node_opt =
+      app.add_option("--ps-per-node", node_flags.ps_per_node, "PS processes on each node");
+  auto* workers_per_node_opt = app.add_option("--workers-per-node", node_flags.workers_per_node,
+                                              "worker processes on each node");
+  app.add_option("--secret-file", node_flags.secret_file,
+                 "the job secret every node shares (mode 0600; or EEN_JOB_SECRET=TEXT)");
+  app.add_option("--new-secret", new_secret,
+                 "write a new job secret to FILE (mode 0600) and exit: copy it to every node");
   bool insecure = false;
   app.add_flag("--insecure", insecure,
                "no job secret: every role accepts any local connection (default: only the job's "
@@ -188,6 +210,58 @@ int main(int argc, char** argv) {
   if (!host.empty()) config.host = host;
   if (!liveness.empty()) config.liveness = liveness;
   if (insecure) config.insecure = true;
+  if (!new_secret.empty()) {
+    if (een::Status s = een::transport::WriteSecretFile(new_secret, een::transport::NewSecret());
+        !s.ok()) {
+      return Usage(s.message());
+    }
+    std::printf(
+        "new job secret in %s: copy it to every node (mode 0600) and give each "
+        "een-launch --secret-file %s\n",
+        new_secret.c_str(), new_secret.c_str());
+    return 0;
+  }
+  if (!*nnodes_opt) {
+    for (CLI::Option* opt : {node_rank_opt, ps_per_node_opt, workers_per_node_opt}) {
+      if (*opt) return Usage(opt->get_name() + " needs --nnodes N (a per-node launch)");
+    }
+  }
+  if (*nnodes_opt) {
+    if (nnodes_text.find(':') != std::string::npos) {
+      return Usage("--nnodes " + nnodes_text +
+                   ": elastic MIN:MAX node counts are not supported yet; give a fixed N");
+    }
+    char* end = nullptr;
+    const long n = std::strtol(nnodes_text.c_str(), &end, 10);
+    if (nnodes_text.empty() || *end != '\0' || n < 1 || n > 65536) {
+      return Usage("--nnodes '" + nnodes_text + "' must be a number of hosts, 1 to 65536");
+    }
+    node_flags.nnodes = static_cast<int>(n);
+    if (*ps_opt || *workers_opt) {
+      return Usage(
+          "--nnodes counts roles per node: give --ps-per-node and --workers-per-node "
+          "instead of --ps and --workers");
+    }
+    if (config.spare_ps > 0) return Usage("--spare-ps with --nnodes is not supported yet");
+    if (config.transport != "tcp") {
+      return Usage("--transport " + config.transport +
+                   " with --nnodes: roles on different hosts reach each other over tcp only "
+                   "(per-pair shared memory between roles of one host is not supported yet)");
+    }
+    node_flags.host = config.host == "127.0.0.1" && host.empty() ? "" : config.host;
+    node_flags.insecure = config.insecure;
+    auto node = een::MakeNodeLaunch(node_flags);
+    if (!node.ok()) return Usage(node.status().message());
+    config.ps = node->nnodes * node->ps_per_node;  // checked: at most 65536 each
+    config.workers = node->nnodes * node->workers_per_node;
+    config.host = node->address;
+    if (een::Status s = config.Validate(); !s.ok()) return Usage(s.message());
+    if (std::string problem = SnapshotFolderProblem(config); !problem.empty()) {
+      return Usage(problem);
+    }
+    if (command.empty()) return Usage("no program to run: put the worker command after --");
+    return een::RunNodeJob(config, *node, command, BinaryDir());
+  }
   if (backend != "local") {
     return Usage("--backend " + backend +
                  " is not available yet; only 'local' (every role on "

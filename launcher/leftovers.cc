@@ -22,6 +22,14 @@ void MarkRunFolder(const std::string& run_dir) {
   std::ofstream(run_dir + "/launcher") << getpid() << '\n';
 }
 
+std::string NewRunFolder() {
+  RemoveLeftoversOfDeadJobs();  // of this user's jobs killed before they could clean up
+  char tmpl[] = "/tmp/een-job-XXXXXX";
+  if (!mkdtemp(tmpl)) return "";
+  MarkRunFolder(tmpl);
+  return tmpl;
+}
+
 namespace {
 
 // A zombie (dead, not yet reaped by whoever adopted it) is not alive.

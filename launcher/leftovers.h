@@ -17,5 +17,8 @@ namespace een {
 void MarkRunFolder(const std::string& run_dir);
 // Removes the leftovers of this user's dead jobs; returns how many jobs.
 int RemoveLeftoversOfDeadJobs();
+// A new job's run folder (/tmp/een-job-XXXXXX), marked as this launcher's,
+// once the leftovers of dead jobs are gone; "" when /tmp takes no folder.
+std::string NewRunFolder();
 
 }  // namespace een

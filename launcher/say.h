@@ -7,8 +7,14 @@
 
 namespace een {
 
+// "[een-launch]"; a per-node launch names its node: "[een-launch node 2]".
+inline std::string& SayPrefix() {
+  static std::string prefix = "[een-launch]";
+  return prefix;
+}
+
 inline void Say(const std::string& line) {
-  std::fprintf(stdout, "[een-launch] %s\n", line.c_str());
+  std::fprintf(stdout, "%s %s\n", SayPrefix().c_str(), line.c_str());
   std::fflush(stdout);
 }
 

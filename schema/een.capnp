@@ -326,6 +326,8 @@ struct Header {
     processGoneReply @33 :ProcessGoneReply;
     metricsRequest @34 :Void;      # eenctl -> coordinator: every process's metrics
     metricsReply @35 :MetricsReport;
+    nodeStatus @36 :NodeStatus;    # een-launch of one node -> coordinator (per-node launch)
+    nodeStatusReply @37 :NodeStatusReply;
   }
 }
 
@@ -339,6 +341,7 @@ struct Header {
 struct ProcessGone {
   pid @0 :Int32;
   what @1 :Text;
+  host @2 :Text;                   # its node (per-node launch: pids repeat across hosts)
 }
 
 struct ProcessGoneReply {
@@ -350,6 +353,30 @@ struct WorkerExit {
   rank @0 :Int32;
   pid @1 :Int32;
   status @2 :Int32;
+  host @3 :Text;                   # its node (per-node launch: pids repeat across hosts)
+}
+
+# Per-node launch (een-launch --nnodes N --node-rank R --rdzv HOST:PORT): the
+# launcher of each node asks the coordinator (on node 0, at the rendezvous
+# address) every heartbeat interval how the job stands. Its first answer is
+# the rendezvous: only then does it start its roles. A launcher that fails or
+# is interrupted says why in `failure`: the coordinator ends the job on every
+# node with that reason. Only een-launch may send it.
+struct NodeStatus {
+  node @0 :Int32;                  # its node rank
+  nnodes @1 :Int32;
+  psPerNode @2 :Int32;
+  workersPerNode @3 :Int32;
+  host @4 :Text;                   # the node's name (EEN_NODE of its roles)
+  pid @5 :Int32;                   # the launcher's pid on that host
+  failure @6 :Text;                # non-empty: end the job for this reason
+}
+
+struct NodeStatusReply {
+  state @0 :JobState;
+  reason @1 :Text;                 # aborted: why
+  lostPids @2 :List(Int32);        # this node's workers the coordinator declared lost
+  refused @3 :Text;                # non-empty: this launcher is not part of the job (why)
 }
 
 # A primary PS keeps its backup in step: for each chunk either the mean

@@ -1,0 +1,112 @@
+#include "launcher/coordinator_link.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "common/transport/registry.h"
+#include "common/wire.h"
+
+namespace een {
+
+using std::chrono::milliseconds;
+
+long CoordinatorLink::SilentMs() const {
+  const Clock::time_point since = heard_ ? heard_at_ : first_asked_;
+  if (since == Clock::time_point{}) return 0;
+  return std::chrono::duration_cast<milliseconds>(Clock::now() - since).count();
+}
+
+bool CoordinatorLink::DeclaredLost(int pid) const {
+  return std::find(lost_pids_.begin(), lost_pids_.end(), pid) != lost_pids_.end();
+}
+
+void CoordinatorLink::Ask(const std::string& failure) {
+  if (!connection_) {
+    auto device = transport::DeviceFor(address_);
+    if (!device.ok()) return;
+    auto connection = (*device)->Connect(address_);
+    if (!connection.ok()) return;
+    connection_ = std::move(*connection);
+  }
+  wire::Outgoing b;
+  auto s = b.header().initNodeStatus();
+  s.setNode(node_.rank);
+  s.setNnodes(node_.nnodes);
+  s.setPsPerNode(node_.ps_per_node);
+  s.setWorkersPerNode(node_.workers_per_node);
+  s.setHost(node_.host);
+  s.setPid(getpid());
+  s.setFailure(failure);
+  asked_at_ = Clock::now();
+  if (first_asked_ == Clock::time_point{}) first_asked_ = asked_at_;
+  Ignored(connection_->Send(b.Take()), "asking the coordinator how the job stands");
+}
+
+bool CoordinatorLink::Read(milliseconds timeout) {
+  if (!connection_) return false;
+  auto reply = connection_->Receive(timeout);
+  if (!reply.ok()) return false;
+  bool answered = false;
+  Ignored(wire::Visit(*reply,
+                      [&](wire::Header::Reader h) -> Status {
+                        if (!h.isNodeStatusReply()) return Status::Ok();
+                        auto r = h.getNodeStatusReply();
+                        answered = true;
+                        heard_ = true;
+                        heard_at_ = Clock::now();
+                        state_ = r.getState();
+                        reason_ = r.getReason();
+                        refused_ = r.getRefused();
+                        lost_pids_.clear();
+                        for (int pid : r.getLostPids()) lost_pids_.push_back(pid);
+                        return Status::Ok();
+                      }),
+          "reading the coordinator's answer about the job");
+  return answered;
+}
+
+void CoordinatorLink::Poll() {
+  if (asked_at_ == Clock::time_point{} || Clock::now() - asked_at_ >= interval_) Ask("");
+  while (Read(milliseconds(0))) {
+  }
+}
+
+bool CoordinatorLink::EndJob(const std::string& reason, milliseconds wait) {
+  if (state_ == wire::JobState::ABORTED || state_ == wire::JobState::SHUTDOWN) return true;
+  Ask(reason);
+  const auto deadline = Clock::now() + wait;
+  while (Clock::now() < deadline) {
+    if (Read(milliseconds(20)) && state_ == wire::JobState::ABORTED) return true;
+  }
+  return false;
+}
+
+void RemoteCoordinator::Update() {
+  if (exited_) return;
+  link_->Poll();
+  if (!link_->refused().empty()) {
+    exited_ = true;
+    verdict_ = "the coordinator refused this node: " + link_->refused();
+  } else if (link_->state() == wire::JobState::ABORTED) {
+    exited_ = true;
+    verdict_ =
+        link_->reason().empty() ? std::string("the coordinator ended the job") : link_->reason();
+  } else if (link_->state() == wire::JobState::SHUTDOWN) {
+    exited_ = true;  // the job finished well
+  } else if (link_->heard() && link_->SilentMs() > silence_limit_.count()) {
+    exited_ = true;
+    verdict_ = "the coordinator stopped answering (" + std::to_string(link_->SilentMs()) +
+               " ms without an answer): node 0's host or its een-launch is gone. The coordinator "
+               "runs on node 0 only and is not replicated (a single point of failure), so the job "
+               "ends; start it again with --resume from its snapshots to go on";
+  }
+}
+
+std::string RemoteCoordinator::ExitDescription() const {
+  if (!exited_) return "is still running";
+  return verdict_.empty() ? "finished the job" : "ended: " + verdict_;
+}
+
+}  // namespace een

@@ -1,0 +1,102 @@
+// CoordinatorLink: a node's een-launch and the job's coordinator, in a
+// per-node launch (een-launch --nnodes N --node-rank R --rdzv HOST:PORT).
+//
+// Every heartbeat interval the link asks the coordinator how the job
+// stands (a NodeStatus naming the node and its counts); the first answer is
+// the rendezvous (the node's roles start only then). EndJob() tells the
+// coordinator to end the job on every node for a reason (this node's
+// Ctrl-C, or its roles' failure).
+//
+// RemoteCoordinator is the coordinator as a node other than node 0 sees it
+// (the RoleProcess in the supervisor's coordinator slot): running while it
+// answers; ended well once the job finished (shutdown); failed once it
+// aborted the job (the verdict is its reason), refused this launcher, or
+// stayed silent past `silence_limit` (node 0's host or its een-launch is
+// gone: the coordinator is a single point of failure).
+// Thread safety: single-threaded (the launcher's loop).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/transport/connection.h"
+#include "launcher/process_host.h"
+#include "schema/een.capnp.h"
+
+namespace een {
+
+class CoordinatorLink {
+ public:
+  struct Node {
+    int rank = 0;
+    int nnodes = 1;
+    int ps_per_node = 0;
+    int workers_per_node = 0;
+    std::string host;  // the node's name
+  };
+  CoordinatorLink(std::string address, Node node, std::chrono::milliseconds interval)
+      : address_(std::move(address)), node_(std::move(node)), interval_(interval) {}
+
+  // Asks again if an interval passed since the last question; reads every
+  // answer waiting (never blocks).
+  void Poll();
+  // Whether the coordinator answered at all (the rendezvous).
+  bool heard() const { return heard_; }
+  // Since the last answer (or since the first question, before any).
+  long SilentMs() const;
+  wire::JobState state() const { return state_; }
+  const std::string& reason() const { return reason_; }    // aborted: why
+  const std::string& refused() const { return refused_; }  // why this launcher is not in the job
+  bool DeclaredLost(int pid) const;
+  // Ends the job on every node for `reason` (unless it is over already);
+  // waits up to `wait` for the coordinator's answer. False: none came.
+  bool EndJob(const std::string& reason, std::chrono::milliseconds wait);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void Ask(const std::string& failure);
+  // Reads one answer, waiting up to `timeout`; false when none came.
+  bool Read(std::chrono::milliseconds timeout);
+
+  std::string address_;
+  Node node_;
+  std::chrono::milliseconds interval_;
+  std::unique_ptr<transport::Connection> connection_;
+  Clock::time_point asked_at_{}, first_asked_{}, heard_at_{};
+  bool heard_ = false;
+  wire::JobState state_ = wire::JobState::STARTING;
+  std::string reason_, refused_;
+  std::vector<int> lost_pids_;
+};
+
+class RemoteCoordinator : public RoleProcess {
+ public:
+  RemoteCoordinator(CoordinatorLink* link, std::chrono::milliseconds silence_limit)
+      : link_(link), silence_limit_(silence_limit) {}
+  // Polls the link and updates what the coordinator looks like from here.
+  void Update();
+  // Why it ended (the coordinator's verdict, or why it is gone); "" while it runs.
+  const std::string& verdict() const { return verdict_; }
+
+  const std::string& label() const override { return label_; }
+  pid_t pid() const override { return 0; }  // on node 0: not a process of this host
+  bool running() const override { return !exited_; }
+  bool exited() const override { return exited_; }
+  bool succeeded() const override { return exited_ && verdict_.empty(); }
+  bool killed_by_signal() const override { return false; }
+  int term_signal() const override { return 0; }
+  std::string ExitDescription() const override;
+  const std::string& last_line() const override { return verdict_; }
+  void Signal(int) const override {}  // node 0's een-launch stops it
+
+ private:
+  CoordinatorLink* link_;
+  std::chrono::milliseconds silence_limit_;
+  std::string label_ = "coordinator";
+  bool exited_ = false;
+  std::string verdict_;
+};
+
+}  // namespace een

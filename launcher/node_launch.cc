@@ -1,0 +1,186 @@
+#include "launcher/node_launch.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/job_env.h"
+#include "common/transport/auth.h"
+#include "launcher/job_supervisor.h"
+#include "launcher/leftovers.h"
+#include "launcher/local_host.h"
+#include "launcher/say.h"
+
+namespace een {
+namespace {
+
+// "HOST:PORT" or "[V6]:PORT" -> host, port.
+Status SplitRdzv(const std::string& rdzv, std::string* host, int* port) {
+  const size_t colon = rdzv.rfind(':');
+  const std::string fix =
+      " (--rdzv HOST:PORT: node 0's address and a free port, e.g. "
+      "--rdzv 10.0.0.1:29500)";
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidArgument("--rdzv '" + rdzv + "' has no port" + fix);
+  }
+  *host = rdzv.substr(0, colon);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  const std::string port_text = rdzv.substr(colon + 1);
+  char* end = nullptr;
+  const long p = std::strtol(port_text.c_str(), &end, 10);
+  if (port_text.empty() || *end != '\0' || p < 1 || p > 65535) {
+    return InvalidArgument("--rdzv '" + rdzv + "': port '" + port_text + "' is not 1-65535" + fix);
+  }
+  *port = static_cast<int>(p);
+  return Status::Ok();
+}
+
+// The first address `host` resolves to (IPv4 first), numeric.
+Result<sockaddr_storage> Resolve(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (rc != 0 || !found) {
+    return Unavailable("cannot resolve the rendezvous host '" + host + "' (" + gai_strerror(rc) +
+                       "): give node 0's address in --rdzv");
+  }
+  sockaddr_storage out{};
+  const addrinfo* pick = found;
+  for (const addrinfo* a = found; a; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      pick = a;
+      break;
+    }
+  }
+  std::memcpy(&out, pick->ai_addr, pick->ai_addrlen);
+  freeaddrinfo(found);
+  return out;
+}
+
+std::string Numeric(const sockaddr_storage& a) {
+  char text[INET6_ADDRSTRLEN] = {0};
+  if (a.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, text, sizeof text);
+  } else {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, text, sizeof text);
+  }
+  return text;
+}
+
+// This host's address on the route to `peer` (no packet is sent).
+Result<std::string> AddressToward(sockaddr_storage peer) {
+  const int fd = socket(peer.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Unavailable(std::string("socket: ") + std::strerror(errno));
+  if (peer.ss_family == AF_INET) {
+    reinterpret_cast<sockaddr_in&>(peer).sin_port = htons(9);
+  } else {
+    reinterpret_cast<sockaddr_in6&>(peer).sin6_port = htons(9);
+  }
+  sockaddr_storage self{};
+  socklen_t len = sizeof self;
+  const bool ok =
+      connect(fd, reinterpret_cast<const sockaddr*>(&peer),
+              peer.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0;
+  const int err = errno;
+  close(fd);
+  if (!ok) {
+    return Unavailable("no route from this host to the rendezvous address (" +
+                       std::string(std::strerror(err)) +
+                       "): check the network, or give this node's address with --host");
+  }
+  return Numeric(self);
+}
+
+Result<std::string> SharedSecret(const NodeLaunchFlags& flags) {
+  if (flags.insecure) return std::string();
+  if (!flags.secret_file.empty()) return transport::ReadSecretFile(flags.secret_file);
+  const char* text = std::getenv("EEN_JOB_SECRET");
+  if (text && *text) {
+    const std::string secret = text;
+    if (secret.size() < 32 || secret.size() > 128) {
+      return InvalidArgument("EEN_JOB_SECRET holds " + std::to_string(secret.size()) +
+                             " characters; a job secret has 32 to 128");
+    }
+    return secret;
+  }
+  return FailedPrecondition(
+      "a per-node launch needs the job secret every node shares: create one with "
+      "`een-launch --new-secret FILE`, copy FILE to every node (mode 0600), and give "
+      "--secret-file FILE to each een-launch (or set EEN_JOB_SECRET to its text); --insecure "
+      "runs without one, on a network nobody else can reach");
+}
+
+}  // namespace
+
+Result<NodeLaunch> MakeNodeLaunch(const NodeLaunchFlags& flags) {
+  NodeLaunch node;
+  if (flags.nnodes < 1) return InvalidArgument("--nnodes must be at least 1");
+  if (flags.node_rank < 0 || flags.node_rank >= flags.nnodes) {
+    return InvalidArgument("--node-rank " + std::to_string(flags.node_rank) + " is not in 0.." +
+                           std::to_string(flags.nnodes - 1) +
+                           " (give each node its own rank, node 0 first)");
+  }
+  if (flags.rdzv.empty()) {
+    return InvalidArgument(
+        "--nnodes needs --rdzv HOST:PORT: node 0's address, where the launchers meet");
+  }
+  if (flags.ps_per_node < 1 || flags.workers_per_node < 1) {
+    return InvalidArgument(
+        "--nnodes needs --ps-per-node P and --workers-per-node W (each at least 1): every node "
+        "runs P PS and W workers");
+  }
+  // int64: the job's totals must fit the ranks' int.
+  if (int64_t{flags.nnodes} * flags.ps_per_node > 65536 ||
+      int64_t{flags.nnodes} * flags.workers_per_node > 65536) {
+    return InvalidArgument("--nnodes " + std::to_string(flags.nnodes) +
+                           " times the per-node counts is more than 65536 PS or workers");
+  }
+  node.nnodes = flags.nnodes;
+  node.node_rank = flags.node_rank;
+  node.ps_per_node = flags.ps_per_node;
+  node.workers_per_node = flags.workers_per_node;
+  node.rdzv = flags.rdzv;
+  std::string host;
+  int port = 0;
+  EEN_RETURN_IF_ERROR(SplitRdzv(flags.rdzv, &host, &port));
+  EEN_ASSIGN_OR_RETURN(sockaddr_storage rdzv, Resolve(host));
+  const std::string ip = Numeric(rdzv);
+  node.coordinator_address =
+      "tcp://" + (rdzv.ss_family == AF_INET6 ? "[" + ip + "]" : ip) + ":" + std::to_string(port);
+  if (!flags.host.empty()) {
+    node.address = flags.host;
+  } else {
+    EEN_ASSIGN_OR_RETURN(node.address, AddressToward(rdzv));
+  }
+  node.name = HostName() + "@" + node.address;
+  EEN_ASSIGN_OR_RETURN(node.secret, SharedSecret(flags));
+  return node;
+}
+
+int RunNodeJob(JobConfig config, const NodeLaunch& node, const std::vector<std::string>& command,
+               const std::string& bin_dir) {
+  SayPrefix() = "[een-launch node " + std::to_string(node.node_rank) + "]";
+  const std::string run_dir = NewRunFolder();  // "": the supervisor says why and fails
+  config.ps = node.nnodes * node.ps_per_node;
+  config.workers = node.nnodes * node.workers_per_node;
+  config.host = node.address;
+  JobPlan plan(config, command, bin_dir, run_dir);
+  plan.set_node(node.name, node.workers_per_node);
+  if (node.hosts_coordinator()) plan.set_coordinator_listen(node.coordinator_address);
+  LocalHost host;
+  JobSupervisor supervisor(
+      std::move(plan), &host, [&host](const std::string&, int) { return &host; }, node);
+  return supervisor.Run();
+}
+
+}  // namespace een

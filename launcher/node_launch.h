@@ -1,0 +1,61 @@
+// Per-node launch, torchrun style: one een-launch on each of N hosts,
+//   een-launch --nnodes N --node-rank R --rdzv HOST:PORT
+//              --ps-per-node P --workers-per-node W -- PROGRAM ARGS...
+// The launchers meet at the rendezvous address: node 0's een-launch starts
+// the coordinator listening there; every launcher (node 0's too) waits for
+// its answer, then starts and supervises its own node's roles. Ranks are
+// node-rank-major (node R runs PS R*P .. R*P+P-1 and workers R*W ..
+// R*W+W-1), so rank 0 always logs on node 0. Every launcher holds the same
+// job secret (--secret-file, or EEN_JOB_SECRET): connections between hosts
+// are authenticated and encrypted with it (CURVE). Any launcher's Ctrl-C or
+// failure ends the job on every node, with its reason.
+//
+// The coordinator runs on node 0 only: losing node 0's host ends the job
+// (the other launchers say so once it stays silent); see coordinator_link.h.
+// A plain value type and the backend's entry point.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/job_config.h"
+#include "common/status.h"
+
+namespace een {
+
+struct NodeLaunch {
+  int nnodes = 1;
+  int node_rank = 0;
+  int ps_per_node = 0;
+  int workers_per_node = 0;
+  std::string rdzv;                 // as given: HOST:PORT
+  std::string coordinator_address;  // tcp://IP:PORT: where node 0's coordinator listens
+  std::string address;              // this node's address: its roles listen there
+  std::string name;                 // the node's name (EEN_NODE): HOSTNAME@ADDRESS
+  std::string secret;               // the job secret every node shares ("" with --insecure)
+
+  bool hosts_coordinator() const { return node_rank == 0; }
+  int first_ps() const { return node_rank * ps_per_node; }
+  int first_worker() const { return node_rank * workers_per_node; }
+};
+
+struct NodeLaunchFlags {
+  int nnodes = 0;
+  int node_rank = -1;
+  std::string rdzv;
+  int ps_per_node = -1;
+  int workers_per_node = -1;
+  std::string host;         // --host: this node's address ("": the one that reaches HOST)
+  std::string secret_file;  // --secret-file ("": EEN_JOB_SECRET)
+  bool insecure = false;
+};
+
+// Checks the flags (each error names the flag and the fix), resolves the
+// rendezvous address and this node's address, reads the secret.
+Result<NodeLaunch> MakeNodeLaunch(const NodeLaunchFlags& flags);
+
+// The exit code for een-launch: this node's share of the job, supervised.
+int RunNodeJob(JobConfig config, const NodeLaunch& node, const std::vector<std::string>& command,
+               const std::string& bin_dir);
+
+}  // namespace een

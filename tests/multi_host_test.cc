@@ -1,0 +1,253 @@
+// Many hosts, per-node launch (issue 13): one een-launch per "host", each
+// host a network namespace of its own on a bridge (support/simulated_hosts.h),
+// meeting at node 0's rendezvous address. A job over three hosts ends
+// bitwise as the same job on one host and trains Fashion-MNIST to the same
+// accuracy; ranks are node-rank-major; Ctrl-C on one node stops every node
+// with its reason and leaves no process on any host; losing node 0's host
+// (the coordinator's) ends the job saying so; a launcher started with other
+// counts is refused; a stranger on a fourth host gets nothing from the job.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <memory>
+#include <regex>
+
+#include "support/files.h"
+#include "support/scratch_folder.h"
+#include "support/simulated_hosts.h"
+#include "support/subprocess.h"
+
+namespace een {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+const std::string kBin = EEN_BIN_DIR;
+constexpr int kNodes = 3;
+
+class MultiHost : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root, for network namespaces (ip netns)";
+    hosts_ = std::make_unique<testing::SimulatedHosts>(kNodes + 1);  // the last: a stranger's
+    ASSERT_TRUE(hosts_->ok()) << hosts_->why_not();
+    auto r = testing::Run({kBin + "/een-launch", "--new-secret", base_ / "secret"}, seconds(30));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+
+  std::string Rdzv() const { return hosts_->Address(0) + ":29500"; }
+
+  // Node `node`'s een-launch, inside its host.
+  std::vector<std::string> Node(int node, const std::vector<std::string>& flags,
+                                const std::vector<std::string>& program) const {
+    std::vector<std::string> argv = {kBin + "/een-launch",
+                                     "--nnodes",
+                                     std::to_string(kNodes),
+                                     "--node-rank",
+                                     std::to_string(node),
+                                     "--rdzv",
+                                     Rdzv(),
+                                     "--ps-per-node",
+                                     "1",
+                                     "--workers-per-node",
+                                     "1",
+                                     "--secret-file",
+                                     base_ / "secret",
+                                     "--progress-interval",
+                                     "200ms"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), program.begin(), program.end());
+    return hosts_->In(node, argv);
+  }
+
+  // Every node's launcher, started together.
+  std::vector<std::unique_ptr<testing::Subprocess>> StartNodes(
+      const std::vector<std::string>& flags, const std::vector<std::string>& program) const {
+    std::vector<std::unique_ptr<testing::Subprocess>> nodes;
+    for (int n = 0; n < kNodes; ++n) {
+      nodes.push_back(std::make_unique<testing::Subprocess>(Node(n, flags, program)));
+    }
+    return nodes;
+  }
+
+  // Waits for every node's launcher; their exit codes (-1: still running).
+  static std::vector<int> WaitAll(std::vector<std::unique_ptr<testing::Subprocess>>& nodes,
+                                  seconds timeout) {
+    std::vector<int> codes;
+    for (auto& n : nodes) codes.push_back(n->Wait(timeout).value_or(-1));
+    return codes;
+  }
+
+  static std::string Outputs(const std::vector<std::unique_ptr<testing::Subprocess>>& nodes) {
+    std::string all;
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      all += "===== node " + std::to_string(n) + "\n" + nodes[n]->output();
+    }
+    return all;
+  }
+
+  // No process of the job is left on any host (they may take a moment to go).
+  void ExpectNoProcessLeft() const {
+    for (int h = 0; h < kNodes; ++h) {
+      auto left = testing::Run({"sh", "-c",
+                                "for i in $(seq 100); do [ -z \"$(ip netns pids " +
+                                    hosts_->Name(h) + ")\" ] && exit 0; sleep 0.05; done; exit 1"},
+                               seconds(30));
+      EXPECT_EQ(left.exit_code, 0) << "processes left on host " << h;
+    }
+  }
+
+  testing::ScratchFolder base_{"multi-host-test"};
+  std::unique_ptr<testing::SimulatedHosts> hosts_;
+};
+
+std::vector<std::string> Equivalence(const std::string& out, int steps) {
+  return {kBin + "/equivalence_train", "--optimizer", "adam", "--steps",
+          std::to_string(steps),       "--out",       out};
+}
+
+TEST_F(MultiHost, ThreeHostsTrainBitwiseAsOneHostWithNodeRankMajorRanks) {
+  auto local = testing::Run(
+      {kBin + "/een-launch", "--ps", "3", "--workers", "3", "--", kBin + "/equivalence_train",
+       "--optimizer", "adam", "--steps", "1500", "--out", base_ / "local.bin"},
+      seconds(120));
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+
+  auto nodes = StartNodes({}, Equivalence(base_ / "hosts.bin", 1500));
+  const std::vector<int> codes = WaitAll(nodes, seconds(180));
+  ASSERT_EQ(codes, std::vector<int>(kNodes, 0)) << Outputs(nodes);
+  const std::string expected = testing::ReadBytes(base_ / "local.bin");
+  ASSERT_FALSE(expected.empty());
+  EXPECT_EQ(testing::ReadBytes(base_ / "hosts.bin"), expected)
+      << "three hosts trained differently from one";
+
+  for (int n = 0; n < kNodes; ++n) {
+    const std::string& out = nodes[n]->output();
+    // Node n runs PS n and worker n (one of each per node), and only those.
+    for (int r = 0; r < kNodes; ++r) {
+      for (const std::string role : {"ps ", "worker "}) {
+        const bool here = out.find("[" + role + std::to_string(r) + "]") != std::string::npos;
+        EXPECT_EQ(here, r == n) << role << r << " on node " << n << "\n" << out;
+      }
+    }
+    EXPECT_NE(out.find("met the coordinator at tcp://" + Rdzv()), std::string::npos) << out;
+    // Its roles listen on its own host's address: every connection between
+    // hosts goes over the bridge (encrypted: tcp beyond loopback is CURVE).
+    EXPECT_NE(out.find("data plane: zeromq on tcp://" + hosts_->Address(n) + ":"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("job finished: 1 of 1 workers of this node succeeded"), std::string::npos)
+        << out;
+  }
+  EXPECT_NE(nodes[0]->output().find("coordinator at tcp://" + Rdzv()), std::string::npos);
+  ExpectNoProcessLeft();
+}
+
+TEST_F(MultiHost, FashionMnistAcrossThreeHostsReachesTheLocalAccuracy) {
+  const std::vector<std::string> train = {
+      kBin + "/fashion_mnist", "--epochs", "2", "--train-limit", "6000", "--test-limit", "2000"};
+  std::vector<std::string> local_job = {kBin + "/een-launch", "--ps", "3", "--workers", "3", "--"};
+  local_job.insert(local_job.end(), train.begin(), train.end());
+  auto local = testing::Run(local_job, seconds(240));
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  auto nodes = StartNodes({}, train);
+  ASSERT_EQ(WaitAll(nodes, seconds(240)), std::vector<int>(kNodes, 0)) << Outputs(nodes);
+  std::smatch local_m, hosts_m;
+  const std::regex accuracy("test accuracy: ([0-9.]+)%");
+  ASSERT_TRUE(std::regex_search(local.output, local_m, accuracy)) << local.output;
+  const std::string node0 = nodes[0]->output();  // rank 0 evaluates, on node 0
+  ASSERT_TRUE(std::regex_search(node0, hosts_m, accuracy)) << node0;
+  RecordProperty("local_accuracy", local_m[1].str());
+  RecordProperty("three_hosts_accuracy", hosts_m[1].str());
+  EXPECT_GE(std::stod(hosts_m[1]), 70.0) << node0;
+  EXPECT_NEAR(std::stod(hosts_m[1]), std::stod(local_m[1]), 1.0) << node0;
+}
+
+TEST_F(MultiHost, CtrlCOnOneNodeStopsEveryNodeWithItsReason) {
+  auto nodes = StartNodes({}, Equivalence(base_ / "long.bin", 10000000));
+  ASSERT_TRUE(nodes[0]->WaitForOutput("progress: step", seconds(90))) << Outputs(nodes);
+  nodes[1]->Signal(SIGINT);
+  const std::vector<int> codes = WaitAll(nodes, seconds(30));
+  EXPECT_EQ(codes, (std::vector<int>{1, 130, 1})) << Outputs(nodes);
+  for (int n : {0, 2}) {
+    EXPECT_TRUE(std::regex_search(nodes[n]->output(),
+                                  std::regex("job failed: node 1 \\([^)]*@" + hosts_->Address(1) +
+                                             "\\): its een-launch was interrupted by SIGINT")))
+        << nodes[n]->output();
+  }
+  EXPECT_NE(nodes[1]->output().find("job interrupted; every process stopped"), std::string::npos);
+  ExpectNoProcessLeft();
+}
+
+TEST_F(MultiHost, LosingNode0sHostEndsTheJobNamingTheCoordinator) {
+  auto nodes = StartNodes({}, Equivalence(base_ / "long.bin", 10000000));
+  ASSERT_TRUE(nodes[0]->WaitForOutput("progress: step", seconds(90))) << Outputs(nodes);
+  hosts_->Lose(0);
+  for (int n : {1, 2}) {
+    auto code = nodes[n]->Wait(seconds(30));
+    ASSERT_TRUE(code.has_value()) << nodes[n]->output();
+    EXPECT_EQ(*code, 1);
+    EXPECT_NE(nodes[n]->output().find("job failed: the coordinator stopped answering"),
+              std::string::npos)
+        << nodes[n]->output();
+    EXPECT_NE(nodes[n]->output().find("single point of failure"), std::string::npos);
+  }
+  ExpectNoProcessLeft();
+}
+
+TEST_F(MultiHost, ALauncherWithOtherCountsIsRefusedAndTheJobSaysWhoIsMissing) {
+  testing::Subprocess node0(
+      Node(0, {"--startup-timeout", "8s"}, Equivalence(base_ / "x.bin", 100)));
+  std::vector<std::string> wrong = Node(1, {}, Equivalence(base_ / "x.bin", 100));
+  for (size_t i = 0; i + 1 < wrong.size(); ++i) {
+    if (wrong[i] == "--workers-per-node") wrong[i + 1] = "2";
+  }
+  auto refused = testing::Run(wrong, seconds(60));
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.output.find("node 1 was started for 3 nodes with 1 PS and 2 workers each, "
+                                "but this job has 3 PS and 3 workers"),
+            std::string::npos)
+      << refused.output;
+  auto code = node0.Wait(seconds(60));
+  ASSERT_TRUE(code.has_value()) << node0.output();
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(node0.output().find("never registered"), std::string::npos) << node0.output();
+}
+
+TEST_F(MultiHost, AStrangerOnAnotherHostGetsNothingAndChangesNothing) {
+  auto whole = StartNodes({}, Equivalence(base_ / "whole.bin", 8000));
+  ASSERT_EQ(WaitAll(whole, seconds(180)), std::vector<int>(kNodes, 0)) << Outputs(whole);
+
+  auto nodes = StartNodes({}, Equivalence(base_ / "poked.bin", 8000));
+  ASSERT_TRUE(nodes[1]->WaitForOutput("data plane: zeromq on ", seconds(90))) << Outputs(nodes);
+  std::smatch m;
+  const std::string out1 = nodes[1]->output();
+  ASSERT_TRUE(std::regex_search(out1, m, std::regex("data plane: zeromq on (tcp://[0-9.:]+)")));
+  const std::string ps = m[1];
+  const std::string wrong = testing::WriteJobSecret(base_ / "wrong-secret");
+  const int stranger = kNodes;  // a host of the network that is not part of the job
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{}, {"--secret-file", wrong, "--identity", "worker:0"}}) {
+    for (const auto& [address, to] : {std::pair{ps, "ps"}, {"tcp://" + Rdzv(), "coordinator"}}) {
+      std::vector<std::string> argv = {
+          kBin + "/stranger_client", "--address", address, "--to", to, "--wait-ms", "700"};
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      auto r = testing::Run(hosts_->In(stranger, argv), seconds(30));
+      EXPECT_NE(r.output.find("no answer"), std::string::npos) << r.output;
+    }
+  }
+  auto ctl = testing::Run(hosts_->In(stranger, {kBin + "/eenctl", "--secret-file", wrong,
+                                                "snapshot", "--coordinator", "tcp://" + Rdzv()}),
+                          seconds(30));
+  EXPECT_NE(ctl.exit_code, 0);
+  EXPECT_NE(ctl.output.find("is not this job's secret"), std::string::npos) << ctl.output;
+  EXPECT_EQ(nodes[0]->output().find("job finished"), std::string::npos) << "the stranger came late";
+  ASSERT_EQ(WaitAll(nodes, seconds(180)), std::vector<int>(kNodes, 0)) << Outputs(nodes);
+  EXPECT_EQ(testing::ReadBytes(base_ / "poked.bin"), testing::ReadBytes(base_ / "whole.bin"))
+      << "the stranger changed the training";
+}
+
+}  // namespace
+}  // namespace een

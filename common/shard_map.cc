@@ -43,7 +43,8 @@ std::vector<uint32_t> HeaviestFirst(const std::vector<uint64_t>& shard_bytes) {
 
 Result<ShardMap> ShardMap::Build(std::vector<TensorInfo> tensors, uint32_t num_ps,
                                  const ShardingOptions& options,
-                                 std::vector<std::string> ps_addresses, uint64_t epoch) {
+                                 std::vector<std::string> ps_addresses, uint64_t epoch,
+                                 std::vector<std::string> ps_hosts) {
   if (num_ps == 0) return InvalidArgument("a shard map needs at least one PS");
   if (ps_addresses.size() != num_ps) {
     return InvalidArgument("shard map for " + std::to_string(num_ps) + " PS got " +
@@ -56,6 +57,7 @@ Result<ShardMap> ShardMap::Build(std::vector<TensorInfo> tensors, uint32_t num_p
   map.epoch_ = epoch;
   map.tensors_ = std::move(tensors);
   map.ps_addresses_ = std::move(ps_addresses);
+  map.ps_hosts_ = std::move(ps_hosts);
   // Small models get smaller chunks, so that they too spread evenly.
   uint64_t total = 0;
   for (const TensorInfo& t : map.tensors_) total += t.numel;
@@ -87,6 +89,7 @@ Result<ShardMap> ShardMap::Build(std::vector<TensorInfo> tensors, uint32_t num_p
     if (num_ps < 2) return InvalidArgument("2 replicas of each shard need at least 2 PS");
     map.shard_backup_.assign(shards, kNoPs);
     map.AssignMissingBackups(std::vector<bool>(num_ps, true));
+    map.backup_since_.assign(shards, epoch);
   }
   return map;
 }
@@ -95,9 +98,18 @@ void ShardMap::AssignMissingBackups(const std::vector<bool>& usable) {
   if (shard_backup_.empty()) return;
   const std::vector<uint64_t> shard_bytes = BytesPerShard();
   std::vector<uint64_t> held(num_ps(), 0);
+  // Whether a usable PS on another host than `owner` exists.
+  auto elsewhere = [&](uint32_t owner) {
+    for (uint32_t p = 0; p < num_ps(); ++p) {
+      if (usable[p] && p != owner && !SameHost(p, owner)) return true;
+    }
+    return false;
+  };
   auto good_backup = [&](uint32_t s) {
     const uint32_t b = shard_backup_[s];
-    return b != kNoPs && b < num_ps() && usable[b] && b != shard_owner_[s];
+    const uint32_t owner = shard_owner_[s];
+    return b != kNoPs && b < num_ps() && usable[b] && b != owner &&
+           (!SameHost(b, owner) || !elsewhere(owner));
   };
   for (uint32_t s = 0; s < shard_owner_.size(); ++s) {
     held[shard_owner_[s]] += shard_bytes[s];
@@ -105,13 +117,24 @@ void ShardMap::AssignMissingBackups(const std::vector<bool>& usable) {
   }
   for (uint32_t s : HeaviestFirst(shard_bytes)) {
     if (good_backup(s)) continue;
+    const uint32_t owner = shard_owner_[s];
+    const bool other_host = elsewhere(owner);
     uint32_t best = kNoPs;
     for (uint32_t p = 0; p < num_ps(); ++p) {
-      if (!usable[p] || p == shard_owner_[s]) continue;
+      if (!usable[p] || p == owner || (other_host && SameHost(p, owner))) continue;
       if (best == kNoPs || held[p] < held[best]) best = p;
     }
     shard_backup_[s] = best;
     if (best != kNoPs) held[best] += shard_bytes[s];
+  }
+}
+
+void ShardMap::NoteBackupChanges(const ShardMap& before) {
+  backup_since_.assign(shard_backup_.size(), epoch_);
+  for (uint32_t s = 0; s < shard_backup_.size(); ++s) {
+    if (s < before.shard_backup_.size() && before.shard_backup_[s] == shard_backup_[s]) {
+      backup_since_[s] = before.BackupSince(s);
+    }
   }
 }
 
@@ -132,6 +155,7 @@ Result<ShardMap> ShardMap::AfterLoss(uint32_t lost, const std::vector<bool>& usa
   std::vector<bool> still = usable;
   still[lost] = false;
   next.AssignMissingBackups(still);
+  next.NoteBackupChanges(*this);
   return next;
 }
 
@@ -143,6 +167,7 @@ ShardMap ShardMap::WithPs(uint32_t ps, const std::string& address, const std::ve
   std::vector<bool> now = usable;
   now[ps] = true;
   next.AssignMissingBackups(now);
+  next.NoteBackupChanges(*this);
   return next;
 }
 
@@ -158,6 +183,7 @@ ShardMap ShardMap::WithNewPs(const std::string& address, uint64_t epoch) const {
   ShardMap next = *this;
   next.epoch_ = epoch;
   next.ps_addresses_.push_back(address);
+  next.NoteBackupChanges(*this);
   return next;
 }
 
@@ -208,6 +234,7 @@ ShardMap ShardMap::Staged(const Moves& moves, uint64_t epoch) const {
   next.epoch_ = epoch;
   if (next.shard_backup_.empty()) next.shard_backup_.assign(shard_owner_.size(), kNoPs);
   for (const auto& [shard, to] : moves) next.shard_backup_[shard] = to;
+  next.NoteBackupChanges(*this);
   return next;
 }
 
@@ -222,6 +249,7 @@ ShardMap ShardMap::Moved(const Moves& moves, int replicas, int leaving,
   }
   if (replicas < 2) {
     next.shard_backup_.clear();
+    next.NoteBackupChanges(*this);
     return next;
   }
   for (uint32_t s = 0; s < next.shard_backup_.size(); ++s) {
@@ -230,6 +258,7 @@ ShardMap ShardMap::Moved(const Moves& moves, int replicas, int leaving,
   std::vector<bool> staying = usable;
   if (leaving >= 0) staying[leaving] = false;
   next.AssignMissingBackups(staying);
+  next.NoteBackupChanges(*this);
   return next;
 }
 

@@ -7,7 +7,9 @@
 // a lost PS later moves whole virtual shards only. The map carries an epoch
 // that every data message repeats; a PS refuses other epochs.
 // With `replicas` 2 every virtual shard also has a backup on another PS
-// (balanced by bytes held); AfterLoss() promotes a lost PS's backups and
+// (balanced by bytes held), on another host than its owner whenever a
+// usable PS on another host exists (ps_hosts: a host is a failure domain,
+// so losing a whole host loses no shard); AfterLoss() promotes a lost PS's backups and
 // finds new backups among the usable PS, WithPs() gives shards without a
 // backup one on a PS that (re)joined.
 // Chunks of one tensor are consecutive and in tensor order.
@@ -70,15 +72,26 @@ class ShardMap {
 
   ShardMap() = default;
 
+  // `ps_hosts`: each PS's host ("" or missing: unknown), for placement.
   static Result<ShardMap> Build(std::vector<TensorInfo> tensors, uint32_t num_ps,
                                 const ShardingOptions& options,
-                                std::vector<std::string> ps_addresses, uint64_t epoch = 1);
+                                std::vector<std::string> ps_addresses, uint64_t epoch = 1,
+                                std::vector<std::string> ps_hosts = {});
 
   // Validates every index and size while reading.
   static Result<ShardMap> FromWire(wire::ShardMap::Reader reader);
   void ToWire(wire::ShardMap::Builder builder) const;
 
   uint64_t epoch() const { return epoch_; }
+  // Where each PS runs, for placing backups only (maps derived from this
+  // one keep it). Not on the wire: the coordinator alone places shards, and
+  // sets it again after a restart or when a PS joins on some host.
+  void SetPsHosts(std::vector<std::string> hosts) { ps_hosts_ = std::move(hosts); }
+  // Both PS known to run on one host.
+  bool SameHost(uint32_t a, uint32_t b) const {
+    return a < ps_hosts_.size() && b < ps_hosts_.size() && !ps_hosts_[a].empty() &&
+           ps_hosts_[a] == ps_hosts_[b];
+  }
   uint32_t num_ps() const { return static_cast<uint32_t>(ps_addresses_.size()); }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const std::vector<Chunk>& chunks() const { return chunks_; }
@@ -90,6 +103,13 @@ class ShardMap {
     return shard_backup_.empty() ? kNoPs : shard_backup_[chunks_[chunk].shard];
   }
   bool replicated() const { return !shard_backup_.empty(); }
+  // The map epoch since which `shard`'s backup has been on its PS: the
+  // backup is built once that PS holds every chunk of this epoch or a later
+  // one. Kept through the maps derived from this one; a map read from the
+  // wire knows no history (its own epoch for every shard).
+  uint64_t BackupSince(uint32_t shard) const {
+    return shard < backup_since_.size() ? backup_since_[shard] : epoch_;
+  }
   uint32_t num_shards() const { return static_cast<uint32_t>(shard_owner_.size()); }
   uint32_t OwnerOfShard(uint32_t shard) const { return shard_owner_[shard]; }
   uint32_t BackupOfShard(uint32_t shard) const {
@@ -136,8 +156,13 @@ class ShardMap {
 
  private:
   void IndexChunks();
+  // This map derived from `before`: each shard whose backup changed has it
+  // since this map's epoch, the others since when `before` had it.
+  void NoteBackupChanges(const ShardMap& before);
   // Gives every shard without a (usable, distinct) backup one: heaviest
-  // shard first onto the usable PS that holds the fewest bytes.
+  // shard first onto the usable PS that holds the fewest bytes, on another
+  // host than the owner if any usable PS is (a backup on the owner's host
+  // counts as missing then).
   void AssignMissingBackups(const std::vector<bool>& usable);
 
   uint64_t epoch_ = 0;
@@ -146,7 +171,9 @@ class ShardMap {
   std::vector<uint32_t> shard_owner_;
   std::vector<uint32_t> shard_backup_;  // empty without replication
   std::vector<std::string> ps_addresses_;
-  std::vector<uint32_t> first_chunk_;  // per tensor, plus one past the end
+  std::vector<uint32_t> first_chunk_;   // per tensor, plus one past the end
+  std::vector<std::string> ps_hosts_;   // placement only; not on the wire
+  std::vector<uint64_t> backup_since_;  // per shard (see BackupSince); not on the wire
 };
 
 }  // namespace een

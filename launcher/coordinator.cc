@@ -411,7 +411,17 @@ Result<ShardMap> Coordinator::CurrentMap() const {
   if (map_) return map_->WithAddresses(addresses, map_epoch_);
   ShardingOptions sharding = options_.job.sharding;
   sharding.replicas = static_cast<uint32_t>(options_.job.replicas);
-  return ShardMap::Build(model_, options_.job.ps, sharding, addresses, map_epoch_);
+  return ShardMap::Build(model_, options_.job.ps, sharding, addresses, map_epoch_, PsHosts());
+}
+
+std::vector<std::string> Coordinator::PsHosts() const {
+  std::vector<std::string> hosts;
+  for (const Node& p : ps_) hosts.push_back(p.registered ? p.host : "");
+  return hosts;
+}
+
+void Coordinator::RefreshPsHosts() {
+  if (map_) map_->SetPsHosts(PsHosts());
 }
 
 Status Coordinator::SendJobStart(const Node& n, bool rebuild, uint64_t join_step) {

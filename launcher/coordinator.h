@@ -222,6 +222,10 @@ class Coordinator {
   Status SendJobStart(const Node& n, bool rebuild = false, uint64_t join_step = 0);
   void MaybeEndRecovery();
   Result<ShardMap> CurrentMap() const;
+  // Each PS rank's host (its node's name), and the map told of them before
+  // it places backups (a backup never on its primary's host, if it can).
+  std::vector<std::string> PsHosts() const;
+  void RefreshPsHosts();
   // `what`: who, and why it counts as lost.
   void WorkerLost(Node& worker, const std::string& what);
   // A worker process registering while the job runs, in place of a lost

@@ -26,6 +26,7 @@ Status Coordinator::AddPs(const Process& process) {
   if (n.data_address.empty()) return InvalidArgument("a PS must give its data address");
   ps_.push_back(n);
   map_ = map_->WithNewPs(n.data_address, map_epoch_);
+  RefreshPsHosts();
   spdlog::info("{} joins the running job: the job grows to {} PS", Describe(ps_.back()),
                ps_.size());
   StartMoves(map_->MovesOnto(n.rank, UsablePs()), -1,
@@ -66,6 +67,7 @@ Status Coordinator::HandleDrain(const transport::PeerId& peer, int rank) {
 
 void Coordinator::StartMoves(ShardMap::Moves moves, int leaving, const std::string& what) {
   map_epoch_++;
+  RefreshPsHosts();
   map_ = moves_.Begin(*map_, std::move(moves), leaving, map_epoch_, what);
   map_moved_ = true;
   SendMapChange();

@@ -60,6 +60,7 @@ bool Coordinator::FailOver(Node& lost, const std::string& why) {
   // it) and sends again to the new primaries. Later maps' backups are built
   // from trained values nobody else holds.
   const bool initial_values_kept = map_epoch_ == 1 && !options_.resume;
+  RefreshPsHosts();
   Result<Failover> plan =
       PlanFailover(*map_, lost.rank, map_epoch_, UsablePs(), ChunksReady(), initial_values_kept);
   if (!plan.ok()) {
@@ -107,6 +108,7 @@ Status Coordinator::ReplacePs(int rank, const Process& process, const std::strin
   }
   // Failed over already: it joins as the holder of new backups.
   map_epoch_++;
+  RefreshPsHosts();  // the replacement may run on another host
   map_ = map_->WithPs(old.rank, old.data_address, UsablePs(), map_epoch_);
   size_t backups = 0;
   for (uint32_t c = 0; c < map_->chunks().size(); ++c) {

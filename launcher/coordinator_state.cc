@@ -136,6 +136,7 @@ Status Coordinator::RestoreState() {
     return DataLoss("the saved coordinator state is corrupt: " +
                     std::string(e.getDescription().cStr()));
   }
+  RefreshPsHosts();  // not in the saved map: placement needs them again
   if (state_ == wire::JobState::SHUTDOWN) shutdown_at_ = Clock::now();
   spdlog::info(
       "took the job up again from {} (incarnation {:x}): {} workers live, newest "

@@ -16,10 +16,13 @@ Result<Failover> PlanFailover(const ShardMap& map, uint32_t lost, uint64_t map_e
   for (uint32_t s = 0; s < map.num_shards(); ++s) {
     const uint32_t backup = map.BackupOfShard(s);
     if (map.OwnerOfShard(s) != lost || backup == ShardMap::kNoPs) continue;
-    if (backup < chunks_ready.size() && chunks_ready[backup] == map_epoch) continue;
+    // Built: its PS holds every chunk of a map since which it backs this
+    // shard up (a PS that just took new backups elsewhere, after an earlier
+    // loss, still holds its older ones: a whole host lost at once).
+    if (backup < chunks_ready.size() && chunks_ready[backup] >= map.BackupSince(s)) continue;
     if (!initial_values_kept) {
       return FailedPrecondition(fmt::format(
-          "ps {} is still building its backups of shard map epoch {}", backup, map_epoch));
+          "ps {} is still building its backups of shard map epoch {}", backup, map.BackupSince(s)));
     }
     plan.backups_pending = true;
   }

@@ -66,6 +66,40 @@ TEST(PlanFailover, ABackupStillBeingBuiltCannotTakeOver) {
   EXPECT_TRUE(kept->backups_pending);
 }
 
+// A whole host lost: two PS gone one right after the other. After the
+// first failover (epoch 5) the survivors take new backups they have not
+// built yet (still at epoch 4), but the backups they held since epoch 4
+// are built: the second loss fails over too. A backup given only in epoch
+// 5 is not built, and is refused.
+TEST(PlanFailover, ASecondLossRightAfterTheFirstFailsOverToBackupsBuiltBefore) {
+  std::vector<TensorInfo> model;
+  for (int i = 0; i < 12; ++i) model.push_back({"t" + std::to_string(i), 40000u + 1000u * i});
+  ShardingOptions options;
+  options.replicas = 2;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 4; ++i) addresses.push_back("tcp://127.0.0.1:" + std::to_string(7000 + i));
+  // ps 1 and 2 on host "b": no shard of one is backed up on the other.
+  auto map = ShardMap::Build(model, 4, options, addresses, 4, {"a", "b", "b", "c"});
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  auto first = PlanFailover(*map, 1, 4, {true, true, true, true}, {4, 4, 4, 4}, false);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  // ps 2 is silent too, and nobody built epoch 5's new backups yet.
+  auto second = PlanFailover(first->map, 2, 5, {true, false, true, true}, {4, 0, 4, 4}, false);
+  ASSERT_TRUE(second.ok()) << "a whole host lost: " << second.status().ToString();
+  for (uint32_t s = 0; s < map->num_shards(); ++s) {
+    const uint32_t owner = second->map.OwnerOfShard(s);
+    EXPECT_TRUE(owner == 0 || owner == 3) << "shard " << s;
+  }
+  // A shard whose backup came only with epoch 5 cannot be served by it yet.
+  uint32_t fresh = ShardMap::kNoPs;
+  for (uint32_t s = 0; s < map->num_shards() && fresh == ShardMap::kNoPs; ++s) {
+    if (first->map.BackupSince(s) == 5) fresh = first->map.OwnerOfShard(s);
+  }
+  ASSERT_NE(fresh, ShardMap::kNoPs) << "the first failover gave no shard a new backup";
+  EXPECT_FALSE(
+      PlanFailover(first->map, fresh, 5, {true, false, true, true}, {4, 0, 4, 4}, false).ok());
+}
+
 TEST(PlanFailover, WithoutBackupsThereIsNoFailover) {
   auto plan = PlanFailover(ThreePs(1), 2, 4, {true, true, true}, {4, 4, 4}, false);
   EXPECT_FALSE(plan.ok());

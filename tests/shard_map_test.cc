@@ -177,6 +177,45 @@ TEST(ShardMapReplicas, LossPromotesBackupsAndFindsNewOnes) {
   for (uint32_t s = 0; s < map->num_shards(); ++s) EXPECT_EQ(rejoined.BackupOfShard(s), 1u);
 }
 
+// A host is a failure domain: 6 PS on 3 hosts (2 each). Every backup is on
+// another host than its owner, so losing both PS of a host loses no shard,
+// and the backups found after that loss again avoid their owner's host.
+TEST(ShardMapReplicas, BackupsAreNeverOnTheirPrimarysHostAndAWholeHostCanGo) {
+  const std::vector<std::string> hosts = {"a", "a", "b", "b", "c", "c"};
+  auto map = ShardMap::Build(LoadModel("resnet50"), 6, TwoReplicas(), Addresses(6), 1, hosts);
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  auto expect_other_host = [&](const ShardMap& m, const std::vector<bool>& usable) {
+    for (uint32_t s = 0; s < m.num_shards(); ++s) {
+      const uint32_t owner = m.OwnerOfShard(s), backup = m.BackupOfShard(s);
+      ASSERT_NE(backup, ShardMap::kNoPs) << "shard " << s;
+      EXPECT_TRUE(usable[backup]) << "shard " << s;
+      EXPECT_NE(hosts[owner], hosts[backup]) << "shard " << s << ": owner ps " << owner
+                                             << " and backup ps " << backup << " share a host";
+    }
+  };
+  expect_other_host(*map, std::vector<bool>(6, true));
+  auto held = HeldBytes(*map);  // still balanced
+  const auto [lo, hi] = std::minmax_element(held.begin(), held.end());
+  EXPECT_LT(double(*hi - *lo) / *hi, 0.15) << *lo << " vs " << *hi;
+  // Host "b" lost: ps 2, then ps 3 (the coordinator hears of them one by one).
+  auto after2 = map->AfterLoss(2, {true, true, true, true, true, true}, 2);
+  ASSERT_TRUE(after2.ok()) << after2.status().ToString();
+  auto after3 = after2->AfterLoss(3, {true, true, false, true, true, true}, 3);
+  ASSERT_TRUE(after3.ok()) << "losing a whole host lost a shard: " << after3.status().ToString();
+  expect_other_host(*after3, {true, true, false, false, true, true});
+}
+
+// One host only (the local backend): backups go to any other PS, as before.
+TEST(ShardMapReplicas, OnOneHostBackupsStillGoToAnotherPs) {
+  auto map =
+      ShardMap::Build(LoadModel("vgg16"), 3, TwoReplicas(), Addresses(3), 1, {"h", "h", "h"});
+  ASSERT_TRUE(map.ok());
+  for (uint32_t s = 0; s < map->num_shards(); ++s) {
+    ASSERT_NE(map->BackupOfShard(s), ShardMap::kNoPs);
+    EXPECT_NE(map->BackupOfShard(s), map->OwnerOfShard(s));
+  }
+}
+
 TEST(ShardMapReplicas, WireRoundTripKeepsBackupsAndRejectsSelfBackup) {
   auto map = ShardMap::Build(LoadModel("bert_base"), 2, TwoReplicas(), Addresses(2));
   ASSERT_TRUE(map.ok());

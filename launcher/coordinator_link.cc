@@ -34,8 +34,8 @@ void CoordinatorLink::Ask(const std::string& failure) {
   auto s = b.header().initNodeStatus();
   s.setNode(node_.rank);
   s.setNnodes(node_.nnodes);
-  s.setPsPerNode(node_.ps_per_node);
-  s.setWorkersPerNode(node_.workers_per_node);
+  s.setPs(node_.ps);
+  s.setWorkers(node_.workers);
   s.setHost(node_.host);
   s.setPid(getpid());
   s.setFailure(failure);

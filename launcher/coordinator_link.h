@@ -32,8 +32,8 @@ class CoordinatorLink {
   struct Node {
     int rank = 0;
     int nnodes = 1;
-    int ps_per_node = 0;
-    int workers_per_node = 0;
+    int ps = 0;  // the job's totals, as this launcher was told
+    int workers = 0;
     std::string host;  // the node's name
   };
   CoordinatorLink(std::string address, Node node, std::chrono::milliseconds interval)

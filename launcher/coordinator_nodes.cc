@@ -3,8 +3,6 @@
 // answer is the rendezvous. See coordinator.h.
 #include <fmt/format.h>
 
-#include <cstdint>
-
 #include "common/logging.h"
 #include "launcher/coordinator.h"
 #include "launcher/coordinator_internal.h"
@@ -16,22 +14,18 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
                                      wire::NodeStatus::Reader status) {
   const int node = status.getNode();
   const int64_t nnodes = status.getNnodes();
-  const int64_t ps_per_node = status.getPsPerNode();
-  const int64_t workers_per_node = status.getWorkersPerNode();
+  const int ps = status.getPs();
+  const int workers = status.getWorkers();
   const std::string host = status.getHost();
   const int pid = status.getPid();
   std::string refused;
-  if (nnodes < 1 || node < 0 || node >= nnodes || ps_per_node < 0 || workers_per_node < 0) {
-    refused = fmt::format("node rank {} of {} nodes ({} PS and {} workers each) is not a node",
-                          node, nnodes, ps_per_node, workers_per_node);
-  } else if (nnodes * ps_per_node != options_.job.ps ||
-             nnodes * workers_per_node != options_.job.workers) {
-    // int64 products of int32 values: no overflow.
+  if (nnodes < 1 || node < 0 || node >= nnodes) {
+    refused = fmt::format("node rank {} of {} nodes is not a node", node, nnodes);
+  } else if (ps != options_.job.ps || workers != options_.job.workers) {
     refused = fmt::format(
-        "node {} was started for {} nodes with {} PS and {} workers each, but this job has {} "
-        "PS and {} workers: start every node's een-launch with the same --nnodes, "
-        "--ps-per-node and --workers-per-node",
-        node, nnodes, ps_per_node, workers_per_node, options_.job.ps, options_.job.workers);
+        "node {} was started for a job of {} PS and {} workers, but this job has {} PS and {} "
+        "workers: start every node's een-launch with the same --nnodes and counts",
+        node, ps, workers, options_.job.ps, options_.job.workers);
   } else if (auto it = node_launchers_.find(node);
              it != node_launchers_.end() && (it->second.pid != pid || it->second.host != host) &&
              MillisSince(it->second.heard) < 3 * options_.job.failover_threshold.count() + 2000) {

@@ -118,9 +118,9 @@ Status JobSupervisor::StartCoordinator(bool restore) {
 
 Status JobSupervisor::StartRoles() {
   // A per-node launch runs its node's ranks only (node-rank-major).
-  const int first_ps = node_ ? node_->first_ps() : 0;
-  const int ps = node_ ? node_->ps_per_node : config().ps;
-  const int first_worker = node_ ? node_->first_worker() : 0;
+  const int first_ps = node_ ? node_->first_ps : 0;
+  const int ps = node_ ? node_->ps_here : config().ps;
+  const int first_worker = node_ ? node_->first_worker : 0;
   for (int r = first_ps; r < first_ps + ps; ++r) EEN_RETURN_IF_ERROR(StartPs(slots_.size(), r));
   for (int r = first_worker; r < first_worker + LocalWorkers(); ++r) {
     EEN_RETURN_IF_ERROR(StartWorker(slots_.size(), r));
@@ -132,8 +132,8 @@ Status JobSupervisor::StartRoles() {
 Status JobSupervisor::Rendezvous() {
   link_ = std::make_unique<CoordinatorLink>(
       plan_.coordinator_address(),
-      CoordinatorLink::Node{node_->node_rank, node_->nnodes, node_->ps_per_node,
-                            node_->workers_per_node, node_->name},
+      CoordinatorLink::Node{node_->node_rank, node_->nnodes, node_->ps, node_->workers,
+                            node_->name},
       config().heartbeat_interval);
   Say("node " + std::to_string(node_->node_rank) + " of " + std::to_string(node_->nnodes) + " (" +
       node_->name + "): waiting for the rendezvous at " + node_->rdzv +
@@ -156,13 +156,17 @@ Status JobSupervisor::Rendezvous() {
     }
   }
   if (!link_->refused().empty()) return FailedPrecondition(link_->refused());
+  auto ranks = [](int first, int count) {
+    return count == 0 ? std::string("none")
+           : count == 1
+               ? "rank " + std::to_string(first)
+               : "ranks " + std::to_string(first) + "-" + std::to_string(first + count - 1);
+  };
   Say("met the coordinator at " + plan_.coordinator_address() + " after " +
       std::to_string(MillisSince(start)) + " ms; starting this node's " +
-      std::to_string(node_->ps_per_node) + " PS (ranks " + std::to_string(node_->first_ps()) + "-" +
-      std::to_string(node_->first_ps() + node_->ps_per_node - 1) + ") and " +
-      std::to_string(node_->workers_per_node) + " workers (ranks " +
-      std::to_string(node_->first_worker()) + "-" +
-      std::to_string(node_->first_worker() + node_->workers_per_node - 1) + ")");
+      std::to_string(node_->ps_here) + " PS (" + ranks(node_->first_ps, node_->ps_here) + ") and " +
+      std::to_string(node_->workers_here) + " workers (" +
+      ranks(node_->first_worker, node_->workers_here) + ")");
   return Status::Ok();
 }
 

@@ -63,7 +63,7 @@ class JobSupervisor {
   };
   bool IsWorker(size_t slot) const { return roles_[slot].role == Role::kWorker; }
   // The workers this een-launch runs (all of them, or its node's).
-  int LocalWorkers() const { return node_ ? node_->workers_per_node : config().workers; }
+  int LocalWorkers() const { return node_ ? node_->workers_here : config().workers; }
   bool HostsCoordinator() const { return !node_ || node_->hosts_coordinator(); }
   // Per-node launch: waits for the coordinator's first answer (the rendezvous).
   Status Rendezvous();

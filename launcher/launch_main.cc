@@ -10,12 +10,14 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <tuple>
 
 #include "common/job_config.h"
 #include "common/transport/auth.h"
 #include "launcher/local_job.h"
 #include "launcher/node_launch.h"
+#include "launcher/slurm_step.h"
 
 namespace {
 
@@ -70,7 +72,7 @@ int main(int argc, char** argv) {
       "een-launch: start an EEN job (coordinator, parameter servers, workers).\n"
       "Usage: een-launch --ps N --workers M [options] -- PROGRAM ARGS..."};
   std::string config_path, threshold, heartbeat, startup, progress, step_timeout, transport, host;
-  std::string backend = "local";
+  std::string backend = "auto";
   int ps = 0, workers = 0;
   // Counts are checked after parsing, so each error says "--ps must be at least 1".
   auto* ps_opt = app.add_option("--ps", ps, "number of parameter-server processes (>= 1)");
@@ -101,7 +103,9 @@ int main(int argc, char** argv) {
                  "gradients and parameters on the wire: fp32, bf16 or fp16 (default fp32; the "
                  "PS keep fp32 master values)");
   app.add_option("--host", host, "address the roles listen on (default 127.0.0.1)");
-  app.add_option("--backend", backend, "where roles run: local (ssh, slurm, k8s: not yet)");
+  app.add_option("--backend", backend,
+                 "where roles run: auto (slurm inside an srun step, else local), local (every role "
+                 "on this machine), slurm (one een-launch per node of the srun step)");
   // Per-node launch (torchrun style): one een-launch on each host.
   std::string nnodes_text, new_secret;
   een::NodeLaunchFlags node_flags;
@@ -211,8 +215,13 @@ int main(int argc, char** argv) {
   if (!liveness.empty()) config.liveness = liveness;
   if (insecure) config.insecure = true;
   if (!new_secret.empty()) {
-    if (een::Status s = een::transport::WriteSecretFile(new_secret, een::transport::NewSecret());
-        !s.ok()) {
+    const std::string secret = een::transport::NewSecret();
+    if (new_secret ==
+        "-") {  // for a batch script: export EEN_JOB_SECRET=$(een-launch --new-secret -)
+      std::printf("%s\n", secret.c_str());
+      return 0;
+    }
+    if (een::Status s = een::transport::WriteSecretFile(new_secret, secret); !s.ok()) {
       return Usage(s.message());
     }
     std::printf(
@@ -221,26 +230,46 @@ int main(int argc, char** argv) {
         new_secret.c_str(), new_secret.c_str());
     return 0;
   }
-  if (!*nnodes_opt) {
+  if (backend != "auto" && backend != "local" && backend != "slurm") {
+    return Usage("--backend " + backend +
+                 " is not available; auto (Slurm inside srun, else local), local (every role on "
+                 "this machine) or slurm");
+  }
+  // Inside an srun step: one een-launch per node, a per-node launch.
+  std::optional<een::SlurmStep> slurm;
+  if (backend == "slurm" || (backend == "auto" && !*nnodes_opt)) {
+    auto step = een::SlurmStepOfThisProcess();
+    if (!step.ok()) return Usage("Slurm: " + step.status().message());
+    slurm = *step;
+    if (backend == "slurm" && !slurm) {
+      return Usage(
+          "--backend slurm: not a task of an srun step (SLURM_PROCID is not set): run "
+          "`srun --ntasks-per-node=1 een-launch ...` inside an allocation");
+    }
+  }
+  if (!*nnodes_opt && !slurm) {
     for (CLI::Option* opt : {node_rank_opt, ps_per_node_opt, workers_per_node_opt}) {
       if (*opt) return Usage(opt->get_name() + " needs --nnodes N (a per-node launch)");
     }
   }
-  if (*nnodes_opt) {
-    if (nnodes_text.find(':') != std::string::npos) {
-      return Usage("--nnodes " + nnodes_text +
-                   ": elastic MIN:MAX node counts are not supported yet; give a fixed N");
-    }
-    char* end = nullptr;
-    const long n = std::strtol(nnodes_text.c_str(), &end, 10);
-    if (nnodes_text.empty() || *end != '\0' || n < 1 || n > 65536) {
-      return Usage("--nnodes '" + nnodes_text + "' must be a number of hosts, 1 to 65536");
-    }
-    node_flags.nnodes = static_cast<int>(n);
-    if (*ps_opt || *workers_opt) {
-      return Usage(
-          "--nnodes counts roles per node: give --ps-per-node and --workers-per-node "
-          "instead of --ps and --workers");
+  if (*nnodes_opt || slurm) {
+    if (slurm) {
+      node_flags.nnodes = slurm->nnodes;
+      node_flags.node_rank = slurm->node_rank;
+      if (node_flags.rdzv.empty()) {
+        node_flags.rdzv = slurm->first_host + ":" + std::to_string(slurm->rdzv_port);
+      }
+    } else {
+      if (nnodes_text.find(':') != std::string::npos) {
+        return Usage("--nnodes " + nnodes_text +
+                     ": elastic MIN:MAX node counts are not supported yet; give a fixed N");
+      }
+      char* end = nullptr;
+      const long n = std::strtol(nnodes_text.c_str(), &end, 10);
+      if (nnodes_text.empty() || *end != '\0' || n < 1 || n > 65536) {
+        return Usage("--nnodes '" + nnodes_text + "' must be a number of hosts, 1 to 65536");
+      }
+      node_flags.nnodes = static_cast<int>(n);
     }
     if (config.spare_ps > 0) return Usage("--spare-ps with --nnodes is not supported yet");
     if (config.transport != "tcp") {
@@ -248,12 +277,14 @@ int main(int argc, char** argv) {
                    " with --nnodes: roles on different hosts reach each other over tcp only "
                    "(per-pair shared memory between roles of one host is not supported yet)");
     }
+    if (*ps_opt || !config_path.empty()) node_flags.ps = config.ps;
+    if (*workers_opt || !config_path.empty()) node_flags.workers = config.workers;
     node_flags.host = config.host == "127.0.0.1" && host.empty() ? "" : config.host;
     node_flags.insecure = config.insecure;
     auto node = een::MakeNodeLaunch(node_flags);
     if (!node.ok()) return Usage(node.status().message());
-    config.ps = node->nnodes * node->ps_per_node;  // checked: at most 65536 each
-    config.workers = node->nnodes * node->workers_per_node;
+    config.ps = node->ps;  // checked: at most 65536 each
+    config.workers = node->workers;
     config.host = node->address;
     if (een::Status s = config.Validate(); !s.ok()) return Usage(s.message());
     if (std::string problem = SnapshotFolderProblem(config); !problem.empty()) {
@@ -262,11 +293,7 @@ int main(int argc, char** argv) {
     if (command.empty()) return Usage("no program to run: put the worker command after --");
     return een::RunNodeJob(config, *node, command, BinaryDir());
   }
-  if (backend != "local") {
-    return Usage("--backend " + backend +
-                 " is not available yet; only 'local' (every role on "
-                 "this machine) is");
-  }
+
   if (config_path.empty() && !*ps_opt) return Usage("--ps N is required (or a --config with ps:)");
   if (config_path.empty() && !*workers_opt) {
     return Usage("--workers M is required (or a --config with workers:)");

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -101,6 +102,32 @@ Result<std::string> AddressToward(sockaddr_storage peer) {
   return Numeric(self);
 }
 
+// This node's share of `what` (PS or workers): `per_node` each, or
+// `total` split node-rank-major (the first total % N nodes one more).
+Status ShareOf(const std::string& what, int per_node, int total, const NodeLaunch* node, int* job,
+               int* first, int* here) {
+  const int64_t n = node->nnodes, r = node->node_rank;
+  const std::string flag = what == "PS" ? "ps" : "workers";
+  if (per_node >= 0 && total >= 0) {
+    return InvalidArgument("give --" + flag + "-per-node or --" + flag + ", not both");
+  }
+  if (per_node < 0 && total < 0) {
+    return InvalidArgument("--nnodes needs --" + flag + "-per-node (on each node) or --" + flag +
+                           " (the job's, split over the nodes)");
+  }
+  // int64: the job's total must fit the ranks' int.
+  const int64_t job_total = per_node >= 0 ? n * per_node : total;
+  if (job_total < 1 || job_total > 65536) {
+    return InvalidArgument("the job's " + what + " would be " + std::to_string(job_total) +
+                           ": give 1 to 65536 in all");
+  }
+  const int64_t base = job_total / n, extra = job_total % n;
+  *job = static_cast<int>(job_total);
+  *here = static_cast<int>(base + (r < extra ? 1 : 0));
+  *first = static_cast<int>(r * base + std::min(r, extra));
+  return Status::Ok();
+}
+
 Result<std::string> SharedSecret(const NodeLaunchFlags& flags) {
   if (flags.insecure) return std::string();
   if (!flags.secret_file.empty()) return transport::ReadSecretFile(flags.secret_file);
@@ -134,21 +161,12 @@ Result<NodeLaunch> MakeNodeLaunch(const NodeLaunchFlags& flags) {
     return InvalidArgument(
         "--nnodes needs --rdzv HOST:PORT: node 0's address, where the launchers meet");
   }
-  if (flags.ps_per_node < 1 || flags.workers_per_node < 1) {
-    return InvalidArgument(
-        "--nnodes needs --ps-per-node P and --workers-per-node W (each at least 1): every node "
-        "runs P PS and W workers");
-  }
-  // int64: the job's totals must fit the ranks' int.
-  if (int64_t{flags.nnodes} * flags.ps_per_node > 65536 ||
-      int64_t{flags.nnodes} * flags.workers_per_node > 65536) {
-    return InvalidArgument("--nnodes " + std::to_string(flags.nnodes) +
-                           " times the per-node counts is more than 65536 PS or workers");
-  }
   node.nnodes = flags.nnodes;
   node.node_rank = flags.node_rank;
-  node.ps_per_node = flags.ps_per_node;
-  node.workers_per_node = flags.workers_per_node;
+  EEN_RETURN_IF_ERROR(
+      ShareOf("PS", flags.ps_per_node, flags.ps, &node, &node.ps, &node.first_ps, &node.ps_here));
+  EEN_RETURN_IF_ERROR(ShareOf("workers", flags.workers_per_node, flags.workers, &node,
+                              &node.workers, &node.first_worker, &node.workers_here));
   node.rdzv = flags.rdzv;
   std::string host;
   int port = 0;
@@ -171,11 +189,11 @@ int RunNodeJob(JobConfig config, const NodeLaunch& node, const std::vector<std::
                const std::string& bin_dir) {
   SayPrefix() = "[een-launch node " + std::to_string(node.node_rank) + "]";
   const std::string run_dir = NewRunFolder();  // "": the supervisor says why and fails
-  config.ps = node.nnodes * node.ps_per_node;
-  config.workers = node.nnodes * node.workers_per_node;
+  config.ps = node.ps;
+  config.workers = node.workers;
   config.host = node.address;
   JobPlan plan(config, command, bin_dir, run_dir);
-  plan.set_node(node.name, node.workers_per_node);
+  plan.set_node(node.name, node.workers_here);
   if (node.hosts_coordinator()) plan.set_coordinator_listen(node.coordinator_address);
   LocalHost host;
   JobSupervisor supervisor(

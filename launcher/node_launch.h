@@ -4,8 +4,9 @@
 // The launchers meet at the rendezvous address: node 0's een-launch starts
 // the coordinator listening there; every launcher (node 0's too) waits for
 // its answer, then starts and supervises its own node's roles. Ranks are
-// node-rank-major (node R runs PS R*P .. R*P+P-1 and workers R*W ..
-// R*W+W-1), so rank 0 always logs on node 0. Every launcher holds the same
+// node-rank-major (with P and W per node, node R runs PS R*P .. R*P+P-1
+// and workers R*W .. R*W+W-1; given the job's totals, each node a
+// consecutive share), so rank 0 always logs on node 0. Every launcher holds the same
 // job secret (--secret-file, or EEN_JOB_SECRET): connections between hosts
 // are authenticated and encrypted with it (CURVE). Any launcher's Ctrl-C or
 // failure ends the job on every node, with its reason.
@@ -26,8 +27,12 @@ namespace een {
 struct NodeLaunch {
   int nnodes = 1;
   int node_rank = 0;
-  int ps_per_node = 0;
-  int workers_per_node = 0;
+  int ps = 0;  // the job's
+  int workers = 0;
+  int first_ps = 0;  // this node's ranks: first_ps .. first_ps + ps_here - 1
+  int ps_here = 0;
+  int first_worker = 0;
+  int workers_here = 0;
   std::string rdzv;                 // as given: HOST:PORT
   std::string coordinator_address;  // tcp://IP:PORT: where node 0's coordinator listens
   std::string address;              // this node's address: its roles listen there
@@ -35,16 +40,18 @@ struct NodeLaunch {
   std::string secret;               // the job secret every node shares ("" with --insecure)
 
   bool hosts_coordinator() const { return node_rank == 0; }
-  int first_ps() const { return node_rank * ps_per_node; }
-  int first_worker() const { return node_rank * workers_per_node; }
 };
 
+// Either per-node counts (every node the same) or the job's totals (split
+// node-rank-major: the first nodes take one more when they do not divide).
 struct NodeLaunchFlags {
   int nnodes = 0;
   int node_rank = -1;
   std::string rdzv;
   int ps_per_node = -1;
   int workers_per_node = -1;
+  int ps = -1;  // totals, when no per-node count is given
+  int workers = -1;
   std::string host;         // --host: this node's address ("": the one that reaches HOST)
   std::string secret_file;  // --secret-file ("": EEN_JOB_SECRET)
   bool insecure = false;

@@ -365,8 +365,8 @@ struct WorkerExit {
 struct NodeStatus {
   node @0 :Int32;                  # its node rank
   nnodes @1 :Int32;
-  psPerNode @2 :Int32;
-  workersPerNode @3 :Int32;
+  ps @2 :Int32;                    # the job's PS, as this launcher was told
+  workers @3 :Int32;               # the job's workers, as this launcher was told
   host @4 :Text;                   # the node's name (EEN_NODE of its roles)
   pid @5 :Int32;                   # the launcher's pid on that host
   failure @6 :Text;                # non-empty: end the job for this reason

@@ -272,8 +272,8 @@ TEST_F(MultiHost, ALauncherWithOtherCountsIsRefusedAndTheJobSaysWhoIsMissing) {
       Node(1, {"--workers-per-node", "2"}, Equivalence(base_ / "x.bin", 100));
   auto refused = testing::Run(wrong, seconds(60));
   EXPECT_EQ(refused.exit_code, 1);
-  EXPECT_NE(refused.output.find("node 1 was started for 3 nodes with 1 PS and 2 workers each, "
-                                "but this job has 3 PS and 3 workers"),
+  EXPECT_NE(refused.output.find("node 1 was started for a job of 3 PS and 6 workers, but this "
+                                "job has 3 PS and 3 workers"),
             std::string::npos)
       << refused.output;
   auto code = node0.Wait(seconds(60));

@@ -29,28 +29,33 @@ std::string Output(const std::string& command) {
 }  // namespace
 
 SimulatedHosts::SimulatedHosts(int count) {
-  const long tag = getpid() % 100000;
+  const std::string tag = "een" + std::to_string(getpid() % 100000);
   subnet_ = "10.77." + std::to_string(getpid() % 250);
-  bridge_ = "eenbr" + std::to_string(tag);
+  switch_ = tag + "sw";
   if (geteuid() != 0) {
     why_not_ = "simulated hosts need root (network namespaces)";
     return;
   }
-  if (!Sh("ip link add " + bridge_ + " type bridge") || !Sh("ip link set " + bridge_ + " up")) {
-    why_not_ = "cannot create a bridge (ip link add ... type bridge): no CAP_NET_ADMIN here?";
+  // The bridge lives in a namespace of its own (the "switch"): nothing of
+  // the test touches the machine's own network.
+  const std::string sw = "ip netns exec " + switch_ + " ";
+  if (!Sh("ip netns add " + switch_) || !Sh(sw + "ip link add br0 type bridge") ||
+      !Sh(sw + "ip link set br0 up")) {
+    why_not_ =
+        "cannot create the switch namespace and its bridge (ip netns add, ip link add "
+        "type bridge): is iproute2 installed, and CAP_NET_ADMIN given?";
     return;
   }
   for (int i = 0; i < count; ++i) {
-    const std::string ns = "een" + std::to_string(tag) + "h" + std::to_string(i);
-    const std::string outside = "ev" + std::to_string(tag) + "h" + std::to_string(i);
-    const std::string inside = "eth0";
+    const std::string ns = tag + "h" + std::to_string(i);
+    const std::string port = "port" + std::to_string(i);
     const std::string in = "ip netns exec " + ns + " ";
     const bool made =
         Sh("ip netns add " + ns) && (names_.push_back(ns), true) &&
-        Sh("ip link add " + outside + " type veth peer name " + inside + " netns " + ns) &&
-        Sh("ip link set " + outside + " master " + bridge_ + " up") &&
-        Sh(in + "ip addr add " + Address(i) + "/24 dev " + inside) &&
-        Sh(in + "ip link set " + inside + " up") && Sh(in + "ip link set lo up");
+        Sh("ip -n " + switch_ + " link add " + port + " type veth peer name eth0 netns " + ns) &&
+        Sh(sw + "ip link set " + port + " master br0 up") &&
+        Sh(in + "ip addr add " + Address(i) + "/24 dev eth0") && Sh(in + "ip link set eth0 up") &&
+        Sh(in + "ip link set lo up");
     if (!made) {
       why_not_ = "cannot set up network namespace " + ns + " (ip netns add / veth)";
       return;
@@ -62,12 +67,8 @@ SimulatedHosts::~SimulatedHosts() {
   for (int i = 0; i < count(); ++i) {
     for (pid_t pid : Pids(i)) kill(pid, SIGKILL);
   }
-  for (int i = 0; i < count(); ++i) {
-    // The kernel removes a namespace's processes' last references a moment
-    // after SIGKILL; the namespace file goes at once.
-    Sh("ip netns del " + names_[i]);
-  }
-  Sh("ip link del " + bridge_);
+  for (int i = 0; i < count(); ++i) Sh("ip netns del " + names_[i]);
+  Sh("ip netns del " + switch_);  // its bridge and ports go with it
 }
 
 std::string SimulatedHosts::Address(int i) const { return subnet_ + "." + std::to_string(i + 1); }

@@ -1,10 +1,11 @@
 // SimulatedHosts: "hosts" for multi-host tests on one machine. Each is a
-// network namespace of its own (its own loopback and one address on a
-// bridge in the root namespace: 10.77.X.(i+1)/24), so processes in
-// different hosts reach each other only over that bridge, as across a
-// network. Needs root (CAP_NET_ADMIN) and iproute2; ok() says whether the
-// hosts exist, why_not() why not. The destructor kills every process left
-// in them and removes namespaces, links and bridge.
+// network namespace of its own (its own loopback and one address,
+// 10.77.X.(i+1)/24, on a bridge in one more namespace, the "switch"), so
+// processes in different hosts reach each other only over that bridge, as
+// across a network; the machine's own network is untouched. Needs root
+// (network namespaces) and iproute2; ok() says whether the hosts exist,
+// why_not() why not. The destructor kills every process left in them and
+// removes the namespaces (links and bridge go with them).
 // Thread safety: none (one test thread).
 #pragma once
 
@@ -37,8 +38,8 @@ class SimulatedHosts {
   void Lose(int i);
 
  private:
-  std::string subnet_;  // "10.77.X"
-  std::string bridge_;
+  std::string subnet_;              // "10.77.X"
+  std::string switch_;              // the namespace of the bridge
   std::vector<std::string> names_;  // namespaces
   std::string why_not_;
 };

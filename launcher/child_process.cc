@@ -48,11 +48,21 @@ Status ChildProcess::Start() {
   } else if (pipe2(fds, O_CLOEXEC) != 0) {
     return Internal(std::string("pipe: ") + std::strerror(errno));
   }
+  int input[2] = {-1, -1};
+  if (spec_.input_pipe && pipe2(input, O_CLOEXEC) != 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return Internal(std::string("pipe: ") + std::strerror(errno));
+  }
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);
     close(fds[1]);
+    if (spec_.input_pipe) {
+      close(input[0]);
+      close(input[1]);
+    }
     return ResourceExhausted(std::string("fork: ") + std::strerror(errno));
   }
   if (pid == 0) {
@@ -64,8 +74,11 @@ Status ChildProcess::Start() {
     signal(SIGPIPE, SIG_DFL);
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    if (spec_.input_pipe) {
+      dup2(input[0], STDIN_FILENO);
+    } else if (int devnull = open("/dev/null", O_RDONLY); devnull >= 0) {
+      dup2(devnull, STDIN_FILENO);
+    }
     for (int fd : spec_.keep_fds) fcntl(fd, F_SETFD, 0);  // inherited on purpose
     for (const auto& [k, v] : spec_.env) setenv(k.c_str(), v.c_str(), 1);
     if (spec_.terminal) {
@@ -81,10 +94,24 @@ Status ChildProcess::Start() {
   }
   setpgid(pid, pid);  // also from the parent: no race with Signal()
   close(fds[1]);
+  if (spec_.input_pipe) {
+    close(input[0]);
+    in_fd_ = input[1];
+    // Small (a secret): fits the pipe's buffer, so this never blocks.
+    if (write(in_fd_, spec_.input.data(), spec_.input.size()) !=
+        static_cast<ssize_t>(spec_.input.size())) {
+      CloseInput();
+    }
+  }
   fcntl(fds[0], F_SETFL, O_NONBLOCK);
   pid_ = pid;
   out_fd_ = fds[0];
   return Status::Ok();
+}
+
+void ChildProcess::CloseInput() {
+  if (in_fd_ >= 0) close(in_fd_);
+  in_fd_ = -1;
 }
 
 bool ChildProcess::Drain(bool flush_partial) {
@@ -104,7 +131,11 @@ bool ChildProcess::Drain(bool flush_partial) {
   size_t start = 0, nl;
   std::string out;
   auto take = [&](const std::string& line) {  // without its "\n"
-    out += "[" + spec_.label + "] " + line + "\n";
+    if (spec_.nested_labels && !line.empty() && line[0] == '[') {
+      out += "[" + spec_.label + " " + line.substr(1) + "\n";
+    } else {
+      out += "[" + spec_.label + "] " + line + "\n";
+    }
     if (line.find_first_not_of(" \t\r") != std::string::npos) last_line_ = line;
   };
   while ((nl = partial_.find('\n', start)) != std::string::npos) {
@@ -134,6 +165,7 @@ void ChildProcess::Signal(int signo) const {
 bool ChildProcess::Reap(pid_t pid, int wait_status) {
   if (pid != pid_) return false;
   exited_ = true;
+  CloseInput();
   // What the transport left of a process that died (shm: its /dev/shm
   // blocks) goes here; one that exited normally removed it itself.
   transport::RemoveLeftoversOf(pid);

@@ -38,6 +38,7 @@ class ChildProcess : public RoleProcess {
   int output_fd() const { return out_fd_; }
 
   void Signal(int signo) const override;  // to the whole process group
+  void CloseInput() override;
   const std::string& label() const override { return spec_.label; }
   pid_t pid() const override { return pid_; }
   bool running() const override { return pid_ > 0 && !exited_; }
@@ -52,6 +53,7 @@ class ChildProcess : public RoleProcess {
   ProcessSpec spec_;
   pid_t pid_ = -1;
   int out_fd_ = -1;
+  int in_fd_ = -1;  // our end of its stdin pipe (ProcessSpec::input_pipe)
   bool exited_ = false;
   int exit_code_ = 0;
   int term_signal_ = 0;

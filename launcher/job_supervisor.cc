@@ -175,8 +175,9 @@ void JobSupervisor::EndJobEverywhere(const std::string& reason) {
   // is gone (node 0's: nothing to tell; others find it silent).
   if (!link_ || !CoordinatorVerdict().empty() || slots_.empty() || slots_[0]->exited()) return;
   if (!link_->EndJob(reason, milliseconds(2000))) {
-    Say("could not tell the coordinator at " + plan_.coordinator_address() +
-        " to end the job on every node (no answer within 2 s)");
+    Say("the coordinator at " + plan_.coordinator_address() +
+        " did not answer within 2 s when told to end the job on every node (it may have ended "
+        "it already)");
     return;
   }
   // Node 0: the coordinator lingers so that every node hears why; stopping
@@ -189,6 +190,16 @@ void JobSupervisor::EndJobEverywhere(const std::string& reason) {
 }
 
 void JobSupervisor::Watch(milliseconds timeout) {
+  if (node_ && node_->watch_stdin && !stdin_closed_) {
+    // Started over ssh: the launching host's een-launch keeps our stdin
+    // open; EOF means it (or its host, or the connection) is gone.
+    pollfd in{STDIN_FILENO, POLLIN, 0};
+    char buf[256];
+    if (poll(&in, 1, 0) > 0 && read(STDIN_FILENO, buf, sizeof buf) <= 0) {
+      stdin_closed_ = true;
+      g_signal = SIGHUP;
+    }
+  }
   if (remote_) {
     remote_->Update();
   } else if (link_) {
@@ -354,8 +365,12 @@ int JobSupervisor::Run() {
     if (g_signal != 0) {
       const char* name = sigabbrev_np(g_signal);
       const std::string sig = std::string("SIG") + (name ? name : "?");
-      Say("interrupted by " + sig + "; stopping every process");
-      EndJobEverywhere("its een-launch was interrupted by " + sig);
+      const std::string why = stdin_closed_
+                                  ? "its ssh connection to the launching een-launch closed (that "
+                                    "een-launch was stopped, or its host or the link is gone)"
+                                  : "its een-launch was interrupted by " + sig;
+      Say((stdin_closed_ ? why : "interrupted by " + sig) + "; stopping every process");
+      EndJobEverywhere(why);
       StopAll();
       Say("job interrupted; every process stopped");
       return 130;

@@ -108,6 +108,7 @@ class JobSupervisor {
   std::optional<NodeLaunch> node_;
   std::unique_ptr<CoordinatorLink> link_;      // per-node launch only
   std::shared_ptr<RemoteCoordinator> remote_;  // per-node launch, nodes but 0
+  bool stdin_closed_ = false;                  // started over ssh, and ssh ended
   int coordinator_restarts_ = 0;
   int ps_restarts_ = 0;
   int worker_restarts_ = 0;

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <tuple>
 
 #include "common/job_config.h"
@@ -18,6 +20,7 @@
 #include "launcher/local_job.h"
 #include "launcher/node_launch.h"
 #include "launcher/slurm_step.h"
+#include "launcher/ssh_job.h"
 
 namespace {
 
@@ -124,6 +127,23 @@ int main(int argc, char** argv) {
                                               "worker processes on each node");
   app.add_option("--secret-file", node_flags.secret_file,
                  "the job secret every node shares (mode 0600; or EEN_JOB_SECRET=TEXT)");
+  app.add_option("--node-ps", node_flags.ps_share,
+                 "per-node launch: this node's PS ranks, FIRST:COUNT of --ps (the ssh backend's)");
+  app.add_option("--node-workers", node_flags.workers_share,
+                 "per-node launch: this node's worker ranks, FIRST:COUNT of --workers");
+  app.add_flag("--stdin-secret", node_flags.stdin_secret,
+               "per-node launch started over ssh: the job secret is stdin's first line, and "
+               "stdin closing ends the job (the ssh backend's)");
+  std::string hostfile, ssh_args;
+  int rdzv_port = 29500;
+  auto* hostfile_opt = app.add_option(
+      "--hostfile", hostfile,
+      "ssh backend: start the job on these hosts (`HOST [slots=N]` per line; the first runs the "
+      "coordinator) over OpenSSH, with --ps and --workers for the whole job");
+  app.add_option("--ssh-args", ssh_args,
+                 "ssh backend: more ssh options, split on spaces (e.g. \"-i KEY -p 2222\")");
+  app.add_option("--rdzv-port", rdzv_port, "ssh backend: the port node 0 listens on (29500)")
+      ->check(CLI::Range(1, 65535));
   app.add_option("--new-secret", new_secret,
                  "write a new job secret to FILE (mode 0600) and exit: copy it to every node");
   bool insecure = false;
@@ -246,6 +266,39 @@ int main(int argc, char** argv) {
           "--backend slurm: not a task of an srun step (SLURM_PROCID is not set): run "
           "`srun --ntasks-per-node=1 een-launch ...` inside an allocation");
     }
+  }
+  if (*hostfile_opt) {
+    if (*nnodes_opt || slurm) return Usage("--hostfile and --nnodes (or srun) do not mix");
+    if (config_path.empty() && (!*ps_opt || !*workers_opt)) {
+      return Usage("--hostfile needs --ps N and --workers M (the whole job's)");
+    }
+    auto hosts = een::ReadHostfile(hostfile);
+    if (!hosts.ok()) return Usage(hosts.status().message());
+    if (een::Status s = config.Validate(); !s.ok()) return Usage(s.message());
+    if (config.spare_ps > 0 || config.transport != "tcp") {
+      return Usage(
+          "--spare-ps and --transport other than tcp are not supported with --hostfile yet");
+    }
+    if (command.empty()) return Usage("no program to run: put the worker command after --");
+    een::SshJob job;
+    job.hosts = *hosts;
+    job.rdzv_port = rdzv_port;
+    std::istringstream words(ssh_args);
+    for (std::string w; words >> w;) job.ssh_args.push_back(w);
+    // Every flag of the job but those the ssh backend sets per node.
+    const std::set<std::string> per_node = {"--hostfile", "--ssh-args", "--rdzv-port", "--ps",
+                                            "--workers",  "--backend",  "--host"};
+    for (int i = 1; i < own_argc; ++i) {
+      const std::string arg = argv[i];
+      const std::string name = arg.substr(0, arg.find('='));
+      if (name == "--insecure") continue;  // the ssh backend passes it on itself
+      if (per_node.count(name)) {
+        if (arg.find('=') == std::string::npos) ++i;  // its value too
+        continue;
+      }
+      job.job_flags.push_back(arg);
+    }
+    return een::RunSshJob(config, job, command, BinaryDir());
   }
   if (!*nnodes_opt && !slurm) {
     for (CLI::Option* opt : {node_rank_opt, ps_per_node_opt, workers_per_node_opt}) {

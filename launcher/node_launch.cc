@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -128,8 +129,34 @@ Status ShareOf(const std::string& what, int per_node, int total, const NodeLaunc
   return Status::Ok();
 }
 
+// "FIRST:COUNT" of a job's `total` (empty: keep the share computed).
+Status ExplicitShare(const std::string& flag, const std::string& text, int total, int* first,
+                     int* here) {
+  if (text.empty()) return Status::Ok();
+  long a = -1, b = -1;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%ld:%ld%c", &a, &b, &tail) != 2 || a < 0 || b < 0 ||
+      a + b > total) {
+    return InvalidArgument(flag + " '" + text + "' is not FIRST:COUNT within the job's " +
+                           std::to_string(total));
+  }
+  *first = static_cast<int>(a);
+  *here = static_cast<int>(b);
+  return Status::Ok();
+}
+
 Result<std::string> SharedSecret(const NodeLaunchFlags& flags) {
   if (flags.insecure) return std::string();
+  if (flags.stdin_secret) {  // the ssh backend's: one line, then stdin stays open
+    std::string secret;
+    char c;
+    while (secret.size() <= 256 && read(STDIN_FILENO, &c, 1) == 1 && c != '\n') secret += c;
+    if (secret.size() < 32 || secret.size() > 128) {
+      return FailedPrecondition(
+          "--stdin-secret: no job secret on stdin (the ssh backend sends it)");
+    }
+    return secret;
+  }
   if (!flags.secret_file.empty()) return transport::ReadSecretFile(flags.secret_file);
   const char* text = std::getenv("EEN_JOB_SECRET");
   if (text && *text) {
@@ -167,6 +194,11 @@ Result<NodeLaunch> MakeNodeLaunch(const NodeLaunchFlags& flags) {
       ShareOf("PS", flags.ps_per_node, flags.ps, &node, &node.ps, &node.first_ps, &node.ps_here));
   EEN_RETURN_IF_ERROR(ShareOf("workers", flags.workers_per_node, flags.workers, &node,
                               &node.workers, &node.first_worker, &node.workers_here));
+  EEN_RETURN_IF_ERROR(
+      ExplicitShare("--node-ps", flags.ps_share, node.ps, &node.first_ps, &node.ps_here));
+  EEN_RETURN_IF_ERROR(ExplicitShare("--node-workers", flags.workers_share, node.workers,
+                                    &node.first_worker, &node.workers_here));
+  node.watch_stdin = flags.stdin_secret;
   node.rdzv = flags.rdzv;
   std::string host;
   int port = 0;

@@ -38,6 +38,7 @@ struct NodeLaunch {
   std::string address;              // this node's address: its roles listen there
   std::string name;                 // the node's name (EEN_NODE): HOSTNAME@ADDRESS
   std::string secret;               // the job secret every node shares ("" with --insecure)
+  bool watch_stdin = false;         // started over ssh: stdin closing ends the job (see below)
 
   bool hosts_coordinator() const { return node_rank == 0; }
 };
@@ -55,6 +56,11 @@ struct NodeLaunchFlags {
   std::string host;         // --host: this node's address ("": the one that reaches HOST)
   std::string secret_file;  // --secret-file ("": EEN_JOB_SECRET)
   bool insecure = false;
+  // Started by the ssh backend (ssh_job.h): explicit shares "FIRST:COUNT"
+  // of the job's --ps/--workers, and the secret on stdin's first line;
+  // stdin closing (ssh ended) then ends the job like a Ctrl-C.
+  std::string ps_share, workers_share;
+  bool stdin_secret = false;
 };
 
 // Checks the flags (each error names the flag and the fix), resolves the

@@ -30,6 +30,14 @@ struct ProcessSpec {
   std::map<std::string, std::string> env;  // on top of the launcher's own environment
   std::vector<int> keep_fds;               // descriptors it inherits (on the launcher's host)
   bool terminal = false;                   // a pseudo-terminal: its lines show up as written
+  // Its stdin: a pipe that gets `input` first and stays open until the
+  // process is stopped or CloseInput() (else /dev/null). An agent on another
+  // host (ssh) reads its job secret there and sees the launcher go at EOF.
+  bool input_pipe = false;
+  std::string input;
+  // Its lines already carry labels ("[ps 1] ..."): this one joins them
+  // ("[host1 ps 1] ...") instead of adding its own in front.
+  bool nested_labels = false;
 };
 
 // A started process, as its host sees it. Its state changes only in its
@@ -51,6 +59,8 @@ class RoleProcess {
   virtual const std::string& last_line() const = 0;
   // To the process and whatever it started (its process group).
   virtual void Signal(int signo) const = 0;
+  // Closes its stdin pipe (ProcessSpec::input_pipe), if it has one.
+  virtual void CloseInput() {}
 };
 
 class ProcessHost {

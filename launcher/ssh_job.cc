@@ -1,0 +1,198 @@
+#include "launcher/ssh_job.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/transport/auth.h"
+#include "launcher/local_host.h"
+#include "launcher/say.h"
+
+namespace een {
+namespace {
+
+std::atomic<int> g_signal{0};
+void OnSignal(int signo) { g_signal = signo; }
+
+// For a POSIX shell: 'text', with ' written '\''.
+std::string Quote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+Result<std::vector<HostfileEntry>> ReadHostfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return FailedPrecondition("cannot read the hostfile " + path);
+  std::vector<HostfileEntry> hosts;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream fields(line);
+    HostfileEntry entry;
+    if (!(fields >> entry.host)) continue;
+    const std::string where = path + " line " + std::to_string(number);
+    for (std::string field; fields >> field;) {
+      char* end = nullptr;
+      const long slots =
+          field.rfind("slots=", 0) == 0 ? std::strtol(field.c_str() + 6, &end, 10) : -1;
+      if (slots < 1 || slots > 4096 || *end != '\0') {
+        return InvalidArgument(where + ": '" + field +
+                               "' is not slots=N (1 to 4096); a line is `HOST [slots=N]`");
+      }
+      entry.slots = static_cast<int>(slots);
+    }
+    for (const HostfileEntry& known : hosts) {
+      if (known.host == entry.host) {
+        return InvalidArgument(where + ": host " + entry.host +
+                               " is listed twice (give it slots=N instead)");
+      }
+    }
+    hosts.push_back(entry);
+  }
+  if (hosts.empty()) return InvalidArgument("the hostfile " + path + " lists no host");
+  if (hosts.size() > 4096) return InvalidArgument("the hostfile " + path + " lists > 4096 hosts");
+  return hosts;
+}
+
+Result<std::vector<NodeShares>> PlanShares(const std::vector<HostfileEntry>& hosts, int ps,
+                                           int workers) {
+  const int64_t n = static_cast<int64_t>(hosts.size());
+  int64_t slots = 0;
+  for (const HostfileEntry& h : hosts) slots += h.slots;
+  if (workers > slots) {
+    return FailedPrecondition(std::to_string(workers) + " workers need more slots than the " +
+                              std::to_string(slots) +
+                              " the hostfile gives: add slots=N to its hosts, or add hosts");
+  }
+  std::vector<NodeShares> shares(hosts.size());
+  int next_worker = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    NodeShares& s = shares[r];
+    s.first_ps = static_cast<int>(r * (ps / n) + std::min<int64_t>(r, ps % n));
+    s.ps = static_cast<int>(ps / n + (r < ps % n ? 1 : 0));
+    s.first_worker = next_worker;
+    s.workers = std::min(hosts[r].slots, workers - next_worker);
+    next_worker += s.workers;
+  }
+  return shares;
+}
+
+int RunSshJob(const JobConfig& config, const SshJob& job, const std::vector<std::string>& command,
+              const std::string& bin_dir) {
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  auto shares = PlanShares(job.hosts, config.ps, config.workers);
+  if (!shares.ok()) {
+    Say("job failed: " + shares.status().message());
+    return 2;
+  }
+  const std::string secret = config.insecure ? "" : transport::NewSecret();
+  std::error_code ec;
+  const std::string cwd = std::filesystem::current_path(ec).string();
+  const std::string rdzv = job.hosts[0].host + ":" + std::to_string(job.rdzv_port);
+  const int n = static_cast<int>(job.hosts.size());
+  Say("starting " + std::to_string(config.ps) + " PS and " + std::to_string(config.workers) +
+      " workers on " + std::to_string(n) + " hosts over ssh; node 0 (" + job.hosts[0].host +
+      ") runs the coordinator, the others meet it at " + rdzv);
+  LocalHost here;
+  std::vector<std::shared_ptr<RoleProcess>> nodes;
+  for (int r = 0; r < n; ++r) {
+    const NodeShares& s = (*shares)[r];
+    std::vector<std::string> remote = {bin_dir + "/een-launch"};
+    remote.insert(remote.end(), job.job_flags.begin(), job.job_flags.end());
+    for (const std::string& flag :
+         {std::string("--backend"), std::string("local"), std::string("--nnodes"),
+          std::to_string(n), std::string("--node-rank"), std::to_string(r), std::string("--rdzv"),
+          rdzv, std::string("--ps"), std::to_string(config.ps), std::string("--workers"),
+          std::to_string(config.workers), std::string("--node-ps"),
+          std::to_string(s.first_ps) + ":" + std::to_string(s.ps), std::string("--node-workers"),
+          std::to_string(s.first_worker) + ":" + std::to_string(s.workers)}) {
+      remote.push_back(flag);
+    }
+    remote.push_back(config.insecure ? "--insecure" : "--stdin-secret");
+    remote.push_back("--");
+    remote.insert(remote.end(), command.begin(), command.end());
+    std::string line = "cd " + Quote(cwd) + " && exec";
+    for (const std::string& a : remote) line += " " + Quote(a);
+    ProcessSpec spec;
+    spec.label = job.hosts[r].host;
+    spec.argv = {"ssh", "-o", "BatchMode=yes", "-T"};
+    spec.argv.insert(spec.argv.end(), job.ssh_args.begin(), job.ssh_args.end());
+    spec.argv.push_back(job.hosts[r].host);
+    spec.argv.push_back(line);
+    spec.input_pipe = true;
+    spec.input = secret + "\n";
+    spec.nested_labels = true;
+    auto started = here.Start(std::move(spec));
+    if (!started.ok()) {
+      Say("job failed: starting ssh to " + job.hosts[r].host + ": " + started.status().message());
+      here.StopAll(std::chrono::milliseconds(3000));
+      return 1;
+    }
+    nodes.push_back(*started);
+  }
+  // Every node's een-launch ends the job on every node when it fails or is
+  // interrupted; here we wait for all, and pass a Ctrl-C on by closing
+  // their stdin (each sees ssh's channel close).
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point stopping_since{};
+  int first_failed = -1;  // the node whose ssh or een-launch failed first
+  while (true) {
+    here.Watch(std::chrono::milliseconds(50));
+    bool all = true;
+    for (size_t r = 0; r < nodes.size(); ++r) {
+      all &= nodes[r]->exited();
+      if (first_failed < 0 && nodes[r]->exited() && !nodes[r]->succeeded()) {
+        first_failed = static_cast<int>(r);
+      }
+    }
+    if (all) break;
+    if (stopping_since == Clock::time_point{} && (g_signal != 0 || first_failed >= 0)) {
+      // A node that failed before its een-launch met the others (ssh could
+      // not connect, say) leaves them waiting for its roles: stop them now.
+      if (g_signal != 0) {
+        const char* name = sigabbrev_np(g_signal);
+        Say(std::string("interrupted by SIG") + (name ? name : "?") +
+            "; telling every host's een-launch to stop the job");
+      }
+      for (const auto& node : nodes) node->CloseInput();
+      stopping_since = Clock::now();
+    }
+    if (stopping_since != Clock::time_point{} &&
+        Clock::now() - stopping_since > 3 * config.failover_threshold + std::chrono::seconds(10)) {
+      Say("some host's een-launch did not stop in time; ending its ssh");
+      break;
+    }
+  }
+  here.StopAll(std::chrono::milliseconds(3000));
+  if (g_signal != 0) {
+    Say("job interrupted; every host's een-launch stopped");
+    return 130;
+  }
+  if (first_failed >= 0) {
+    // 255: ssh itself failed (no route, refused key): its last line says why.
+    const RoleProcess& node = *nodes[first_failed];
+    Say("job failed: " + job.hosts[first_failed].host + ": " +
+        (node.last_line().empty() ? "een-launch there " + node.ExitDescription()
+                                  : node.last_line()));
+    return 1;
+  }
+  Say("job finished on every host");
+  return 0;
+}
+
+}  // namespace een

@@ -1,0 +1,210 @@
+// The ssh backend (issue 13): `een-launch --hostfile FILE --ps N --workers M
+// -- PROGRAM` on one host starts the job on every host of the file over
+// OpenSSH. Each simulated host (a network namespace, support/
+// simulated_hosts.h) runs an sshd the test starts, with a host key and a
+// user key it generates; een-launch runs in host 0 and reaches the others
+// with that key (--ssh-args), as a user's own keys would. A job trains
+// bitwise as on one host with every line prefixed by its host and role;
+// Ctrl-C, a failing program and an unreachable host each end it on every
+// host; and no process of the job is left on any host afterwards.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <regex>
+
+#include "support/files.h"
+#include "support/scratch_folder.h"
+#include "support/simulated_hosts.h"
+#include "support/subprocess.h"
+
+namespace een {
+namespace {
+
+using std::chrono::seconds;
+const std::string kBin = EEN_BIN_DIR;
+constexpr int kHosts = 3;
+
+class Ssh : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, sshd)";
+    if (!std::filesystem::exists("/usr/sbin/sshd")) {
+      GTEST_SKIP() << "/usr/sbin/sshd is not installed (openssh-server)";
+    }
+    hosts_ = std::make_unique<testing::SimulatedHosts>(kHosts);
+    ASSERT_TRUE(hosts_->ok()) << hosts_->why_not();
+    std::filesystem::create_directories("/run/sshd");  // sshd's privilege separation folder
+    for (const char* key : {"hostkey", "userkey"}) {
+      auto r = testing::Run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", base_ / key},
+                            seconds(30));
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+    }
+    std::filesystem::copy_file(base_ / "userkey.pub", base_ / "authorized_keys");
+    for (int h = 0; h < kHosts; ++h) {
+      const std::string conf = base_ / ("sshd" + std::to_string(h) + ".conf");
+      std::ofstream(conf) << "Port 22\nListenAddress " << hosts_->Address(h) << "\nHostKey "
+                          << base_ / "hostkey"
+                          << "\nAuthorizedKeysFile " << base_ / "authorized_keys"
+                          << "\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+                             "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+                             "PidFile "
+                          << base_ / ("sshd" + std::to_string(h) + ".pid") << "\n";
+      // -D: in the foreground, so the host's processes include it, and it
+      // dies with the namespace's cleanup.
+      sshd_.push_back(std::make_unique<testing::Subprocess>(
+          hosts_->In(h, {"/usr/sbin/sshd", "-D", "-e", "-f", conf})));
+    }
+    // Ready once host 0 can run a command on every host.
+    for (int h = 0; h < kHosts; ++h) {
+      auto r = testing::Run(
+          hosts_->In(
+              0, {"sh", "-c",
+                  "for i in $(seq 100); do ssh -o BatchMode=yes -o ConnectTimeout=2 " + SshArgs() +
+                      " " + hosts_->Address(h) + " true && exit 0; sleep 0.1; done; exit 1"}),
+          seconds(60));
+      ASSERT_EQ(r.exit_code, 0) << "sshd on host " << h << " does not answer: " << r.output;
+    }
+  }
+
+  std::string SshArgs() const {
+    return "-i " + base_ / "userkey" +
+           " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "
+           "-o ConnectTimeout=3";
+  }
+  // The hostfile: host 1 takes two workers.
+  std::string Hostfile(const std::string& extra_line = "") const {
+    const std::string path = base_ / "hosts.txt";
+    std::ofstream(path) << "# three hosts\n"
+                        << hosts_->Address(0) << " slots=1\n"
+                        << hosts_->Address(1) << " slots=2  # two workers here\n"
+                        << hosts_->Address(2) << "\n"
+                        << extra_line;
+    return path;
+  }
+  std::vector<std::string> Job(const std::vector<std::string>& program,
+                               const std::string& hostfile) const {
+    std::vector<std::string> argv = {kBin + "/een-launch",
+                                     "--hostfile",
+                                     hostfile,
+                                     "--ps",
+                                     "3",
+                                     "--workers",
+                                     "4",
+                                     "--ssh-args",
+                                     SshArgs(),
+                                     "--progress-interval",
+                                     "200ms",
+                                     "--"};
+    argv.insert(argv.end(), program.begin(), program.end());
+    return hosts_->In(0, argv);
+  }
+  // Only the sshd is left on each host (polled: processes take a moment to go).
+  void ExpectNothingButSshdLeft() const {
+    for (int h = 0; h < kHosts; ++h) {
+      std::vector<pid_t> pids;
+      for (int i = 0; i < 100; ++i) {
+        pids = hosts_->Pids(h);
+        if (pids.size() <= 1) break;
+        usleep(50000);
+      }
+      EXPECT_EQ(pids.size(), 1u) << "processes of the job left on host " << h;
+    }
+  }
+
+  testing::ScratchFolder base_{"ssh-test"};
+  std::unique_ptr<testing::SimulatedHosts> hosts_;
+  std::vector<std::unique_ptr<testing::Subprocess>> sshd_;
+};
+
+std::vector<std::string> Train(const std::string& out, int steps) {
+  return {kBin + "/equivalence_train", "--steps", std::to_string(steps), "--out", out};
+}
+
+TEST_F(Ssh, AHostfileJobTrainsBitwiseAsOneHostWithEveryLineNamingItsHost) {
+  auto local =
+      testing::Run({kBin + "/een-launch", "--ps", "3", "--workers", "4", "--",
+                    kBin + "/equivalence_train", "--steps", "500", "--out", base_ / "local.bin"},
+                   seconds(120));
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  auto r = testing::Run(Job(Train(base_ / "ssh.bin", 500), Hostfile()), seconds(180));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::ReadBytes(base_ / "ssh.bin") == testing::ReadBytes(base_ / "local.bin"))
+      << "the job over ssh trained differently from one host";
+  // Workers fill the slots in order: 0 on host 0, 1 and 2 on host 1, 3 on host 2.
+  const std::vector<std::pair<std::string, int>> placed = {
+      {"worker 0", 0}, {"worker 1", 1}, {"worker 2", 1}, {"worker 3", 2},
+      {"ps 0", 0},     {"ps 1", 1},     {"ps 2", 2},     {"coordinator", 0}};
+  for (const auto& [role, host] : placed) {
+    EXPECT_NE(r.output.find("[" + hosts_->Address(host) + " " + role + "] "), std::string::npos)
+        << role << " on host " << host << "\n"
+        << r.output;
+  }
+  EXPECT_NE(r.output.find("[een-launch] job finished on every host"), std::string::npos);
+  ExpectNothingButSshdLeft();
+}
+
+TEST_F(Ssh, CtrlCEndsTheJobOnEveryHostAndLeavesNoProcess) {
+  testing::Subprocess job(Job(Train(base_ / "long.bin", 10000000), Hostfile()));
+  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(90))) << job.output();
+  job.Signal(SIGINT);
+  auto code = job.Wait(seconds(60));
+  ASSERT_TRUE(code.has_value()) << job.output();
+  EXPECT_EQ(*code, 130) << job.output();
+  for (int h = 0; h < kHosts; ++h) {
+    EXPECT_TRUE(std::regex_search(job.output(), std::regex("\\[" + hosts_->Address(h) +
+                                                           " een-launch node [0-9]\\] job "
+                                                           "(interrupted|failed)")))
+        << "host " << h << "\n"
+        << job.output();
+  }
+  ExpectNothingButSshdLeft();
+}
+
+TEST_F(Ssh, AFailingProgramEndsTheJobOnEveryHostNamingIt) {
+  auto r =
+      testing::Run(Job({kBin + "/equivalence_train", "--no-such-flag"}, Hostfile()), seconds(120));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  // The verdict names the worker that failed first, whichever host reports it.
+  EXPECT_TRUE(std::regex_search(
+      r.output, std::regex("\\[een-launch\\] job failed: [0-9.]+: .*worker [0-9] \\(pid [0-9]+\\) "
+                           "exited with status 106")))
+      << r.output;
+  ExpectNothingButSshdLeft();
+}
+
+TEST_F(Ssh, AnUnreachableHostEndsTheJobSayingWhy) {
+  const std::string nowhere = hosts_->Address(7);  // on the bridge's subnet, but no host
+  auto r = testing::Run(Job(Train(base_ / "x.bin", 100), Hostfile(nowhere + "\n")), seconds(120));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(
+      r.output.find("[een-launch] job failed: " + nowhere + ": ssh: connect to host " + nowhere),
+      std::string::npos)
+      << r.output;
+  ExpectNothingButSshdLeft();
+}
+
+TEST_F(Ssh, BadHostfilesAreRefusedNamingTheLine) {
+  const std::string path = base_ / "bad.txt";
+  std::ofstream(path) << "hostA slots=2\nhostB slots=many\n";
+  auto r = testing::Run(
+      {kBin + "/een-launch", "--hostfile", path, "--ps", "1", "--workers", "1", "--", "true"},
+      seconds(30));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find(path + " line 2: 'slots=many' is not slots=N"), std::string::npos)
+      << r.output;
+  std::ofstream(path) << "hostA slots=1\n";
+  auto full = testing::Run(
+      {kBin + "/een-launch", "--hostfile", path, "--ps", "1", "--workers", "3", "--", "true"},
+      seconds(30));
+  EXPECT_NE(full.exit_code, 0);
+  EXPECT_NE(full.output.find("3 workers need more slots than the 1 the hostfile gives"),
+            std::string::npos)
+      << full.output;
+}
+
+}  // namespace
+}  // namespace een

@@ -334,6 +334,7 @@ int main(int argc, char** argv) {
     if (*workers_opt || !config_path.empty()) node_flags.workers = config.workers;
     node_flags.host = config.host == "127.0.0.1" && host.empty() ? "" : config.host;
     node_flags.insecure = config.insecure;
+    node_flags.resolve_timeout = config.startup_timeout;
     auto node = een::MakeNodeLaunch(node_flags);
     if (!node.ok()) return Usage(node.status().message());
     config.ps = node->ps;  // checked: at most 65536 each

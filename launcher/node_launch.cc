@@ -203,7 +203,20 @@ Result<NodeLaunch> MakeNodeLaunch(const NodeLaunchFlags& flags) {
   std::string host;
   int port = 0;
   EEN_RETURN_IF_ERROR(SplitRdzv(flags.rdzv, &host, &port));
-  EEN_ASSIGN_OR_RETURN(sockaddr_storage rdzv, Resolve(host));
+  // Node 0's name may not resolve yet (its pod or host is starting): retry.
+  const auto deadline = std::chrono::steady_clock::now() + flags.resolve_timeout;
+  auto resolved = Resolve(host);
+  for (bool said = false; !resolved.ok() && std::chrono::steady_clock::now() < deadline;
+       resolved = Resolve(host)) {
+    if (!said) {
+      std::fprintf(stderr, "een-launch: %s; trying again for up to %lld ms\n",
+                   resolved.status().message().c_str(),
+                   static_cast<long long>(flags.resolve_timeout.count()));
+      said = true;
+    }
+    usleep(500000);
+  }
+  EEN_ASSIGN_OR_RETURN(sockaddr_storage rdzv, std::move(resolved));
   const std::string ip = Numeric(rdzv);
   node.coordinator_address =
       "tcp://" + (rdzv.ss_family == AF_INET6 ? "[" + ip + "]" : ip) + ":" + std::to_string(port);

@@ -16,6 +16,7 @@
 // A plain value type and the backend's entry point.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,8 @@ struct NodeLaunchFlags {
   // stdin closing (ssh ended) then ends the job like a Ctrl-C.
   std::string ps_share, workers_share;
   bool stdin_secret = false;
+  // How long node 0's name may take to resolve (a pod or host starting).
+  std::chrono::milliseconds resolve_timeout{0};
 };
 
 // Checks the flags (each error names the flag and the fix), resolves the

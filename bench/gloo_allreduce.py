@@ -3,8 +3,11 @@
 gloo backend of a trace's gradients, DDP-style (25 MB buckets in backward
 order), with P processes on this machine.
 
-    gloo_allreduce.py TRACE PROCESSES STEPS WARMUP
+    gloo_allreduce.py TRACE PROCESSES STEPS WARMUP [MASTER_ADDR:PORT FIRST_RANK COUNT]
 
+With the last three, only ranks FIRST_RANK .. FIRST_RANK+COUNT-1 of the
+PROCESSES run here, meeting the others at MASTER_ADDR:PORT (rank 0's host):
+one such command per host (bench/across_hosts.sh).
 Prints one line per measured step and process: "step MICROS".
 Needs Debian's python3-torch (/usr/bin/python3).
 """
@@ -43,9 +46,8 @@ def buckets_of(sizes):
     return buckets
 
 
-def run(rank, world, port, sizes, steps, warmup, queue):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
+def run(rank, world, master, sizes, steps, warmup, queue):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master.rsplit(":", 1)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     tensors = [torch.ones(n) for n in buckets_of(sizes)]
@@ -63,13 +65,17 @@ def run(rank, world, port, sizes, steps, warmup, queue):
 def main():
     trace, world, steps, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     sizes = read_trace(trace)
-    with socket.socket() as s:  # a free port for the rendezvous
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    if len(sys.argv) > 5:  # a share of the ranks, on one of several hosts
+        master, first, count = sys.argv[5], int(sys.argv[6]), int(sys.argv[7])
+    else:
+        with socket.socket() as s:  # a free port for the rendezvous
+            s.bind(("127.0.0.1", 0))
+            master = f"127.0.0.1:{s.getsockname()[1]}"
+        first, count = 0, world
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=run, args=(r, world, port, sizes, steps, warmup, queue))
-             for r in range(world)]
+    procs = [ctx.Process(target=run, args=(r, world, master, sizes, steps, warmup, queue))
+             for r in range(first, first + count)]
     for p in procs:
         p.start()
     results = [queue.get() for _ in procs]

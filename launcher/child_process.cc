@@ -137,6 +137,9 @@ bool ChildProcess::Drain(bool flush_partial) {
       out += "[" + spec_.label + "] " + line + "\n";
     }
     if (line.find_first_not_of(" \t\r") != std::string::npos) last_line_ = line;
+    if (!spec_.watch_for.empty() && line.find(spec_.watch_for) != std::string::npos) {
+      saw_watched_ = true;
+    }
   };
   while ((nl = partial_.find('\n', start)) != std::string::npos) {
     take(partial_.substr(start, nl - start));

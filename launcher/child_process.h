@@ -39,6 +39,7 @@ class ChildProcess : public RoleProcess {
 
   void Signal(int signo) const override;  // to the whole process group
   void CloseInput() override;
+  bool saw_watched() const override { return saw_watched_; }
   const std::string& label() const override { return spec_.label; }
   pid_t pid() const override { return pid_; }
   bool running() const override { return pid_ > 0 && !exited_; }
@@ -54,6 +55,7 @@ class ChildProcess : public RoleProcess {
   pid_t pid_ = -1;
   int out_fd_ = -1;
   int in_fd_ = -1;  // our end of its stdin pipe (ProcessSpec::input_pipe)
+  bool saw_watched_ = false;
   bool exited_ = false;
   int exit_code_ = 0;
   int term_signal_ = 0;

@@ -91,6 +91,7 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
     }
     auto envelope = listener_->Receive(kTurn);
     if (envelope.ok()) Handle(*envelope);
+    if (state_ == wire::JobState::STARTING) ForgetSilentNodesBeforeStart();
     if (state_ == wire::JobState::STARTING &&
         MillisSince(created_) > options_.job.startup_timeout.count()) {
       CheckStartupTimeout();
@@ -112,13 +113,18 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
     }
     if (state_ == wire::JobState::ABORTED || state_ == wire::JobState::SHUTDOWN) ReleaseSpares();
     if (state_ == wire::JobState::ABORTED &&
-        MillisSince(aborted_at_) > 3 * options_.job.heartbeat_interval.count()) {
+        MillisSince(aborted_at_) > 3 * options_.job.heartbeat_interval.count() &&
+        (LaunchersTold() ||
+         MillisSince(aborted_at_) > 2 * options_.job.failover_threshold.count())) {
       return Aborted(abort_reason_);  // lingered so others heard the verdict
     }
     if (state_ == wire::JobState::SHUTDOWN) {
       bool all_left = true;
       for (const Node& n : ps_) all_left &= n.done || n.lost;
-      if (all_left) {
+      // Per-node launch: each node's een-launch hears that the job
+      // finished before the coordinator goes (else it finds it silent).
+      if (all_left && (LaunchersTold() ||
+                       MillisSince(shutdown_at_) > 2 * options_.job.failover_threshold.count())) {
         spdlog::info("job finished: every worker done, every PS left");
         return Status::Ok();
       }

@@ -288,7 +288,21 @@ class Coordinator {
     std::string host;
     int pid = 0;
     Clock::time_point heard;
+    bool told_end = false;   // answered once the job had ended (finished or aborted)
+    bool forgotten = false;  // silent before the start: its roles' ranks were freed
   };
+  bool LauncherSilent(const NodeLauncher& launcher) const;
+  // Before the start: the roles registered from `host` are gone with its
+  // een-launch (they die with it); their ranks are free again.
+  void ForgetRolesOf(const std::string& host);
+  // Before the start: a node's een-launch silent past its allowance took its
+  // roles with it (ForgetRolesOf).
+  void ForgetSilentNodesBeforeStart();
+  // Before the start: `n` is gone; its rank is free for whoever registers.
+  void FreeRank(Node& n);
+  // Whether every node's een-launch heard how the job ended (or went silent):
+  // the coordinator waits for that, within bounds, before it exits.
+  bool LaunchersTold() const;
   std::map<int, NodeLauncher> node_launchers_;  // by node rank
   OptimizerConfig optimizer_;
   wire::JobState state_ = wire::JobState::STARTING;

@@ -24,7 +24,9 @@ Status Coordinator::HandleProcessGone(const transport::PeerId& peer,
     return n.registered && n.pid == pid && (host.empty() || n.host == host);
   };
   Node* node = nullptr;
-  bool finished = false;  // a worker that said it finished: its part is done
+  // A worker that said it finished, or a PS once every worker had: its
+  // part is done, and nothing is replaced.
+  bool finished = false;
   for (std::vector<Node>* nodes : {&ps_, &workers_}) {
     for (Node& n : *nodes) {
       if (is(n) && !n.lost && !n.done) node = &n;
@@ -35,18 +37,28 @@ Status Coordinator::HandleProcessGone(const transport::PeerId& peer,
   if (node && !started) {
     spdlog::warn("{} {} before the job started; its rank is free for a replacement",
                  Describe(*node), what);
-    const wire::Role role = node->role;
-    const int rank = node->rank;
-    *node = Node{};
-    node->role = role;
-    node->rank = rank;
-    if (role == wire::Role::WORKER) offered_models_.erase(rank);
+    FreeRank(*node);
+  } else if (node && node->role == wire::Role::PS && state_ == wire::JobState::SHUTDOWN) {
+    // Training is over (every worker has its parameters): nothing is lost.
+    spdlog::info("{} {} after the job finished; nothing is lost", Describe(*node), what);
+    node->lost = true;
+    finished = true;
+    SaveState();
   } else if (node && node->role == wire::Role::PS) {
     PsLost(*node, Describe(*node) + " " + what + " (seen by een-launch)");
   } else if (node) {
     WorkerLost(*node, Describe(*node) + " " + what + " (seen by een-launch)");
   }
   return listener_->Send(peer, coordinator_messages::ProcessGoneReply(started, finished));
+}
+
+void Coordinator::FreeRank(Node& n) {
+  const wire::Role role = n.role;
+  const int rank = n.rank;
+  n = Node{};
+  n.role = role;
+  n.rank = rank;
+  if (role == wire::Role::WORKER) offered_models_.erase(rank);
 }
 
 Status Coordinator::ClaimOfLiveRank(const Node& held, int pid) {

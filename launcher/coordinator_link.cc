@@ -47,7 +47,16 @@ void CoordinatorLink::Ask(const std::string& failure) {
 bool CoordinatorLink::Read(milliseconds timeout) {
   if (!connection_) return false;
   auto reply = connection_->Receive(timeout);
-  if (!reply.ok()) return false;
+  if (!reply.ok()) {
+    if (reply.status().code() == StatusCode::kPermissionDenied) {
+      // A CURVE handshake refused: this node's secret (or --insecure) is
+      // not the job's. Definitive, and it says so now, not at the timeout.
+      refused_ = reply.status().message() +
+                 " (every node's een-launch needs the same --secret-file or EEN_JOB_SECRET, "
+                 "and --insecure on all of them or none)";
+    }
+    return false;
+  }
   bool answered = false;
   Ignored(wire::Visit(*reply,
                       [&](wire::Header::Reader h) -> Status {
@@ -70,6 +79,13 @@ bool CoordinatorLink::Read(milliseconds timeout) {
 void CoordinatorLink::Poll() {
   if (asked_at_ == Clock::time_point{} || Clock::now() - asked_at_ >= interval_) Ask("");
   while (Read(milliseconds(0))) {
+  }
+}
+
+void CoordinatorLink::Refresh(milliseconds wait) {
+  Ask("");
+  const auto deadline = Clock::now() + wait;
+  while (Clock::now() < deadline && !Read(milliseconds(20))) {
   }
 }
 
@@ -97,10 +113,12 @@ void RemoteCoordinator::Update() {
     exited_ = true;  // the job finished well
   } else if (link_->heard() && link_->SilentMs() > silence_limit_.count()) {
     exited_ = true;
+    silent_ = true;
     verdict_ = "the coordinator stopped answering (" + std::to_string(link_->SilentMs()) +
-               " ms without an answer): node 0's host or its een-launch is gone. The coordinator "
-               "runs on node 0 only and is not replicated (a single point of failure), so the job "
-               "ends; start it again with --resume from its snapshots to go on";
+               " ms without an answer): node 0's host or its een-launch is gone. The "
+               "coordinator runs on node 0 only and is not replicated (a single point of "
+               "failure), so the job ends" +
+               (snapshots_ ? "; start it again with --resume to go on from its snapshots" : "");
   }
 }
 

@@ -42,6 +42,8 @@ class CoordinatorLink {
   // Asks again if an interval passed since the last question; reads every
   // answer waiting (never blocks).
   void Poll();
+  // Asks now and waits up to `wait` for the answer.
+  void Refresh(std::chrono::milliseconds wait);
   // Whether the coordinator answered at all (the rendezvous).
   bool heard() const { return heard_; }
   // Since the last answer (or since the first question, before any).
@@ -73,12 +75,15 @@ class CoordinatorLink {
 
 class RemoteCoordinator : public RoleProcess {
  public:
-  RemoteCoordinator(CoordinatorLink* link, std::chrono::milliseconds silence_limit)
-      : link_(link), silence_limit_(silence_limit) {}
+  // `snapshots`: the job writes snapshots (a verdict may suggest --resume).
+  RemoteCoordinator(CoordinatorLink* link, std::chrono::milliseconds silence_limit, bool snapshots)
+      : link_(link), silence_limit_(silence_limit), snapshots_(snapshots) {}
   // Polls the link and updates what the coordinator looks like from here.
   void Update();
   // Why it ended (the coordinator's verdict, or why it is gone); "" while it runs.
   const std::string& verdict() const { return verdict_; }
+  // It ended by falling silent (node 0's host or een-launch gone).
+  bool silent() const { return silent_; }
 
   const std::string& label() const override { return label_; }
   pid_t pid() const override { return 0; }  // on node 0: not a process of this host
@@ -94,6 +99,8 @@ class RemoteCoordinator : public RoleProcess {
  private:
   CoordinatorLink* link_;
   std::chrono::milliseconds silence_limit_;
+  bool snapshots_;
+  bool silent_ = false;
   std::string label_ = "coordinator";
   bool exited_ = false;
   std::string verdict_;

@@ -28,7 +28,7 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
         node, ps, workers, options_.job.ps, options_.job.workers);
   } else if (auto it = node_launchers_.find(node);
              it != node_launchers_.end() && (it->second.pid != pid || it->second.host != host) &&
-             MillisSince(it->second.heard) < 3 * options_.job.failover_threshold.count() + 2000) {
+             !LauncherSilent(it->second)) {
     refused = fmt::format(
         "node rank {} is taken by the een-launch on {} (pid {}), which is alive: give each "
         "node its own --node-rank",
@@ -41,6 +41,8 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
   auto [it, first] = node_launchers_.try_emplace(node);
   if (first || it->second.pid != pid || it->second.host != host) {
     spdlog::info("node {} ({}, een-launch pid {}) joined the rendezvous", node, host, pid);
+    // Its predecessor's roles died with it (they die with their launcher).
+    if (!first) ForgetRolesOf(it->second.host);
   }
   it->second = NodeLauncher{host, pid, Clock::now()};
   const std::string failure = status.getFailure();
@@ -48,12 +50,49 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
       (state_ == wire::JobState::STARTING || state_ == wire::JobState::RUNNING)) {
     Abort(fmt::format("node {} ({}): {}", node, host, failure));
   }
+  it->second.told_end = state_ == wire::JobState::SHUTDOWN || state_ == wire::JobState::ABORTED;
   std::vector<int> lost_pids;
   for (const Node& w : workers_) {
     if (w.registered && w.lost && w.host == host) lost_pids.push_back(w.pid);
   }
   return listener_->Send(
       peer, coordinator_messages::NodeStatusReply(state_, abort_reason_, lost_pids, ""));
+}
+
+bool Coordinator::LauncherSilent(const NodeLauncher& launcher) const {
+  // It asks every heartbeat interval.
+  return MillisSince(launcher.heard) > 5 * options_.job.heartbeat_interval.count() + 500;
+}
+
+bool Coordinator::LaunchersTold() const {
+  for (const auto& [node, launcher] : node_launchers_) {
+    if (!launcher.told_end && !LauncherSilent(launcher)) return false;
+  }
+  return true;
+}
+
+void Coordinator::ForgetRolesOf(const std::string& host) {
+  if (state_ != wire::JobState::STARTING) return;  // once started, liveness says who is lost
+  for (auto* nodes : {&ps_, &workers_}) {
+    for (Node& n : *nodes) {
+      if (!n.registered || n.host != host) continue;
+      spdlog::warn(
+          "{} is gone with its node's een-launch before the job started; its rank is "
+          "free for a replacement",
+          Describe(n));
+      FreeRank(n);
+    }
+  }
+}
+
+void Coordinator::ForgetSilentNodesBeforeStart() {
+  for (auto& [node, launcher] : node_launchers_) {
+    if (launcher.forgotten || !LauncherSilent(launcher)) continue;
+    spdlog::warn("the een-launch of node {} ({}, pid {}) went silent before the job started", node,
+                 launcher.host, launcher.pid);
+    launcher.forgotten = true;
+    ForgetRolesOf(launcher.host);
+  }
 }
 
 }  // namespace een

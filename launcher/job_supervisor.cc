@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "common/logging.h"
 #include "common/transport/auth.h"
@@ -139,7 +140,7 @@ Status JobSupervisor::Rendezvous() {
       node_->name + "): waiting for the rendezvous at " + node_->rdzv +
       (HostsCoordinator() ? " (this node's coordinator)" : " (node 0's coordinator)"));
   const auto start = Clock::now();
-  while (!link_->heard()) {
+  while (!link_->heard() && link_->refused().empty()) {
     link_->Poll();
     Watch(milliseconds(20));
     if (g_signal != 0) return Status::Ok();  // Run() says it
@@ -173,7 +174,10 @@ Status JobSupervisor::Rendezvous() {
 void JobSupervisor::EndJobEverywhere(const std::string& reason) {
   // The coordinator ended it already (every node hears its reason), or it
   // is gone (node 0's: nothing to tell; others find it silent).
-  if (!link_ || !CoordinatorVerdict().empty() || slots_.empty() || slots_[0]->exited()) return;
+  if (!link_ || !link_->heard() || !CoordinatorVerdict().empty() || slots_.empty() ||
+      slots_[0]->exited()) {
+    return;
+  }
   if (!link_->EndJob(reason, milliseconds(2000))) {
     Say("the coordinator at " + plan_.coordinator_address() +
         " did not answer within 2 s when told to end the job on every node (it may have ended "
@@ -205,6 +209,9 @@ void JobSupervisor::Watch(milliseconds timeout) {
   } else if (link_) {
     link_->Poll();  // node 0: hears a verdict as early as the others do
   }
+  // No process of its own yet (waiting for the rendezvous, or a node with
+  // no role): pace the caller's loop.
+  if (hosts_.empty()) std::this_thread::sleep_for(timeout);
   for (ProcessHost* host : hosts_) {
     host->Watch(timeout);
     timeout = milliseconds(0);  // one wait for all: the others only forward and reap
@@ -328,9 +335,11 @@ int JobSupervisor::Run() {
     if (!HostsCoordinator()) {
       // As long as the roles wait for a silent coordinator (4x the
       // failover threshold; node 0's een-launch restarts a killed one within).
-      remote_ = std::make_shared<RemoteCoordinator>(
-          link_.get(), milliseconds(4 * config().failover_threshold.count() +
-                                    config().heartbeat_interval.count()));
+      remote_ =
+          std::make_shared<RemoteCoordinator>(link_.get(),
+                                              milliseconds(4 * config().failover_threshold.count() +
+                                                           config().heartbeat_interval.count()),
+                                              config().snapshot_every > 0);
       slots_.push_back(remote_);
       roles_.push_back({Role::kCoordinator, 0});
     }
@@ -443,9 +452,11 @@ int JobSupervisor::Run() {
           if (gone && gone->finished) {
             // It had finished training (Finish()): nothing of the job is
             // lost and nothing is replaced; its own work after that was cut.
-            Say(what +
-                " after it had finished training: the job lost nothing and goes on "
-                "without a replacement (what the program did after Finish() was cut short)");
+            Say(what + (is_ps ? " after the job had finished training: nothing was lost, and no "
+                                "replacement starts"
+                              : " after it had finished training: the job lost nothing and goes "
+                                "on without a replacement (what the program did after Finish() "
+                                "was cut short)"));
             continue;
           }
           if (gone) started = gone->started;
@@ -495,6 +506,9 @@ int JobSupervisor::Run() {
         Say(what);
         // The coordinator ended the job first (a bad model, a lost PS, ...):
         // this process only stopped because of it, and the verdict names the cause.
+        // (A node but 0 asks it now: its last answer may predate the abort.
+        // A verdict that comes later is a consequence, not the cause.)
+        if (link_ && !HostsCoordinator()) link_->Refresh(milliseconds(500));
         const std::string verdict = CoordinatorVerdict();
         failure = verdict.empty() ? what : verdict;
         failure_at = Clock::now();
@@ -515,10 +529,10 @@ int JobSupervisor::Run() {
       const bool coordinator_gone = slots_[0]->exited();
       if (coordinator_gone ||
           MillisSince(failure_at) > config().failover_threshold.count() + 1500) {
-        // The coordinator's verdict may have come meanwhile: this process
-        // only stopped because of what it names.
-        const std::string verdict = CoordinatorVerdict();
-        return Fail(verdict.empty() ? failure : verdict);
+        // A node but 0 whose coordinator fell silent: its roles stopped
+        // because of that (they wait for it as long), and that is the cause.
+        if (remote_ && remote_->silent()) return Fail(remote_->verdict());
+        return Fail(failure);
       }
       continue;
     }

@@ -258,7 +258,7 @@ int main(int argc, char** argv) {
   // Inside an srun step: one een-launch per node, a per-node launch.
   std::optional<een::SlurmStep> slurm;
   if (backend == "slurm" || (backend == "auto" && !*nnodes_opt)) {
-    auto step = een::SlurmStepOfThisProcess();
+    auto step = een::SlurmStepOfThisProcess(node_flags.rdzv.empty());
     if (!step.ok()) return Usage("Slurm: " + step.status().message());
     slurm = *step;
     if (backend == "slurm" && !slurm) {

@@ -78,6 +78,27 @@ std::string Numeric(const sockaddr_storage& a) {
   return text;
 }
 
+bool IsLoopback(const std::string& address) {
+  return address.rfind("127.", 0) == 0 || address == "::1" || address == "localhost";
+}
+
+// Whether a socket can be bound to `address` (port 0: any).
+Status CanListenOn(sockaddr_storage address) {
+  const int fd = socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Unavailable(std::string("socket: ") + std::strerror(errno));
+  if (address.ss_family == AF_INET) {
+    reinterpret_cast<sockaddr_in&>(address).sin_port = 0;
+  } else {
+    reinterpret_cast<sockaddr_in6&>(address).sin6_port = 0;
+  }
+  const bool ok =
+      bind(fd, reinterpret_cast<const sockaddr*>(&address),
+           address.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6)) == 0;
+  const int err = errno;
+  close(fd);
+  return ok ? Status::Ok() : Unavailable(std::strerror(err));
+}
+
 // This host's address on the route to `peer` (no packet is sent).
 Result<std::string> AddressToward(sockaddr_storage peer) {
   const int fd = socket(peer.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -179,6 +200,10 @@ Result<std::string> SharedSecret(const NodeLaunchFlags& flags) {
 Result<NodeLaunch> MakeNodeLaunch(const NodeLaunchFlags& flags) {
   NodeLaunch node;
   if (flags.nnodes < 1) return InvalidArgument("--nnodes must be at least 1");
+  if (flags.node_rank == -1) {
+    return InvalidArgument("--nnodes needs --node-rank R: this host's rank, 0.." +
+                           std::to_string(flags.nnodes - 1) + " (node 0 runs the coordinator)");
+  }
   if (flags.node_rank < 0 || flags.node_rank >= flags.nnodes) {
     return InvalidArgument("--node-rank " + std::to_string(flags.node_rank) + " is not in 0.." +
                            std::to_string(flags.nnodes - 1) +
@@ -224,6 +249,26 @@ Result<NodeLaunch> MakeNodeLaunch(const NodeLaunchFlags& flags) {
     node.address = flags.host;
   } else {
     EEN_ASSIGN_OR_RETURN(node.address, AddressToward(rdzv));
+  }
+  // Other nodes reach this one's roles at its address: not loopback (unless
+  // node 0 is on loopback too: every node on this machine) nor a wildcard.
+  const bool rdzv_loopback = IsLoopback(ip);
+  if (node.address == "0.0.0.0" || node.address == "::" || node.address == "*" ||
+      (IsLoopback(node.address) && !rdzv_loopback)) {
+    return InvalidArgument("--host " + node.address +
+                           ": the other nodes cannot reach this node's roles there; give an "
+                           "address of this host that node 0 reaches (by default, the one on "
+                           "the route to node 0)");
+  }
+  if (node.hosts_coordinator()) {
+    // Node 0's coordinator listens on the rendezvous address: one of its own.
+    if (Status s = CanListenOn(rdzv); !s.ok()) {
+      return InvalidArgument("--rdzv " + flags.rdzv +
+                             ": node 0 runs the coordinator there, "
+                             "but " +
+                             ip + " is not an address of this host (" + s.message() +
+                             "); give node 0's own address, or run this as another --node-rank");
+    }
   }
   node.name = HostName() + "@" + node.address;
   EEN_ASSIGN_OR_RETURN(node.secret, SharedSecret(flags));

@@ -38,6 +38,8 @@ struct ProcessSpec {
   // Its lines already carry labels ("[ps 1] ..."): this one joins them
   // ("[host1 ps 1] ...") instead of adding its own in front.
   bool nested_labels = false;
+  // A text its output is watched for (RoleProcess::saw_watched()).
+  std::string watch_for;
 };
 
 // A started process, as its host sees it. Its state changes only in its
@@ -61,6 +63,8 @@ class RoleProcess {
   virtual void Signal(int signo) const = 0;
   // Closes its stdin pipe (ProcessSpec::input_pipe), if it has one.
   virtual void CloseInput() {}
+  // Whether a line it printed held ProcessSpec::watch_for.
+  virtual bool saw_watched() const { return false; }
 };
 
 class ProcessHost {

@@ -46,7 +46,7 @@ Result<std::string> FirstHost(const std::string& list) {
 
 }  // namespace
 
-Result<std::optional<SlurmStep>> SlurmStepOfThisProcess() {
+Result<std::optional<SlurmStep>> SlurmStepOfThisProcess(bool find_first_host) {
   if (!Get("SLURM_PROCID")) return std::optional<SlurmStep>();
   SlurmStep step;
   EEN_ASSIGN_OR_RETURN(long nnodes, Number("SLURM_NNODES", 1));
@@ -61,10 +61,14 @@ Result<std::optional<SlurmStep>> SlurmStepOfThisProcess() {
     return InvalidArgument("SLURM_NODEID " + std::to_string(node) + " is not below SLURM_NNODES " +
                            std::to_string(nnodes));
   }
-  const char* list = Get("SLURM_STEP_NODELIST");
-  if (!list) list = Get("SLURM_JOB_NODELIST");
-  if (!list) return FailedPrecondition("neither SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST is set");
-  EEN_ASSIGN_OR_RETURN(step.first_host, FirstHost(list));
+  if (find_first_host) {
+    const char* list = Get("SLURM_STEP_NODELIST");
+    if (!list) list = Get("SLURM_JOB_NODELIST");
+    if (!list) {
+      return FailedPrecondition("neither SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST is set");
+    }
+    EEN_ASSIGN_OR_RETURN(step.first_host, FirstHost(list));
+  }
   step.nnodes = static_cast<int>(nnodes);
   step.node_rank = static_cast<int>(node);
   if (Get("SLURM_JOB_ID")) {

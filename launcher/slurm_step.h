@@ -26,6 +26,7 @@ struct SlurmStep {
 
 // nullopt: not a task of an srun step (SLURM_PROCID unset). An error when
 // the step is not one task per node, or its variables are unreadable.
-Result<std::optional<SlurmStep>> SlurmStepOfThisProcess();
+// `find_first_host`: expand the node list (not needed when --rdzv is given).
+Result<std::optional<SlurmStep>> SlurmStepOfThisProcess(bool find_first_host);
 
 }  // namespace een

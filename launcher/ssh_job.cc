@@ -95,6 +95,14 @@ int RunSshJob(const JobConfig& config, const SshJob& job, const std::vector<std:
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  const std::string& first = job.hosts[0].host;
+  if (job.hosts.size() > 1 &&
+      (first == "localhost" || first.rfind("127.", 0) == 0 || first == "::1")) {
+    Say("job failed: the hostfile's first host, " + first +
+        ", is node 0 (the coordinator), and the other hosts would look for it on themselves: "
+        "name it as the others reach it (its host name or address)");
+    return 2;
+  }
   auto shares = PlanShares(job.hosts, config.ps, config.workers);
   if (!shares.ok()) {
     Say("job failed: " + shares.status().message());
@@ -132,11 +140,15 @@ int RunSshJob(const JobConfig& config, const SshJob& job, const std::vector<std:
     spec.label = job.hosts[r].host;
     spec.argv = {"ssh", "-o", "BatchMode=yes", "-T"};
     spec.argv.insert(spec.argv.end(), job.ssh_args.begin(), job.ssh_args.end());
+    // After the user's: ssh takes an option's first value, so theirs win.
+    spec.argv.insert(spec.argv.end(), {"-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",
+                                       "-o", "ServerAliveCountMax=3"});
     spec.argv.push_back(job.hosts[r].host);
     spec.argv.push_back(line);
     spec.input_pipe = true;
     spec.input = secret + "\n";
     spec.nested_labels = true;
+    spec.watch_for = "met the coordinator at ";  // it joined the job
     auto started = here.Start(std::move(spec));
     if (!started.ok()) {
       Say("job failed: starting ssh to " + job.hosts[r].host + ": " + started.status().message());
@@ -161,9 +173,12 @@ int RunSshJob(const JobConfig& config, const SshJob& job, const std::vector<std:
       }
     }
     if (all) break;
-    if (stopping_since == Clock::time_point{} && (g_signal != 0 || first_failed >= 0)) {
-      // A node that failed before its een-launch met the others (ssh could
-      // not connect, say) leaves them waiting for its roles: stop them now.
+    // A node that failed before its een-launch met the others (ssh could not
+    // connect, say) leaves them waiting for its roles: stop them now. One
+    // that had joined is the coordinator's to handle (a lost host's PS fail
+    // over with --replicas 2): the others go on, or end with its verdict.
+    const bool lost_before_joining = first_failed >= 0 && !nodes[first_failed]->saw_watched();
+    if (stopping_since == Clock::time_point{} && (g_signal != 0 || lost_before_joining)) {
       if (g_signal != 0) {
         const char* name = sigabbrev_np(g_signal);
         Say(std::string("interrupted by SIG") + (name ? name : "?") +
@@ -182,6 +197,16 @@ int RunSshJob(const JobConfig& config, const SshJob& job, const std::vector<std:
   if (g_signal != 0) {
     Say("job interrupted; every host's een-launch stopped");
     return 130;
+  }
+  if (first_failed >= 0 && nodes[0]->succeeded() && nodes[first_failed]->saw_watched()) {
+    // Node 0's een-launch (with the coordinator) finished the job well: the
+    // failed host was lost while it ran, and the job went on without it.
+    const RoleProcess& node = *nodes[first_failed];
+    Say("job finished; host " + job.hosts[first_failed].host + " was lost while it ran (" +
+        (node.last_line().empty() ? "een-launch there " + node.ExitDescription()
+                                  : node.last_line()) +
+        ") and the job went on without it");
+    return 0;
   }
   if (first_failed >= 0) {
     // 255: ssh itself failed (no route, refused key): its last line says why.

@@ -346,7 +346,8 @@ struct ProcessGone {
 
 struct ProcessGoneReply {
   jobStarted @0 :Bool;             # false: nothing was lost, any process may take the rank
-  finished @1 :Bool;               # a worker that had finished training: nothing to replace
+  finished @1 :Bool;               # a worker that had finished training, or a PS after every
+                                   # worker had: nothing to replace
 }
 
 struct WorkerExit {

@@ -282,6 +282,57 @@ TEST_F(MultiHost, ALauncherWithOtherCountsIsRefusedAndTheJobSaysWhoIsMissing) {
   EXPECT_NE(node0.output().find("never registered"), std::string::npos) << node0.output();
 }
 
+// A node's een-launch killed before the job started takes its roles with
+// it: the coordinator frees their ranks once it falls silent, and the same
+// node started again joins; the job then runs as if nothing happened.
+TEST_F(MultiHost, ANodeLostBeforeTheStartCanBeStartedAgain) {
+  const std::vector<std::string> flags = {"--startup-timeout", "60s"};
+  testing::Subprocess node0(Node(0, flags, Equivalence(base_ / "again.bin", 300)));
+  auto first =
+      std::make_unique<testing::Subprocess>(Node(1, flags, Equivalence(base_ / "again.bin", 300)));
+  ASSERT_TRUE(node0.WaitForOutput("registered worker 1 ", seconds(60))) << node0.output();
+  first->Signal(SIGKILL);
+  ASSERT_TRUE(node0.WaitForOutput("its rank is free for a replacement", seconds(30)))
+      << node0.output();
+  first.reset();
+  testing::Subprocess node1(Node(1, flags, Equivalence(base_ / "again.bin", 300)));
+  testing::Subprocess node2(Node(2, flags, Equivalence(base_ / "again.bin", 300)));
+  for (testing::Subprocess* n : {&node0, &node1, &node2}) {
+    auto code = n->Wait(seconds(120));
+    ASSERT_TRUE(code.has_value()) << n->output();
+    EXPECT_EQ(*code, 0) << n->output();
+  }
+  EXPECT_NE(node0.output().find("ps 1 (host "), std::string::npos);
+}
+
+// Mistakes a node can make are said at once, by that node: a secret that
+// is not the job's (CURVE refuses its handshakes), a loopback --host the
+// other hosts cannot reach.
+TEST_F(MultiHost, AWrongSecretOrAnUnreachableAddressIsRefusedAtOnce) {
+  testing::Subprocess node0(
+      Node(0, {"--startup-timeout", "20s"}, Equivalence(base_ / "x.bin", 100)));
+  auto loopback = testing::Run(Node(1, {"--host", "127.0.0.1"}, Equivalence(base_ / "x.bin", 100)),
+                               seconds(30));
+  EXPECT_EQ(loopback.exit_code, 2);
+  EXPECT_NE(loopback.output.find("--host 127.0.0.1: the other nodes cannot reach this node's "
+                                 "roles there"),
+            std::string::npos)
+      << loopback.output;
+  auto r =
+      testing::Run({kBin + "/een-launch", "--new-secret", base_ / "other-secret"}, seconds(30));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto start = std::chrono::steady_clock::now();
+  auto wrong = testing::Run(
+      Node(1, {"--secret-file", base_ / "other-secret"}, Equivalence(base_ / "x.bin", 100)),
+      seconds(60));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.output.find("every node's een-launch needs the same --secret-file"),
+            std::string::npos)
+      << wrong.output;
+  EXPECT_LT(took, seconds(15)) << "refused only at the start-up timeout";
+}
+
 TEST_F(MultiHost, AStrangerOnAnotherHostGetsNothingAndChangesNothing) {
   auto whole = StartNodes({}, Equivalence(base_ / "whole.bin", 8000));
   ASSERT_EQ(WaitAll(whole, seconds(180)), std::vector<int>(kNodes, 0)) << Outputs(whole);

@@ -12,6 +12,12 @@ namespace een {
 
 using std::chrono::milliseconds;
 
+CoordinatorLink::CoordinatorLink(std::string address, launcher_messages::NodeStatusFields node,
+                                 milliseconds interval)
+    : address_(std::move(address)), node_(std::move(node)), interval_(interval) {
+  node_.pid = getpid();
+}
+
 long CoordinatorLink::SilentMs() const {
   const Clock::time_point since = heard_ ? heard_at_ : first_asked_;
   if (since == Clock::time_point{}) return 0;
@@ -30,18 +36,10 @@ void CoordinatorLink::Ask(const std::string& failure) {
     if (!connection.ok()) return;
     connection_ = std::move(*connection);
   }
-  wire::Outgoing b;
-  auto s = b.header().initNodeStatus();
-  s.setNode(node_.rank);
-  s.setNnodes(node_.nnodes);
-  s.setPs(node_.ps);
-  s.setWorkers(node_.workers);
-  s.setHost(node_.host);
-  s.setPid(getpid());
-  s.setFailure(failure);
   asked_at_ = Clock::now();
   if (first_asked_ == Clock::time_point{}) first_asked_ = asked_at_;
-  Ignored(connection_->Send(b.Take()), "asking the coordinator how the job stands");
+  Ignored(connection_->Send(launcher_messages::NodeStatus(node_, failure)),
+          "asking the coordinator how the job stands");
 }
 
 bool CoordinatorLink::Read(milliseconds timeout) {

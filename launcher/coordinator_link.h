@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/transport/connection.h"
+#include "launcher/launcher_messages.h"
 #include "launcher/process_host.h"
 #include "schema/een.capnp.h"
 
@@ -29,15 +30,9 @@ namespace een {
 
 class CoordinatorLink {
  public:
-  struct Node {
-    int rank = 0;
-    int nnodes = 1;
-    int ps = 0;  // the job's totals, as this launcher was told
-    int workers = 0;
-    std::string host;  // the node's name
-  };
-  CoordinatorLink(std::string address, Node node, std::chrono::milliseconds interval)
-      : address_(std::move(address)), node_(std::move(node)), interval_(interval) {}
+  // `node`: who asks (its pid is this process's).
+  CoordinatorLink(std::string address, launcher_messages::NodeStatusFields node,
+                  std::chrono::milliseconds interval);
 
   // Asks again if an interval passed since the last question; reads every
   // answer waiting (never blocks).
@@ -63,7 +58,7 @@ class CoordinatorLink {
   bool Read(std::chrono::milliseconds timeout);
 
   std::string address_;
-  Node node_;
+  launcher_messages::NodeStatusFields node_;
   std::chrono::milliseconds interval_;
   std::unique_ptr<transport::Connection> connection_;
   Clock::time_point asked_at_{}, first_asked_{}, heard_at_{};

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -17,13 +16,12 @@
 #include "common/transport/auth.h"
 #include "common/transport/registry.h"
 #include "common/wire.h"
+#include "launcher/launcher_messages.h"
 #include "launcher/say.h"
+#include "launcher/stop_signal.h"
 
 namespace een {
 namespace {
-
-std::atomic<int> g_signal{0};
-void OnSignal(int signo) { g_signal = signo; }
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -133,8 +131,11 @@ Status JobSupervisor::StartRoles() {
 Status JobSupervisor::Rendezvous() {
   link_ = std::make_unique<CoordinatorLink>(
       plan_.coordinator_address(),
-      CoordinatorLink::Node{node_->node_rank, node_->nnodes, node_->ps, node_->workers,
-                            node_->name},
+      launcher_messages::NodeStatusFields{.node = node_->node_rank,
+                                          .nnodes = node_->nnodes,
+                                          .ps = node_->ps,
+                                          .workers = node_->workers,
+                                          .host = node_->name},
       config().heartbeat_interval);
   Say("node " + std::to_string(node_->node_rank) + " of " + std::to_string(node_->nnodes) + " (" +
       node_->name + "): waiting for the rendezvous at " + node_->rdzv +
@@ -143,7 +144,7 @@ Status JobSupervisor::Rendezvous() {
   while (!link_->heard() && link_->refused().empty()) {
     link_->Poll();
     Watch(milliseconds(20));
-    if (g_signal != 0) return Status::Ok();  // Run() says it
+    if (StopSignal() != 0) return Status::Ok();  // Run() says it
     if (HostsCoordinator() && slots_[0]->exited()) {
       return Unavailable("the coordinator " + slots_[0]->ExitDescription() +
                          " before the rendezvous (see its output above)");
@@ -201,7 +202,7 @@ void JobSupervisor::Watch(milliseconds timeout) {
     char buf[256];
     if (poll(&in, 1, 0) > 0 && read(STDIN_FILENO, buf, sizeof buf) <= 0) {
       stdin_closed_ = true;
-      g_signal = SIGHUP;
+      RaiseStopSignal(SIGHUP);
     }
   }
   if (remote_) {
@@ -257,12 +258,9 @@ Status JobSupervisor::ConnectToCoordinator() {
 std::optional<JobSupervisor::GoneReply> JobSupervisor::TellCoordinatorProcessGone(
     const RoleProcess& process, const std::string& what) {
   if (!ConnectToCoordinator().ok()) return std::nullopt;
-  wire::Outgoing b;
-  auto gone = b.header().initProcessGone();
-  gone.setPid(process.pid());
-  gone.setWhat(what);
-  if (node_) gone.setHost(node_->name);  // pids repeat across hosts
-  if (!coordinator_->Send(b.Take()).ok()) return std::nullopt;
+  if (!coordinator_->Send(launcher_messages::ProcessGone(process.pid(), what, NodeName())).ok()) {
+    return std::nullopt;
+  }
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   while (Clock::now() < deadline) {
     Watch(milliseconds(0));  // forward and reap, do not wait
@@ -285,13 +283,9 @@ std::optional<JobSupervisor::GoneReply> JobSupervisor::TellCoordinatorProcessGon
 
 void JobSupervisor::TellCoordinatorWorkerExited(int rank, const RoleProcess& worker) {
   if (!ConnectToCoordinator().ok()) return;
-  wire::Outgoing b;
-  auto exit = b.header().initWorkerExited();
-  exit.setRank(rank);
-  exit.setPid(worker.pid());
-  exit.setStatus(worker.succeeded() ? 0 : 1);
-  if (node_) exit.setHost(node_->name);
-  if (Status s = coordinator_->Send(b.Take()); !s.ok()) {
+  if (Status s = coordinator_->Send(launcher_messages::WorkerExited(
+          rank, worker.pid(), worker.succeeded() ? 0 : 1, NodeName()));
+      !s.ok()) {
     Say("could not tell the coordinator that worker " + std::to_string(rank) +
         " exited: " + s.message());
   }
@@ -306,13 +300,7 @@ int JobSupervisor::Fail(const std::string& reason) {
 }
 
 int JobSupervisor::Run() {
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGHUP, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
+  CatchStopSignals();
   if (Status s = CreateSecret(); !s.ok()) return Fail(s.message());
   slots_.reserve(1 + config().ps + config().workers + config().spare_ps);
   if (HostsCoordinator()) {
@@ -350,7 +338,7 @@ int JobSupervisor::Run() {
         "EEN_JOB_SECRET_FILE=" +
         plan_.SecretPath() + "; eenctl finds it)");
   }
-  if (g_signal == 0) {
+  if (StopSignal() == 0) {
     if (Status s = StartRoles(); !s.ok()) return Fail(s.message());
   }
 
@@ -371,9 +359,8 @@ int JobSupervisor::Run() {
   };
   while (true) {
     Watch(milliseconds(50));
-    if (g_signal != 0) {
-      const char* name = sigabbrev_np(g_signal);
-      const std::string sig = std::string("SIG") + (name ? name : "?");
+    if (StopSignal() != 0) {
+      const std::string sig = StopSignalName();
       const std::string why = stdin_closed_
                                   ? "its ssh connection to the launching een-launch closed (that "
                                     "een-launch was stopped, or its host or the link is gone)"

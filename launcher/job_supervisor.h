@@ -65,6 +65,8 @@ class JobSupervisor {
   // The workers this een-launch runs (all of them, or its node's).
   int LocalWorkers() const { return node_ ? node_->workers_here : config().workers; }
   bool HostsCoordinator() const { return !node_ || node_->hosts_coordinator(); }
+  // The node's name in a per-node launch (pids repeat across hosts), else "".
+  std::string NodeName() const { return node_ ? node_->name : ""; }
   // Per-node launch: waits for the coordinator's first answer (the rendezvous).
   Status Rendezvous();
   // Per-node launch: ends the job on every node for `reason`.

@@ -1,10 +1,8 @@
 #include "launcher/ssh_job.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
@@ -14,12 +12,10 @@
 #include "common/transport/auth.h"
 #include "launcher/local_host.h"
 #include "launcher/say.h"
+#include "launcher/stop_signal.h"
 
 namespace een {
 namespace {
-
-std::atomic<int> g_signal{0};
-void OnSignal(int signo) { g_signal = signo; }
 
 // For a POSIX shell: 'text', with ' written '\''.
 std::string Quote(const std::string& text) {
@@ -89,12 +85,7 @@ Result<std::vector<NodeShares>> PlanShares(const std::vector<HostfileEntry>& hos
 
 int RunSshJob(const JobConfig& config, const SshJob& job, const std::vector<std::string>& command,
               const std::string& bin_dir) {
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGHUP, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  CatchStopSignals();
   const std::string& first = job.hosts[0].host;
   if (job.hosts.size() > 1 &&
       (first == "localhost" || first.rfind("127.", 0) == 0 || first == "::1")) {
@@ -178,10 +169,9 @@ int RunSshJob(const JobConfig& config, const SshJob& job, const std::vector<std:
     // that had joined is the coordinator's to handle (a lost host's PS fail
     // over with --replicas 2): the others go on, or end with its verdict.
     const bool lost_before_joining = first_failed >= 0 && !nodes[first_failed]->saw_watched();
-    if (stopping_since == Clock::time_point{} && (g_signal != 0 || lost_before_joining)) {
-      if (g_signal != 0) {
-        const char* name = sigabbrev_np(g_signal);
-        Say(std::string("interrupted by SIG") + (name ? name : "?") +
+    if (stopping_since == Clock::time_point{} && (StopSignal() != 0 || lost_before_joining)) {
+      if (StopSignal() != 0) {
+        Say("interrupted by " + StopSignalName() +
             "; telling every host's een-launch to stop the job");
       }
       for (const auto& node : nodes) node->CloseInput();
@@ -194,7 +184,7 @@ int RunSshJob(const JobConfig& config, const SshJob& job, const std::vector<std:
     }
   }
   here.StopAll(std::chrono::milliseconds(3000));
-  if (g_signal != 0) {
+  if (StopSignal() != 0) {
     Say("job interrupted; every host's een-launch stopped");
     return 130;
   }

@@ -1,0 +1,39 @@
+#include "launcher/launcher_messages.h"
+
+#include "common/wire.h"
+
+namespace een::launcher_messages {
+
+Message ProcessGone(int pid, const std::string& what, const std::string& host) {
+  wire::Outgoing b;
+  auto gone = b.header().initProcessGone();
+  gone.setPid(pid);
+  gone.setWhat(what);
+  if (!host.empty()) gone.setHost(host);
+  return b.Take();
+}
+
+Message WorkerExited(int rank, int pid, int status, const std::string& host) {
+  wire::Outgoing b;
+  auto exit = b.header().initWorkerExited();
+  exit.setRank(rank);
+  exit.setPid(pid);
+  exit.setStatus(status);
+  if (!host.empty()) exit.setHost(host);
+  return b.Take();
+}
+
+Message NodeStatus(const NodeStatusFields& fields, const std::string& failure) {
+  wire::Outgoing b;
+  auto s = b.header().initNodeStatus();
+  s.setNode(fields.node);
+  s.setNnodes(fields.nnodes);
+  s.setPs(fields.ps);
+  s.setWorkers(fields.workers);
+  s.setHost(fields.host);
+  s.setPid(fields.pid);
+  s.setFailure(failure);
+  return b.Take();
+}
+
+}  // namespace een::launcher_messages

@@ -100,7 +100,10 @@ Status JobConfig::LoadYaml(const std::string& path) {
       if (key == "startup_timeout") EEN_RETURN_IF_ERROR(duration(&startup_timeout));
       if (key == "progress_interval") EEN_RETURN_IF_ERROR(duration(&progress_interval));
       if (key == "step_timeout") EEN_RETURN_IF_ERROR(duration(&step_timeout));
-      if (key == "transport") transport = v.as<std::string>();
+      if (key == "transport") {
+        transport = v.as<std::string>();
+        transport_set = true;
+      }
       if (key == "host") host = v.as<std::string>();
       if (key == "wire_dtype") wire_dtype = v.as<std::string>();
       if (key == "insecure") insecure = v.as<bool>();

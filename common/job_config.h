@@ -28,7 +28,11 @@ struct JobConfig {
   // A step waiting this long for a worker's gradients ends the job naming
   // the worker (torch.distributed's default collective timeout is 30 min).
   std::chrono::milliseconds step_timeout{30 * 60 * 1000};
-  std::string transport = "tcp";    // data plane: tcp | ipc
+  // Data plane: tcp | ipc | shm | auto (shm within a host, tcp between
+  // hosts, per pair). `transport_set`: given in the file or on the command
+  // line (else a launch over many hosts picks auto).
+  std::string transport = "tcp";
+  bool transport_set = false;
   std::string wire_dtype = "fp32";  // gradients and parameters on the wire: fp32 | bf16 | fp16
   std::string host = "127.0.0.1";
   ShardingOptions sharding;

@@ -137,8 +137,8 @@ Result<JobEnvironment> JobEnvironment::FromProcess(const std::string& program) {
   return env;
 }
 
-std::string JobEnvironment::DataListenAddress() const {
-  return transport::ListenAddress(
+std::vector<std::string> JobEnvironment::DataListenAddresses() const {
+  return transport::ListenAddresses(
       data_transport, host, run_dir,
       role + "-" + std::to_string(rank) + "-" + std::to_string(getpid()));
 }

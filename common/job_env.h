@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "common/wire_dtype.h"
@@ -13,14 +14,14 @@
 namespace een {
 
 struct JobEnvironment {
-  std::string coordinator;                            // EEN_COORDINATOR, e.g. tcp://127.0.0.1:5555
-  std::string role;                                   // EEN_ROLE: ps | worker
-  int rank = -1;                                      // EEN_RANK
-  int world_size = 0;                                 // EEN_WORLD_SIZE: number of workers
-  int num_ps = 0;                                     // EEN_NUM_PS
-  std::string host = "127.0.0.1";                     // EEN_HOST: address data listeners bind to
-  std::string data_transport = "tcp";                 // EEN_DATA_TRANSPORT: tcp | ipc | shm | mem
-  std::string run_dir = "/tmp";                       // EEN_RUN_DIR: ipc socket folder
+  std::string coordinator;             // EEN_COORDINATOR, e.g. tcp://127.0.0.1:5555
+  std::string role;                    // EEN_ROLE: ps | worker
+  int rank = -1;                       // EEN_RANK
+  int world_size = 0;                  // EEN_WORLD_SIZE: number of workers
+  int num_ps = 0;                      // EEN_NUM_PS
+  std::string host = "127.0.0.1";      // EEN_HOST: address data listeners bind to
+  std::string data_transport = "tcp";  // EEN_DATA_TRANSPORT: tcp | ipc | shm | auto | mem
+  std::string run_dir = "/tmp";        // EEN_RUN_DIR: ipc socket folder
   std::chrono::milliseconds failover_threshold{500};  // EEN_FAILOVER_THRESHOLD_MS
   std::chrono::milliseconds heartbeat_interval{100};  // EEN_HEARTBEAT_MS
   std::chrono::milliseconds startup_timeout{120000};  // EEN_STARTUP_TIMEOUT_MS
@@ -43,8 +44,9 @@ struct JobEnvironment {
 
   // Reads the environment; `program` names the caller in the error message.
   static Result<JobEnvironment> FromProcess(const std::string& program);
-  // A data-plane address for this process to listen on ("tcp://host:0", ...).
-  std::string DataListenAddress() const;
+  // The data-plane addresses for this process to listen on ("tcp://host:0",
+  // ...; for "auto" a tcp one, then a same-host shm one).
+  std::vector<std::string> DataListenAddresses() const;
 };
 
 // Sets this process's transport credentials (transport/auth.h) from

@@ -183,6 +183,7 @@ ShardMap ShardMap::WithNewPs(const std::string& address, uint64_t epoch) const {
   ShardMap next = *this;
   next.epoch_ = epoch;
   next.ps_addresses_.push_back(address);
+  if (!next.local_routes_.empty()) next.local_routes_.emplace_back();
   next.NoteBackupChanges(*this);
   return next;
 }
@@ -339,6 +340,11 @@ Result<ShardMap> ShardMap::FromWire(wire::ShardMap::Reader reader) {
   map.epoch_ = reader.getEpoch();
   EEN_ASSIGN_OR_RETURN(map.tensors_, TensorsFromWire(reader.getTensors()));
   for (auto a : reader.getPsAddresses()) map.ps_addresses_.push_back(a);
+  for (auto r : reader.getPsLocalRoutes())
+    map.local_routes_.push_back({r.getHost(), r.getAddress()});
+  if (!map.local_routes_.empty() && map.local_routes_.size() != map.ps_addresses_.size()) {
+    return InvalidArgument("shard map: same-host routes for some PS only");
+  }
   for (auto o : reader.getShardOwner()) {
     if (o >= map.ps_addresses_.size()) return InvalidArgument("shard map: owner out of range");
     map.shard_owner_.push_back(o);
@@ -400,6 +406,19 @@ void ShardMap::ToWire(wire::ShardMap::Builder b) const {
   for (size_t i = 0; i < shard_backup_.size(); ++i) bs.set(i, shard_backup_[i]);
   auto as = b.initPsAddresses(ps_addresses_.size());
   for (size_t i = 0; i < ps_addresses_.size(); ++i) as.set(i, ps_addresses_[i]);
+  auto rs = b.initPsLocalRoutes(local_routes_.size());
+  for (size_t i = 0; i < local_routes_.size(); ++i) {
+    rs[i].setHost(local_routes_[i].host);
+    rs[i].setAddress(local_routes_[i].address);
+  }
+}
+
+const std::string& ShardMap::AddressFor(uint32_t ps, const std::string& host) const {
+  if (ps < local_routes_.size() && !local_routes_[ps].address.empty() &&
+      !local_routes_[ps].host.empty() && local_routes_[ps].host == host) {
+    return local_routes_[ps].address;
+  }
+  return ps_addresses_[ps];
 }
 
 std::vector<uint32_t> ShardMap::ChunksOwnedBy(uint32_t ps) const {

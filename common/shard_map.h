@@ -53,6 +53,13 @@ Result<std::vector<TensorInfo>> TensorsFromWire(capnp::List<wire::TensorSpec>::R
 void TensorsToWire(const std::vector<TensorInfo>& tensors,
                    capnp::List<wire::TensorSpec>::Builder list);
 
+// A PS's same-host route (shared memory): for processes on `host` only.
+struct LocalRoute {
+  std::string host;
+  std::string address;  // empty: none
+  bool operator==(const LocalRoute&) const = default;
+};
+
 struct Chunk {
   uint32_t tensor = 0;
   uint64_t offset = 0;  // first element within the tensor
@@ -92,6 +99,14 @@ class ShardMap {
     return a < ps_hosts_.size() && b < ps_hosts_.size() && !ps_hosts_[a].empty() &&
            ps_hosts_[a] == ps_hosts_[b];
   }
+  // How processes on a PS's own host reach it without leaving the host
+  // (on the wire; one per PS, or none at all). Derived maps keep them (a PS
+  // added has none); the coordinator sets them again when a PS changes.
+  void SetLocalRoutes(std::vector<LocalRoute> routes) { local_routes_ = std::move(routes); }
+  const std::vector<LocalRoute>& local_routes() const { return local_routes_; }
+  // Where a process on `host` connects to PS `ps`: its same-host route when
+  // it has one on that host, else its data address (per pair, no flag).
+  const std::string& AddressFor(uint32_t ps, const std::string& host) const;
   uint32_t num_ps() const { return static_cast<uint32_t>(ps_addresses_.size()); }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const std::vector<Chunk>& chunks() const { return chunks_; }
@@ -171,9 +186,10 @@ class ShardMap {
   std::vector<uint32_t> shard_owner_;
   std::vector<uint32_t> shard_backup_;  // empty without replication
   std::vector<std::string> ps_addresses_;
-  std::vector<uint32_t> first_chunk_;   // per tensor, plus one past the end
-  std::vector<std::string> ps_hosts_;   // placement only; not on the wire
-  std::vector<uint64_t> backup_since_;  // per shard (see BackupSince); not on the wire
+  std::vector<uint32_t> first_chunk_;     // per tensor, plus one past the end
+  std::vector<std::string> ps_hosts_;     // placement only; not on the wire
+  std::vector<LocalRoute> local_routes_;  // empty, or one per PS
+  std::vector<uint64_t> backup_since_;    // per shard (see BackupSince); not on the wire
 };
 
 }  // namespace een

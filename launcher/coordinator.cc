@@ -46,10 +46,16 @@ Status Coordinator::Bind() {
   return Status::Ok();
 }
 
+Coordinator::Process Coordinator::ProcessOf(const transport::PeerId& peer,
+                                            wire::Register::Reader reg) {
+  return {peer, reg.getHost(), reg.getPid(), reg.getDataAddress(), reg.getLocalAddress()};
+}
+
 void Coordinator::Node::Take(const Process& process, Clock::time_point now) {
   host = process.host;
   pid = process.pid;
   data_address = process.data_address;
+  local_address = process.local_address;
   control = process.control;
   metrics.clear();  // a replacement starts its own counts
   liveness.Restart(now);
@@ -293,7 +299,7 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
     return AcceptReplacementWorker(peer, reg);
   }
   if (role == wire::Role::PS && reg.getSpare()) {
-    Process spare{peer, reg.getHost(), reg.getPid(), reg.getDataAddress()};
+    Process spare = ProcessOf(peer, reg);
     for (Process& known : spares_) {
       if (known.pid == spare.pid) {
         known = spare;  // registering again: we may have restarted
@@ -308,7 +314,7 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
   }
   if (state_ == wire::JobState::RUNNING && role == wire::Role::PS &&
       reg.getRank() == static_cast<int>(ps_.size())) {
-    return AddPs({peer, reg.getHost(), reg.getPid(), reg.getDataAddress()});  // capacity grows
+    return AddPs(ProcessOf(peer, reg));  // capacity grows
   }
   if (state_ == wire::JobState::RUNNING && role == wire::Role::PS && reg.getRank() >= 0 &&
       reg.getRank() < static_cast<int>(ps_.size()) && ps_[reg.getRank()].pid == reg.getPid() &&
@@ -325,7 +331,7 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
     const Node& held = ps_[reg.getRank()];
     if (!held.lost && !held.done) return ClaimOfLiveRank(held, reg.getPid());
     claims_.erase(reg.getPid());
-    return ReplacePs(reg.getRank(), {peer, reg.getHost(), reg.getPid(), reg.getDataAddress()},
+    return ReplacePs(reg.getRank(), ProcessOf(peer, reg),
                      Describe(held) + " was replaced by a new process");
   }
   if (state_ == wire::JobState::ABORTED) return FailedPrecondition("job aborted: " + abort_reason_);
@@ -356,7 +362,7 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
   Node n;
   n.role = role;
   n.rank = rank;
-  n.Take({peer, reg.getHost(), reg.getPid(), reg.getDataAddress()}, Clock::now());
+  n.Take(ProcessOf(peer, reg), Clock::now());
   n.registered = true;
   if (role == wire::Role::PS) {
     if (n.data_address.empty()) return InvalidArgument("a PS must give its data address");
@@ -414,10 +420,28 @@ void Coordinator::MaybeRefuseMismatchedModels() {
 Result<ShardMap> Coordinator::CurrentMap() const {
   std::vector<std::string> addresses;
   for (const Node& p : ps_) addresses.push_back(p.data_address);
-  if (map_) return map_->WithAddresses(addresses, map_epoch_);
-  ShardingOptions sharding = options_.job.sharding;
-  sharding.replicas = static_cast<uint32_t>(options_.job.replicas);
-  return ShardMap::Build(model_, options_.job.ps, sharding, addresses, map_epoch_, PsHosts());
+  ShardMap map;
+  if (map_) {
+    EEN_ASSIGN_OR_RETURN(map, map_->WithAddresses(addresses, map_epoch_));
+  } else {
+    ShardingOptions sharding = options_.job.sharding;
+    sharding.replicas = static_cast<uint32_t>(options_.job.replicas);
+    EEN_ASSIGN_OR_RETURN(
+        map, ShardMap::Build(model_, options_.job.ps, sharding, addresses, map_epoch_, PsHosts()));
+  }
+  map.SetLocalRoutes(LocalRoutes());
+  return map;
+}
+
+std::vector<LocalRoute> Coordinator::LocalRoutes() const {
+  std::vector<LocalRoute> routes;
+  bool any = false;
+  for (const Node& p : ps_) {
+    routes.push_back(p.registered ? LocalRoute{p.host, p.local_address} : LocalRoute{});
+    any = any || !routes.back().address.empty();
+  }
+  if (!any) routes.clear();  // no PS offers one: the map carries none
+  return routes;
 }
 
 std::vector<std::string> Coordinator::PsHosts() const {
@@ -427,7 +451,9 @@ std::vector<std::string> Coordinator::PsHosts() const {
 }
 
 void Coordinator::RefreshPsHosts() {
-  if (map_) map_->SetPsHosts(PsHosts());
+  if (!map_) return;
+  map_->SetPsHosts(PsHosts());
+  map_->SetLocalRoutes(LocalRoutes());
 }
 
 Status Coordinator::SendJobStart(const Node& n, bool rebuild, uint64_t join_step) {

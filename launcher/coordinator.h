@@ -87,14 +87,17 @@ class Coordinator {
     transport::PeerId control;
     std::string host;
     int pid = 0;
-    std::string data_address;  // PS only
+    std::string data_address;   // PS only
+    std::string local_address;  // PS only: for processes of its host (empty: none)
   };
+  static Process ProcessOf(const transport::PeerId& peer, wire::Register::Reader reg);
   struct Node {
     wire::Role role = wire::Role::WORKER;
     int rank = -1;
     std::string host;
     int pid = 0;
     std::string data_address;
+    std::string local_address;
     transport::PeerId control;
     bool registered = false;
     bool done = false;       // worker finished / PS left
@@ -225,7 +228,10 @@ class Coordinator {
   // Each PS rank's host (its node's name), and the map told of them before
   // it places backups (a backup never on its primary's host, if it can).
   std::vector<std::string> PsHosts() const;
+  // Each PS's host and same-host route, into map_ (a PS may have been
+  // replaced or added on another host).
   void RefreshPsHosts();
+  std::vector<LocalRoute> LocalRoutes() const;
   // `what`: who, and why it counts as lost.
   void WorkerLost(Node& worker, const std::string& what);
   // A worker process registering while the job runs, in place of a lost

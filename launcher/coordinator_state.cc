@@ -31,6 +31,7 @@ void Coordinator::SaveState() {
       r.setHost(n.host);
       r.setPid(n.pid);
       r.setDataAddress(n.data_address);
+      r.setLocalAddress(n.local_address);
       r.setDone(n.done);
       r.setLost(n.lost);
       r.setStep(n.step);
@@ -109,6 +110,7 @@ Status Coordinator::RestoreState() {
       n.host = r.getHost();
       n.pid = r.getPid();
       n.data_address = r.getDataAddress();
+      n.local_address = r.getLocalAddress();
       n.done = r.getDone();
       n.lost = r.getLost();
       n.step = r.getStep();

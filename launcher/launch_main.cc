@@ -57,6 +57,16 @@ std::string SnapshotFolderProblem(const een::JobConfig& config) {
   return "";
 }
 
+// A job over many hosts: auto (shared memory within a host, tcp between
+// hosts) unless tcp was asked for; ipc and shm reach one host only.
+std::string ManyHostsTransportProblem(een::JobConfig* config) {
+  if (!config->transport_set) config->transport = "auto";
+  if (config->transport == "auto" || config->transport == "tcp") return "";
+  return "--transport " + config->transport +
+         " reaches roles of one host only; a job over many hosts uses auto (the default: shared "
+         "memory between roles of one host, tcp between hosts) or tcp";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,7 +110,9 @@ int main(int argc, char** argv) {
                  "worker (default 30min)");
   app.add_option(
       "--transport", transport,
-      "data plane: tcp, ipc or shm (one host: payloads through shared memory; default tcp)");
+      "data plane: tcp, ipc, shm (one host: payloads through shared memory) or auto (shm "
+      "between roles of one host, tcp between hosts, per pair); default tcp on one host, auto "
+      "with --nnodes, --hostfile or srun");
   std::string wire_dtype;
   app.add_option("--wire-dtype", wire_dtype,
                  "gradients and parameters on the wire: fp32, bf16 or fp16 (default fp32; the "
@@ -230,7 +242,10 @@ int main(int argc, char** argv) {
     config.snapshot_dir = resume_dir;
     config.resume = true;
   }
-  if (!transport.empty()) config.transport = transport;
+  if (!transport.empty()) {
+    config.transport = transport;
+    config.transport_set = true;
+  }
   if (!host.empty()) config.host = host;
   if (!liveness.empty()) config.liveness = liveness;
   if (insecure) config.insecure = true;
@@ -275,9 +290,9 @@ int main(int argc, char** argv) {
     auto hosts = een::ReadHostfile(hostfile);
     if (!hosts.ok()) return Usage(hosts.status().message());
     if (een::Status s = config.Validate(); !s.ok()) return Usage(s.message());
-    if (config.spare_ps > 0 || config.transport != "tcp") {
-      return Usage(
-          "--spare-ps and --transport other than tcp are not supported with --hostfile yet");
+    if (config.spare_ps > 0) return Usage("--spare-ps is not supported with --hostfile yet");
+    if (std::string problem = ManyHostsTransportProblem(&config); !problem.empty()) {
+      return Usage(problem);
     }
     if (command.empty()) return Usage("no program to run: put the worker command after --");
     een::SshJob job;
@@ -325,10 +340,8 @@ int main(int argc, char** argv) {
       node_flags.nnodes = static_cast<int>(n);
     }
     if (config.spare_ps > 0) return Usage("--spare-ps with --nnodes is not supported yet");
-    if (config.transport != "tcp") {
-      return Usage("--transport " + config.transport +
-                   " with --nnodes: roles on different hosts reach each other over tcp only "
-                   "(per-pair shared memory between roles of one host is not supported yet)");
+    if (std::string problem = ManyHostsTransportProblem(&config); !problem.empty()) {
+      return Usage(problem);
     }
     if (*ps_opt || !config_path.empty()) node_flags.ps = config.ps;
     if (*workers_opt || !config_path.empty()) node_flags.workers = config.workers;

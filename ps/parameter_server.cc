@@ -29,19 +29,28 @@ constexpr int kMaxWorkers = 1 << 20;  // a sanity bound on worker ranks from the
 
 Status ParameterServer::Join(const std::atomic<bool>& stop) {
   resources_at_step_ = env_.resources_at_step;
-  EEN_ASSIGN_OR_RETURN(transport::Device * data_device,
-                       transport::DeviceFor(env_.DataListenAddress()));
-  EEN_ASSIGN_OR_RETURN(listener_, data_device->Listen(env_.DataListenAddress()));
+  // "auto": tcp for other hosts, and shared memory for this one, whose
+  // device then holds the store (shm peers read parameters in place).
+  const std::vector<std::string> addresses = env_.DataListenAddresses();
+  EEN_ASSIGN_OR_RETURN(transport::Device * data_device, transport::DeviceFor(addresses.back()));
+  EEN_ASSIGN_OR_RETURN(listener_, transport::ListenOnAll(addresses));
   data_device_ = data_device;
-  spdlog::info("data plane: {} on {}; {}", data_device->name(), listener_->address(),
-               transport::DescribeHardware());
+  const std::string local_address = addresses.size() > 1 ? addresses.back() : "";
+  if (local_address.empty()) {
+    spdlog::info("data plane: {} on {}; {}", data_device->name(), listener_->address(),
+                 transport::DescribeHardware());
+  } else {
+    spdlog::info("data plane: zeromq on {} for other hosts, {} on {} for this one; {}",
+                 listener_->address(), data_device->name(), local_address,
+                 transport::DescribeHardware());
+  }
   EEN_ASSIGN_OR_RETURN(transport::Device * control_device, transport::DeviceFor(env_.coordinator));
   EEN_ASSIGN_OR_RETURN(control_, control_device->Connect(env_.coordinator));
   std::vector<uint64_t> intact;
   if (!env_.spare) EEN_RETURN_IF_ERROR(OpenSnapshots(&intact));  // a spare: once it has a rank
   auto send_register = [&]() -> Status {
-    return control_->Send(ps_messages::Register(env_.rank, HostName(), getpid(),
-                                                listener_->address(), env_.spare, intact));
+    return control_->Send(ps_messages::Register(
+        env_.rank, HostName(), getpid(), listener_->address(), local_address, env_.spare, intact));
   };
   EEN_RETURN_IF_ERROR(send_register());
   if (env_.spare) spdlog::info("standing by as a spare PS");

@@ -15,7 +15,8 @@ void SetAll(List list, const std::vector<T>& values) {
 }  // namespace
 
 Message Register(int rank, const std::string& host, int pid, const std::string& data_address,
-                 bool spare, const std::vector<uint64_t>& intact) {
+                 const std::string& local_address, bool spare,
+                 const std::vector<uint64_t>& intact) {
   wire::Outgoing b(wire::Role::PS, rank);
   auto reg = b.header().initRegister();
   reg.setRole(wire::Role::PS);
@@ -23,6 +24,7 @@ Message Register(int rank, const std::string& host, int pid, const std::string& 
   reg.setHost(host);
   reg.setPid(pid);
   reg.setDataAddress(data_address);
+  reg.setLocalAddress(local_address);
   reg.setSpare(spare);
   SetAll(reg.initSnapshotSteps(intact.size()), intact);
   return b.Take();

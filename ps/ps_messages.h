@@ -20,7 +20,7 @@ using transport::Message;
 // To the coordinator.
 // `intact`: the snapshot steps this PS holds intact (resuming).
 Message Register(int rank, const std::string& host, int pid, const std::string& data_address,
-                 bool spare, const std::vector<uint64_t>& intact);
+                 const std::string& local_address, bool spare, const std::vector<uint64_t>& intact);
 Message Hello(int rank);  // to a restarted coordinator: here is this PS's control connection
 Message Leave(int rank);
 Message MembershipPrepared(int rank, uint64_t epoch, uint64_t max_version);

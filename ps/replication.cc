@@ -63,7 +63,7 @@ transport::Connection* ParameterServer::Peer(uint32_t ps) {
     peers_.resize(map_.num_ps());
     peer_addresses_.resize(map_.num_ps());
   }
-  const std::string& address = map_.ps_addresses()[ps];
+  const std::string& address = map_.AddressFor(ps, HostName());
   if (!peers_[ps] || peer_addresses_[ps] != address) {  // first use, or a replacement PS
     auto device = transport::DeviceFor(address);
     if (!device.ok()) return nullptr;

@@ -77,6 +77,14 @@ struct ShardMap {
   psAddresses @4 :List(Text);      # PS index -> data address
   shardBackup @5 :List(UInt32);    # virtual shard -> backup PS index (replicas 2;
                                    # empty: none; 0xffffffff: none for this shard)
+  psLocalRoutes @6 :List(LocalRoute);  # PS index -> its same-host address (empty: none)
+}
+
+# How processes on `host` reach a PS without leaving that host (shared
+# memory); everyone else uses the PS's data address.
+struct LocalRoute {
+  host @0 :Text;
+  address @1 :Text;                # empty: the PS offers no same-host route
 }
 
 struct Register {
@@ -89,6 +97,7 @@ struct Register {
   optimizer @6 :OptimizerConfig;   # worker: server-side optimizer
   snapshotSteps @7 :List(UInt64);  # PS resuming: steps of its intact snapshots
   spare @8 :Bool;                  # PS: a standby; it gets a rank when a PS is lost
+  localAddress @9 :Text;           # PS: where processes of its own host reach it (may be empty)
 }
 
 struct JobStart {
@@ -413,6 +422,7 @@ struct NodeRecord {
   step @7 :UInt64;
   joining @8 :Bool;                # worker: waiting for the step it joins at
   joinStep @9 :UInt64;             # worker: the step it joined a running job at (0: the start)
+  localAddress @10 :Text;          # PS: its same-host address
 }
 
 struct CoordinatorState {

@@ -102,14 +102,18 @@ TEST(Determinism, PushMessageSizeDoesNotChangeTheResult) {
   EXPECT_EQ(0, std::memcmp(whole.data(), cut.data(), whole.size() * sizeof(float)));
 }
 
-// Through shared memory (--transport shm) the job computes exactly what it
+// Through shared memory (--transport shm, or auto: each PS listens on tcp
+// and shm, each worker picks per PS) the job computes exactly what it
 // computes over TCP, and leaves no shared memory behind.
 TEST(Determinism, SharedMemoryTransportIsBitwiseTheSameAsTcp) {
   auto tcp = Distributed("adam", "tcp");
   auto shm = Distributed("adam", "shm", "shm");
+  auto per_pair = Distributed("adam", "auto", "auto");
   ASSERT_FALSE(tcp.empty());
   ASSERT_EQ(tcp.size(), shm.size());
   EXPECT_EQ(0, std::memcmp(tcp.data(), shm.data(), tcp.size() * sizeof(float)));
+  ASSERT_EQ(tcp.size(), per_pair.size());
+  EXPECT_EQ(0, std::memcmp(tcp.data(), per_pair.data(), tcp.size() * sizeof(float)));
 }
 
 }  // namespace

@@ -149,6 +149,14 @@ TEST_F(MultiHost, ThreeHostsTrainBitwiseAsOneHostWithNodeRankMajorRanks) {
         << out;
     EXPECT_NE(out.find("job finished: 1 of 1 workers of this node succeeded"), std::string::npos)
         << out;
+    // Per pair, with no flag: its worker reaches its own host's PS through
+    // shared memory and the other hosts' over tcp.
+    std::string routes;
+    for (int p = 0; p < kNodes; ++p) {
+      routes +=
+          (p ? ", ps " : "ps ") + std::to_string(p) + (p == n ? " in shared memory" : " over tcp");
+    }
+    EXPECT_NE(out.find("data plane: " + routes + "\n"), std::string::npos) << out;
   }
   EXPECT_NE(nodes[0]->output().find("coordinator at tcp://" + Rdzv()), std::string::npos);
   ExpectNoProcessLeft();

@@ -97,6 +97,32 @@ TEST(ShardMap, WireRoundTrip) {
   EXPECT_EQ(back->ps_addresses(), map->ps_addresses());
 }
 
+// Same-host routes travel with the map; a process picks per PS: the route
+// when the PS is on its host, else the PS's data address.
+TEST(ShardMap, SameHostRoutesTravelAndArePickedPerHost) {
+  auto map = ShardMap::Build(LoadModel("bert_base"), 3, ShardingOptions{}, Addresses(3), 2);
+  ASSERT_TRUE(map.ok());
+  map->SetLocalRoutes({{"h0", "shm:///r0/een-ps-0.sock"}, {"h1", ""}, {"h0", "shm:///r0/p2.sock"}});
+  capnp::MallocMessageBuilder b;
+  map->ToWire(b.initRoot<wire::ShardMap>());
+  auto back = ShardMap::FromWire(b.getRoot<wire::ShardMap>().asReader());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->local_routes(), map->local_routes());
+  EXPECT_EQ(back->AddressFor(0, "h0"), "shm:///r0/een-ps-0.sock");
+  EXPECT_EQ(back->AddressFor(0, "h1"), back->ps_addresses()[0]);
+  EXPECT_EQ(back->AddressFor(1, "h1"), back->ps_addresses()[1]);  // it offers none
+  EXPECT_EQ(back->AddressFor(2, "h0"), "shm:///r0/p2.sock");
+  EXPECT_EQ(back->AddressFor(2, ""), back->ps_addresses()[2]);
+  // A PS added later has no route until the coordinator sets one.
+  ShardMap grown = back->WithNewPs("tcp://new:1", 3);
+  EXPECT_EQ(grown.AddressFor(3, "h0"), "tcp://new:1");
+  // Routes for some PS only are refused.
+  map->SetLocalRoutes({{"h0", "shm:///x"}});
+  capnp::MallocMessageBuilder partial;
+  map->ToWire(partial.initRoot<wire::ShardMap>());
+  EXPECT_FALSE(ShardMap::FromWire(partial.getRoot<wire::ShardMap>().asReader()).ok());
+}
+
 TEST(ShardMap, FromWireRejectsInconsistentMaps) {
   auto map = ShardMap::Build({{"w", 10000}, {"b", 10}}, 2, ShardingOptions{}, Addresses(2));
   ASSERT_TRUE(map.ok());

@@ -169,7 +169,12 @@ TEST(TransportRegistry, NamesTheBackendsAndWhereEachListens) {
   EXPECT_TRUE(CheckTransport("shm", "transport", false).ok());
   const Status udp = CheckTransport("udp", "transport", false);
   EXPECT_EQ(udp.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(udp.message(), "transport 'udp' is not one of tcp, ipc, shm");
+  EXPECT_EQ(udp.message(), "transport 'udp' is not one of tcp, ipc, shm, auto");
+  EXPECT_TRUE(CheckTransport("auto", "transport", false).ok());
+  EXPECT_EQ(ListenAddresses("auto", "10.0.0.2", "/run/j", "ps-1-7"),
+            (std::vector<std::string>{"tcp://10.0.0.2:0", "shm:///run/j/een-ps-1-7.sock"}));
+  EXPECT_EQ(ListenAddresses("ipc", "h", "/run/j", "ps-1-7"),
+            (std::vector<std::string>{"ipc:///run/j/een-ps-1-7.sock"}));
   EXPECT_FALSE(CheckTransport("mem", "transport", false).ok());  // in-process: tests only
   EXPECT_TRUE(CheckTransport("mem", "EEN_DATA_TRANSPORT", true).ok());
   EXPECT_EQ(ListenAddress("tcp", "10.0.0.2", "/run/j", "ps-1-7"), "tcp://10.0.0.2:0");
@@ -177,6 +182,70 @@ TEST(TransportRegistry, NamesTheBackendsAndWhereEachListens) {
   EXPECT_EQ(ListenAddress("shm", "h", "/run/j", "ps-1-7"), "shm:///run/j/een-ps-1-7.sock");
   EXPECT_EQ(ListenAddress("mem", "h", "run", "ps-1-7"), "mem://run/ps-1-7");
   EXPECT_NE(DescribeHardware().find("RDMA"), std::string::npos);
+}
+
+// A PS listening per pair ("auto"): peers of other hosts on tcp, of its own
+// host on shm; each is answered the way it came, and a shm peer's large
+// frame still arrives through shared memory (read in place, not copied
+// through the socket) while a tcp peer's arrives whole.
+TEST(TransportListenerSet, EachPeerIsAnsweredTheWayItCame) {
+  auto set = ListenOnAll({TestAddress("tcp"), TestAddress("shm")});
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  Listener& listener = **set;
+  EXPECT_EQ(listener.address().rfind("tcp://127.0.0.1:", 0), 0u) << listener.address();
+  auto tcp = (*DeviceFor(listener.address()))->Connect(listener.address());
+  ASSERT_TRUE(tcp.ok());
+  std::vector<float> big(1 << 18, 2.5f);  // 1 MiB: shm sends it through a block
+  ASSERT_TRUE(
+      (*tcp)->Send(Make("from tcp", {Frame::Borrow(big.data(), big.size() * 4, nullptr)})).ok());
+  auto got = listener.Receive(milliseconds(5000));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->message.frames[0].ToString(), "from tcp");
+  ASSERT_EQ(got->message.payload(0).size(), big.size() * 4);
+  EXPECT_EQ(reinterpret_cast<const float*>(got->message.payload(0).data())[1000], 2.5f);
+  ASSERT_TRUE(listener.Send(got->from, Make("to tcp")).ok());
+  auto reply = (*tcp)->Receive(milliseconds(5000));
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->frames[0].ToString(), "to tcp");
+  // Nothing waits: a receive times out as a single listener's does.
+  EXPECT_EQ(listener.Receive(milliseconds(50)).status().code(), StatusCode::kDeadlineExceeded);
+}
+
+TEST(TransportListenerSet, SharedMemoryPeersOfTheSetAreServedToo) {
+  const std::string tcp_address = TestAddress("tcp");
+  const std::string shm_address = TestAddress("shm");
+  auto set = ListenOnAll({tcp_address, shm_address});
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  auto shm = (*DeviceFor(shm_address))->Connect(shm_address);
+  auto tcp = (*DeviceFor((*set)->address()))->Connect((*set)->address());
+  ASSERT_TRUE(shm.ok() && tcp.ok());
+  // Interleaved, from both: every message arrives, answered to its sender.
+  for (int i = 0; i < 20; ++i) {
+    Connection& c = i % 2 ? **shm : **tcp;
+    ASSERT_TRUE(c.Send(Make(std::to_string(i))).ok());
+  }
+  for (int i = 0; i < 20; ++i) {
+    auto got = (*set)->Receive(milliseconds(5000));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE((*set)->Send(got->from, Make("re " + got->message.frames[0].ToString())).ok());
+  }
+  std::vector<int> via_shm, via_tcp;
+  for (int i = 0; i < 10; ++i) {
+    for (auto* c : {&*shm, &*tcp}) {
+      auto r = (**c).Receive(milliseconds(5000));
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      (c == &*shm ? via_shm : via_tcp).push_back(std::stoi(r->frames[0].ToString().substr(3)));
+    }
+  }
+  std::sort(via_shm.begin(), via_shm.end());
+  std::sort(via_tcp.begin(), via_tcp.end());
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(via_shm[i], 2 * i + 1);
+    EXPECT_EQ(via_tcp[i], 2 * i);
+  }
+  EXPECT_FALSE((*set)->Send("\x07nobody", Make("x")).ok());
+  EXPECT_EQ(ListenOnAll({TestAddress("tcp"), TestAddress("mem")}).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(TransportAddress, UnknownSchemeIsRejected) {

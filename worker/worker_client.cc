@@ -90,10 +90,22 @@ Status WorkerClient::ConnectToPs() {
   deferred_.assign(map_.num_ps(), {});
   ps_chunks_.assign(map_.num_ps(), {});
   for (uint32_t i = 0; i < map_.chunks().size(); ++i) ps_chunks_[map_.OwnerOfChunk(i)].push_back(i);
-  for (const std::string& address : map_.ps_addresses()) {
+  // Per pair: a PS of this host through its same-host route, if it has one.
+  const std::string host = HostName();
+  std::string routes;
+  for (uint32_t p = 0; p < map_.num_ps(); ++p) {
+    const std::string& address = map_.AddressFor(p, host);
     EEN_ASSIGN_OR_RETURN(transport::Device * device, transport::DeviceFor(address));
     EEN_ASSIGN_OR_RETURN(auto connection, device->Connect(address));
     ps_.push_back(std::move(connection));
+    if (!map_.local_routes().empty()) {
+      routes += fmt::format("{}ps {} {}", routes.empty() ? "" : ", ", p,
+                            address == map_.ps_addresses()[p] ? "over tcp" : "in shared memory");
+    }
+  }
+  if (!routes.empty() && routes != reported_routes_) {
+    spdlog::info("data plane: {}", routes);
+    reported_routes_ = routes;
   }
   return Status::Ok();
 }
@@ -300,13 +312,19 @@ Status WorkerClient::PushMessage(size_t p, wire::PushKind kind, WireType type, u
 Result<std::shared_ptr<float>> WorkerClient::GradientBuffer(size_t numel) {
   // On the heap where the device would copy anyway (tcp, ipc) or the
   // gradients are converted to another wire dtype before sending.
-  if (env_.wire_type != WireType::kF32 || map_.num_ps() == 0 ||
-      !transport::SendsInPlace(map_.ps_addresses()[0])) {
+  // Shared memory where any PS is reached through it (a tcp PS sends from it
+  // as from any memory).
+  std::string in_place;
+  for (uint32_t p = 0; p < map_.num_ps() && in_place.empty(); ++p) {
+    const std::string& address = map_.AddressFor(p, HostName());
+    if (transport::SendsInPlace(address)) in_place = address;
+  }
+  if (env_.wire_type != WireType::kF32 || in_place.empty()) {
     auto heap = std::make_shared<std::vector<float>>(numel);
     return std::shared_ptr<float>(heap, heap->data());
   }
   if (numel > SIZE_MAX / sizeof(float)) return ResourceExhausted("a gradient bucket too large");
-  EEN_ASSIGN_OR_RETURN(transport::Device * device, transport::DeviceFor(map_.ps_addresses()[0]));
+  EEN_ASSIGN_OR_RETURN(transport::Device * device, transport::DeviceFor(in_place));
   EEN_ASSIGN_OR_RETURN(transport::RegisteredMemory memory,
                        device->Allocate(numel * sizeof(float), "grads"));
   auto owner = std::make_shared<transport::RegisteredMemory>(std::move(memory));

@@ -158,6 +158,7 @@ class WorkerClient {
   OptimizerConfig optimizer_;
   std::unique_ptr<transport::Connection> control_;
   std::vector<std::unique_ptr<transport::Connection>> ps_;
+  std::string reported_routes_;                   // how each PS is reached, as last logged
   std::vector<std::vector<uint32_t>> ps_chunks_;  // chunk ids held by each PS
   std::vector<int> live_workers_;
   std::vector<MembershipChange> changes_;       // adopted (or, joining, told) so far

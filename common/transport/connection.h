@@ -44,6 +44,10 @@ class Listener {
   virtual const std::string& address() const = 0;
   virtual Result<Envelope> Receive(std::chrono::milliseconds timeout) = 0;
   virtual Status Send(const PeerId& to, Message message) = 0;
+  // The ZeroMQ socket that becomes readable when a message waits, for
+  // waiting on several listeners at once (registry.h ListenOnAll); null
+  // for a backend without one.
+  virtual void* poll_socket() const { return nullptr; }
 };
 
 }  // namespace een::transport

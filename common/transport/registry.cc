@@ -6,6 +6,7 @@
 #include "common/transport/rdma/rdma_probe.h"
 #include "common/transport/shm/shm_device.h"
 #include "common/transport/zmq/zmq_device.h"
+#include "common/transport/zmq/zmq_listener_set.h"
 
 namespace een::transport {
 namespace {
@@ -64,7 +65,7 @@ std::string Names(bool tests_too) {
     if (b.tests_only && !tests_too) continue;
     names += (names.empty() ? "" : ", ") + std::string(b.scheme);
   }
-  return names;
+  return names + ", " + kPerPair;
 }
 
 }  // namespace
@@ -81,8 +82,16 @@ Result<Device*> DeviceFor(const std::string& address, Lane lane) {
 
 Status CheckTransport(const std::string& transport, const std::string& what, bool tests_too) {
   const Backend* b = Find(transport);
-  if (b && (tests_too || !b->tests_only)) return Status::Ok();
+  if (transport == kPerPair || (b && (tests_too || !b->tests_only))) return Status::Ok();
   return InvalidArgument(what + " '" + transport + "' is not one of " + Names(tests_too));
+}
+
+std::vector<std::string> ListenAddresses(const std::string& transport, const std::string& host,
+                                         const std::string& run_dir, const std::string& name) {
+  if (transport == kPerPair) {
+    return {ListenAddress("tcp", host, run_dir, name), ListenAddress("shm", host, run_dir, name)};
+  }
+  return {ListenAddress(transport, host, run_dir, name)};
 }
 
 std::string ListenAddress(const std::string& transport, const std::string& host,
@@ -91,6 +100,21 @@ std::string ListenAddress(const std::string& transport, const std::string& host,
   if (b && b->socket_file) return transport + "://" + run_dir + "/een-" + name + ".sock";
   if (b && b->tests_only) return transport + "://" + run_dir + "/" + name;
   return "tcp://" + host + ":0";
+}
+
+Result<std::unique_ptr<Listener>> ListenOnAll(const std::vector<std::string>& addresses) {
+  if (addresses.empty()) return InvalidArgument("no address to listen on");
+  std::vector<std::unique_ptr<Listener>> listeners;
+  for (const std::string& address : addresses) {
+    EEN_ASSIGN_OR_RETURN(Device * device, DeviceFor(address));
+    EEN_ASSIGN_OR_RETURN(auto listener, device->Listen(address));
+    if (addresses.size() > 1 && !listener->poll_socket()) {
+      return InvalidArgument(address + " cannot be listened on together with other addresses");
+    }
+    listeners.push_back(std::move(listener));
+  }
+  if (listeners.size() == 1) return std::move(listeners[0]);
+  return MakeListenerSet(std::move(listeners));
 }
 
 bool SendsInPlace(const std::string& address) {

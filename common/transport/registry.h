@@ -13,7 +13,9 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "common/transport/device.h"
@@ -29,11 +31,28 @@ Result<Device*> DeviceFor(const std::string& address, Lane lane = Lane::kDefault
 // `what` naming the setting ("transport", "EEN_DATA_TRANSPORT").
 Status CheckTransport(const std::string& transport, const std::string& what, bool tests_too);
 
+// The data-plane choice "auto": shared memory between processes of one
+// host, tcp between hosts, per pair of processes (a PS listens on both;
+// each peer picks by host, shard_map.h AddressFor).
+inline constexpr const char* kPerPair = "auto";
+
+// Where a process of this host listens on `transport`: one address, or for
+// kPerPair the tcp one (reachable from any host) then the shm one.
+std::vector<std::string> ListenAddresses(const std::string& transport, const std::string& host,
+                                         const std::string& run_dir, const std::string& name);
+
 // Where a process of this host listens on `transport`: `name` (unique per
 // process, e.g. "ps-1-4242") becomes a socket under `run_dir` for ipc and
 // shm, a port chosen by the system on `host` for tcp.
 std::string ListenAddress(const std::string& transport, const std::string& host,
                           const std::string& run_dir, const std::string& name);
+
+// One listener on every address of `addresses` (at least one; for example
+// tcp for other hosts and shm for this one): a message from any of them is
+// received, a reply goes back the way its request came. Unavailable when
+// one cannot listen; InvalidArgument for a backend that cannot be waited
+// on with the others (mem).
+Result<std::unique_ptr<Listener>> ListenOnAll(const std::vector<std::string>& addresses);
 
 // True when frames pointing into memory from `address`'s device Allocate()
 // are sent without a copy (shm); elsewhere plain memory serves as well.

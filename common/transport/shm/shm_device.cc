@@ -52,6 +52,7 @@ class ShmListener : public Listener {
     return segments_.Send(std::move(message),
                           [&](Message m) { return inner_->Send(to, std::move(m)); });
   }
+  void* poll_socket() const override { return inner_->poll_socket(); }
 
  private:
   std::unique_ptr<Listener> inner_;

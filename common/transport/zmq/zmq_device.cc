@@ -176,6 +176,7 @@ class ZmqListener : public Listener {
     message.frames.insert(message.frames.begin(), Frame::Copy(to.data(), to.size()));
     return SendFrames(socket_, message);
   }
+  void* poll_socket() const override { return socket_; }
 
  private:
   void* socket_;

@@ -7,7 +7,11 @@
 #  - EEN: a per-node een-launch on each host, 2 PS + 4 workers in all
 #    (node-rank-major: host 0 runs PS 0 and workers 0-1, host 1 PS 1 and
 #    worker 2, host 2 worker 3), each worker een-bench-worker replaying the
-#    trace's gradients; encrypted (CURVE, the default beyond loopback);
+#    trace's gradients; encrypted (CURVE, the default beyond loopback),
+#    per pair (the default: the workers of host 0 reach PS 0 through shared
+#    memory, every other pair over tcp);
+#  - the same with --transport tcp (every pair over tcp), for what the
+#    per-pair choice gains;
 #  - the same with --insecure (no encryption), for the cost of encryption;
 #  - gloo all_reduce (torch.distributed, DDP's 25 MB buckets) with 6
 #    processes, 2 per host, as many as the EEN job has.
@@ -90,6 +94,7 @@ run_gloo() {
 }
 
 encrypted=$(run_een)
+tcp_only=$(run_een --transport tcp)
 insecure=$(run_een --insecure)
 gloo=0
 if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
@@ -97,11 +102,12 @@ if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
 else
   echo "gloo: skipped (needs /usr/bin/python3 with torch: apt-get install python3-torch)"
 fi
-awk -v e="$encrypted" -v i="$insecure" -v g="$gloo" 'BEGIN {
+awk -v e="$encrypted" -v t="$tcp_only" -v i="$insecure" -v g="$gloo" 'BEGIN {
   printf "een 2 PS + 4 workers, encrypted (CURVE): median step %.1f ms\n", e / 1000
+  printf "een, encrypted, --transport tcp:         median step %.1f ms\n", t / 1000
   printf "een 2 PS + 4 workers, --insecure:        median step %.1f ms\n", i / 1000
   if (g > 0) printf "gloo all_reduce x6 (2 per host):         median step %.1f ms\n", g / 1000
-  printf "ratios: encrypted / insecure = %.2fx", e / i
+  printf "ratios: per pair / tcp only = %.2fx, encrypted / insecure = %.2fx", e / t, e / i
   if (g > 0) printf ", een (encrypted) / gloo = %.2fx, een (insecure) / gloo = %.2fx", e / g, i / g
   printf "\n"
 }'

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <regex>
@@ -345,12 +346,27 @@ TEST_F(MultiHost, AStrangerOnAnotherHostGetsNothingAndChangesNothing) {
   auto whole = StartNodes({}, Equivalence(base_ / "whole.bin", 8000));
   ASSERT_EQ(WaitAll(whole, seconds(180)), std::vector<int>(kNodes, 0)) << Outputs(whole);
 
+  // A tap on host 1's cable records the first connection opened to it (a
+  // worker of another host reaching PS 1) from its first byte.
+  const std::string captured = base_ / "captured.bin";
+  testing::Subprocess tap(
+      hosts_->InSwitch({kBin + "/tcp_replay", "capture", testing::SimulatedHosts::SwitchPort(1),
+                        hosts_->Address(1), "29500", "65536", captured}));
+  ASSERT_TRUE(tap.WaitForOutput("capturing", seconds(30))) << tap.output();
   auto nodes = StartNodes({}, Equivalence(base_ / "poked.bin", 8000));
   ASSERT_TRUE(nodes[1]->WaitForOutput("data plane: zeromq on ", seconds(90))) << Outputs(nodes);
   std::smatch m;
   const std::string out1 = nodes[1]->output();
-  ASSERT_TRUE(std::regex_search(out1, m, std::regex("data plane: zeromq on (tcp://[0-9.:]+)")));
-  const std::string ps = m[1];
+  ASSERT_TRUE(
+      std::regex_search(out1, m, std::regex("data plane: zeromq on (tcp://([0-9.]+):([0-9]+))")));
+  const std::string ps = m[1], ps_host = m[2], ps_port = m[3];
+  ASSERT_TRUE(tap.WaitForOutput("captured", seconds(90))) << tap.output();
+  const std::string recorded = testing::ReadBytes(captured);
+  ASSERT_GE(recorded.size(), 65536u) << tap.output();
+  // What it recorded is the job's own traffic: a ZeroMQ greeting asking
+  // for CURVE (ZMTP 3: the mechanism name at byte 12), then ciphertext.
+  EXPECT_EQ(recorded.substr(12, 5), "CURVE") << tap.output();
+  EXPECT_NE(tap.output().find("sent to port " + ps_port), std::string::npos) << tap.output();
   const std::string wrong = testing::WriteJobSecret(base_ / "wrong-secret");
   const int stranger = kNodes;  // a host of the network that is not part of the job
   for (const std::vector<std::string>& extra :
@@ -362,6 +378,21 @@ TEST_F(MultiHost, AStrangerOnAnotherHostGetsNothingAndChangesNothing) {
       auto r = testing::Run(hosts_->In(stranger, argv), seconds(30));
       EXPECT_NE(r.output.find("no answer"), std::string::npos) << r.output;
     }
+  }
+  // The recorded connection replayed byte for byte, and random bytes: the
+  // PS answers no more than its half of a handshake (greeting 64 bytes,
+  // CURVE WELCOME 168) and closes; a replayed INITIATE carries a cookie
+  // of a handshake that is over.
+  for (const std::string& bytes : {captured, std::string("random:65536")}) {
+    auto r = testing::Run(
+        hosts_->In(stranger, {kBin + "/tcp_replay", "send", ps_host, ps_port, bytes, "3000"}),
+        seconds(30));
+    std::printf("replayed %s from another host: %s", bytes.c_str(), r.output.c_str());
+    std::smatch got;
+    ASSERT_TRUE(std::regex_search(r.output, got, std::regex("received ([0-9]+) bytes")))
+        << r.output;
+    EXPECT_LE(std::stoul(got[1]), 64u + 168u) << bytes << ": " << r.output;
+    EXPECT_NE(r.output.find("closed by the peer"), std::string::npos) << bytes << ": " << r.output;
   }
   auto ctl = testing::Run(hosts_->In(stranger, {kBin + "/eenctl", "--secret-file", wrong,
                                                 "snapshot", "--coordinator", "tcp://" + Rdzv()}),

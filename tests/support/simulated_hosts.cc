@@ -48,7 +48,7 @@ SimulatedHosts::SimulatedHosts(int count) {
   }
   for (int i = 0; i < count; ++i) {
     const std::string ns = tag + "h" + std::to_string(i);
-    const std::string port = "port" + std::to_string(i);
+    const std::string port = SwitchPort(i);
     const std::string in = "ip netns exec " + ns + " ";
     const bool made =
         Sh("ip netns add " + ns) && (names_.push_back(ns), true) &&
@@ -75,6 +75,12 @@ std::string SimulatedHosts::Address(int i) const { return subnet_ + "." + std::t
 
 std::vector<std::string> SimulatedHosts::In(int i, const std::vector<std::string>& argv) const {
   std::vector<std::string> out = {"ip", "netns", "exec", names_[i]};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+std::vector<std::string> SimulatedHosts::InSwitch(const std::vector<std::string>& argv) const {
+  std::vector<std::string> out = {"ip", "netns", "exec", switch_};
   out.insert(out.end(), argv.begin(), argv.end());
   return out;
 }

@@ -31,6 +31,10 @@ class SimulatedHosts {
   std::string Address(int i) const;
   // `argv` run inside host i (`ip netns exec NAME argv...`: the same pid).
   std::vector<std::string> In(int i, const std::vector<std::string>& argv) const;
+  // `argv` run inside the switch, where `SwitchPort(i)` is the interface
+  // of host i's link: what passes it is what a tap on that cable sees.
+  std::vector<std::string> InSwitch(const std::vector<std::string>& argv) const;
+  static std::string SwitchPort(int i) { return "port" + std::to_string(i); }
   // Every process inside host i.
   std::vector<pid_t> Pids(int i) const;
   // The whole host lost at once: SIGKILL to every process in it, and its

@@ -313,6 +313,19 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
     return Status::Ok();
   }
   if (state_ == wire::JobState::RUNNING && role == wire::Role::PS &&
+      reg.getRank() >= static_cast<int>(ps_.size()) && reg.getRank() < next_late_ps_) {
+    // A late node's PS (elastic): added one after the other, each once the
+    // shards moved to the one before; until its turn it is not answered
+    // (it registers again every second).
+    bool joining = membership_.pending() || membership_.interrupted();
+    for (const Node& w : workers_) joining = joining || w.joining;
+    if (reg.getRank() != static_cast<int>(ps_.size()) || moves_.active() || rollback_.active() ||
+        joining) {
+      return Status::Ok();
+    }
+    return AddPs(ProcessOf(peer, reg));
+  }
+  if (state_ == wire::JobState::RUNNING && role == wire::Role::PS &&
       reg.getRank() == static_cast<int>(ps_.size())) {
     return AddPs(ProcessOf(peer, reg));  // capacity grows
   }

@@ -48,6 +48,8 @@
 #include "common/shard_map.h"
 #include "common/transport/device.h"
 #include "een/optimizer.h"
+#include "launcher/coordinator_messages.h"
+#include "launcher/elastic_nodes.h"
 #include "launcher/liveness.h"
 #include "launcher/membership_log.h"
 #include "launcher/membership_round.h"
@@ -68,6 +70,7 @@ struct CoordinatorOptions {
   std::string snapshot_dir;  // with snapshots: where the membership history goes too
   std::string verdict_path;  // "": none; else the reason the job was aborted is written there
   std::string lost_path;     // "": none; else each worker declared lost appends "RANK PID" there
+  ElasticNodes elastic;      // per-node launch with --nnodes MIN:MAX (else disabled)
 };
 
 class Coordinator {
@@ -294,9 +297,19 @@ class Coordinator {
     std::string host;
     int pid = 0;
     Clock::time_point heard;
-    bool told_end = false;   // answered once the job had ended (finished or aborted)
-    bool forgotten = false;  // silent before the start: its roles' ranks were freed
+    bool told_end = false;                  // answered once the job had ended (finished or aborted)
+    bool forgotten = false;                 // silent before the start: its roles' ranks were freed
+    coordinator_messages::NodeShare share;  // elastic: its ranks, once given
   };
+  // Elastic: closes the rendezvous when it is time (see elastic_nodes.h).
+  void MaybeCloseRendezvous();
+  // Elastic: ranks for a node that joins the running job.
+  void AssignLateNode(int node, NodeLauncher& launcher);
+  // The lost workers of lost nodes that `node` is to replace (handing out
+  // new ones while restarts are left).
+  std::vector<int> WorkersToRestartOn(int node);
+  // Whether a NodeStatus's counts are this job's; else why not.
+  std::string NodeCountsProblem(wire::NodeStatus::Reader status) const;
   bool LauncherSilent(const NodeLauncher& launcher) const;
   // Before the start: the roles registered from `host` are gone with its
   // een-launch (they die with it); their ranks are free again.
@@ -310,6 +323,14 @@ class Coordinator {
   // the coordinator waits for that, within bounds, before it exits.
   bool LaunchersTold() const;
   std::map<int, NodeLauncher> node_launchers_;  // by node rank
+  bool rdzv_closed_ = false;                    // elastic: the first nodes are known
+  Clock::time_point last_node_joined_;          // elastic: for the last call
+  // Elastic: ranks from the job's size up to these are a late node's PS and
+  // workers, each added in rank order (a PS once the one before it took its
+  // shards, a worker once its node's PS joined).
+  int next_late_ps_ = 0;
+  int next_late_worker_ = 0;
+  std::map<int, int> restart_on_;  // a lost node's worker rank -> the node restarting it
   OptimizerConfig optimizer_;
   wire::JobState state_ = wire::JobState::STARTING;
   std::string abort_reason_;

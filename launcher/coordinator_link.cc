@@ -68,6 +68,18 @@ bool CoordinatorLink::Read(milliseconds timeout) {
                         refused_ = r.getRefused();
                         lost_pids_.clear();
                         for (int pid : r.getLostPids()) lost_pids_.push_back(pid);
+                        share_.nodes_joined = r.getNodesJoined();
+                        share_.restart_workers.clear();
+                        for (int rank : r.getRestartWorkers()) {
+                          share_.restart_workers.push_back(rank);
+                        }
+                        if (r.getAssigned() && !share_.assigned) {  // given once, kept
+                          share_.assigned = true;
+                          share_.first_ps = r.getFirstPs();
+                          share_.first_worker = r.getFirstWorker();
+                          share_.num_ps = r.getNumPs();
+                          share_.world_size = r.getWorldSize();
+                        }
                         return Status::Ok();
                       }),
           "reading the coordinator's answer about the job");

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/transport/connection.h"
+#include "launcher/coordinator_messages.h"
 #include "launcher/launcher_messages.h"
 #include "launcher/process_host.h"
 #include "schema/een.capnp.h"
@@ -47,6 +48,8 @@ class CoordinatorLink {
   const std::string& reason() const { return reason_; }    // aborted: why
   const std::string& refused() const { return refused_; }  // why this launcher is not in the job
   bool DeclaredLost(int pid) const;
+  // An elastic job: this node's ranks once given, and how many nodes met.
+  const coordinator_messages::NodeShare& share() const { return share_; }
   // Ends the job on every node for `reason` (unless it is over already);
   // waits up to `wait` for the coordinator's answer. False: none came.
   bool EndJob(const std::string& reason, std::chrono::milliseconds wait);
@@ -66,6 +69,7 @@ class CoordinatorLink {
   wire::JobState state_ = wire::JobState::STARTING;
   std::string reason_, refused_;
   std::vector<int> lost_pids_;
+  coordinator_messages::NodeShare share_;
 };
 
 class RemoteCoordinator : public RoleProcess {

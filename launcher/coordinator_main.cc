@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <cstdio>
 
 #include "common/job_env.h"
 #include "common/logging.h"
@@ -51,7 +52,23 @@ int main(int argc, char** argv) {
   app.add_option("--verdict-file", o.verdict_path, "where to write why the job was aborted");
   app.add_option("--lost-file", o.lost_path, "where to add each worker declared lost (RANK PID)");
   app.add_flag("--restore", o.restore, "take a running job up again from --state-dir");
+  std::string elastic_nodes;
+  long last_call = 10000;
+  app.add_option("--elastic-nodes", elastic_nodes,
+                 "MIN:MAX: an elastic per-node launch (with --ps-per-node, --workers-per-node)");
+  app.add_option("--ps-per-node", o.elastic.ps_per_node)->check(CLI::NonNegativeNumber);
+  app.add_option("--workers-per-node", o.elastic.workers_per_node)->check(CLI::NonNegativeNumber);
+  app.add_option("--last-call-ms", last_call)->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  if (!elastic_nodes.empty()) {
+    char tail = 0;
+    if (std::sscanf(elastic_nodes.c_str(), "%d:%d%c", &o.elastic.min, &o.elastic.max, &tail) != 2 ||
+        o.elastic.min < 1 || o.elastic.max < o.elastic.min) {
+      std::fprintf(stderr, "--elastic-nodes '%s' is not MIN:MAX\n", elastic_nodes.c_str());
+      return 2;
+    }
+    o.elastic.last_call = std::chrono::milliseconds(last_call);
+  }
   o.job.failover_threshold = std::chrono::milliseconds(threshold);
   o.job.heartbeat_interval = std::chrono::milliseconds(heartbeat);
   o.job.startup_timeout = std::chrono::milliseconds(startup);

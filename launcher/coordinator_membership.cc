@@ -18,6 +18,14 @@ using transport::Message;
 Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
                                             wire::Register::Reader reg) {
   const int rank = reg.getRank();
+  if (rank >= static_cast<int>(workers_.size()) && rank < next_late_worker_ &&
+      (rank > static_cast<int>(workers_.size()) || moves_.active() ||
+       static_cast<int>(ps_.size()) < next_late_ps_)) {
+    // A late node's worker (elastic) joins once its node's PS have (shards
+    // move first, then the membership changes), and after the workers
+    // ranked before it; it registers again every second until then.
+    return Status::Ok();
+  }
   if (rank < 0 || rank > static_cast<int>(workers_.size())) {
     return InvalidArgument(
         fmt::format("worker rank {} is out of range (job has {}; a new worker "

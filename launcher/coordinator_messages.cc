@@ -98,7 +98,8 @@ Message ProcessGoneReply(bool job_started, bool finished) {
 }
 
 Message NodeStatusReply(wire::JobState state, const std::string& reason,
-                        const std::vector<int>& lost_pids, const std::string& refused) {
+                        const std::vector<int>& lost_pids, const std::string& refused,
+                        const NodeShare& share) {
   wire::Outgoing b;
   auto r = b.header().initNodeStatusReply();
   r.setState(state);
@@ -106,6 +107,16 @@ Message NodeStatusReply(wire::JobState state, const std::string& reason,
   auto lost = r.initLostPids(static_cast<unsigned>(lost_pids.size()));
   for (size_t i = 0; i < lost_pids.size(); ++i) lost.set(static_cast<unsigned>(i), lost_pids[i]);
   r.setRefused(refused);
+  r.setAssigned(share.assigned);
+  r.setFirstPs(share.first_ps);
+  r.setFirstWorker(share.first_worker);
+  r.setNumPs(share.num_ps);
+  r.setWorldSize(share.world_size);
+  r.setNodesJoined(share.nodes_joined);
+  auto restart = r.initRestartWorkers(static_cast<unsigned>(share.restart_workers.size()));
+  for (size_t i = 0; i < share.restart_workers.size(); ++i) {
+    restart.set(static_cast<unsigned>(i), share.restart_workers[i]);
+  }
   return b.Take();
 }
 

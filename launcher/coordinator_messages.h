@@ -47,11 +47,20 @@ Message Rollback(uint64_t epoch, uint64_t step);
 Message BarrierReply(uint64_t sequence);
 Message DoneReply();
 Message ProcessGoneReply(bool job_started, bool finished);
+// An elastic job's share for one node (NodeStatusReply's `assigned` fields).
+struct NodeShare {
+  bool assigned = false;
+  int first_ps = 0, first_worker = 0;
+  int num_ps = 0, world_size = 0;
+  int nodes_joined = 0;
+  std::vector<int> restart_workers;  // lost hosts' worker ranks this node replaces
+};
 // To a node's launcher (per-node launch): the job's state, why it was
 // aborted, the pids of that node's workers declared lost; `refused`: why
-// this launcher is not part of the job.
+// this launcher is not part of the job; an elastic job's `share` for it.
 Message NodeStatusReply(wire::JobState state, const std::string& reason,
-                        const std::vector<int>& lost_pids, const std::string& refused);
+                        const std::vector<int>& lost_pids, const std::string& refused,
+                        const NodeShare& share = {});
 Message SnapshotReply(const std::string& text);
 Message DrainReply(const std::string& text);
 

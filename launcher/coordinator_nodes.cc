@@ -1,7 +1,11 @@
 // Coordinator: the launchers of a per-node launch (een-launch --nnodes N
 // --node-rank R --rdzv HOST:PORT). Each asks how the job stands; its first
-// answer is the rendezvous. See coordinator.h.
+// answer is the rendezvous (elastic jobs: the answer that gives its ranks,
+// elastic_nodes.h). See coordinator.h.
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
 
 #include "common/logging.h"
 #include "launcher/coordinator.h"
@@ -14,18 +18,13 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
                                      wire::NodeStatus::Reader status) {
   const int node = status.getNode();
   const int64_t nnodes = status.getNnodes();
-  const int ps = status.getPs();
-  const int workers = status.getWorkers();
   const std::string host = status.getHost();
   const int pid = status.getPid();
   std::string refused;
   if (nnodes < 1 || node < 0 || node >= nnodes) {
     refused = fmt::format("node rank {} of {} nodes is not a node", node, nnodes);
-  } else if (ps != options_.job.ps || workers != options_.job.workers) {
-    refused = fmt::format(
-        "node {} was started for a job of {} PS and {} workers, but this job has {} PS and {} "
-        "workers: start every node's een-launch with the same --nnodes and counts",
-        node, ps, workers, options_.job.ps, options_.job.workers);
+  } else if (std::string problem = NodeCountsProblem(status); !problem.empty()) {
+    refused = fmt::format("node {} {}", node, problem);
   } else if (auto it = node_launchers_.find(node);
              it != node_launchers_.end() && (it->second.pid != pid || it->second.host != host) &&
              !LauncherSilent(it->second)) {
@@ -43,8 +42,24 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
     spdlog::info("node {} ({}, een-launch pid {}) joined the rendezvous", node, host, pid);
     // Its predecessor's roles died with it (they die with their launcher).
     if (!first) ForgetRolesOf(it->second.host);
+    last_node_joined_ = Clock::now();
   }
-  it->second = NodeLauncher{host, pid, Clock::now()};
+  it->second = NodeLauncher{host, pid, Clock::now(), false, false, it->second.share};
+  MaybeCloseRendezvous();
+  if (options_.elastic.enabled() && !it->second.share.assigned &&
+      state_ == wire::JobState::RUNNING) {
+    // A node new to the running job; one whose roles are in it already
+    // (this coordinator restarted and forgot the launchers) keeps them.
+    bool in_job = false;
+    for (const auto* nodes : {&ps_, &workers_}) {
+      for (const Node& n : *nodes) in_job = in_job || (n.registered && n.host == host);
+    }
+    if (options_.restore && in_job) {
+      it->second.share.assigned = true;
+    } else {
+      AssignLateNode(node, it->second);
+    }
+  }
   const std::string failure = status.getFailure();
   if (!failure.empty() &&
       (state_ == wire::JobState::STARTING || state_ == wire::JobState::RUNNING)) {
@@ -55,8 +70,131 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
   for (const Node& w : workers_) {
     if (w.registered && w.lost && w.host == host) lost_pids.push_back(w.pid);
   }
+  coordinator_messages::NodeShare share = it->second.share;
+  share.nodes_joined = static_cast<int>(node_launchers_.size());
+  share.restart_workers = WorkersToRestartOn(node);
   return listener_->Send(
-      peer, coordinator_messages::NodeStatusReply(state_, abort_reason_, lost_pids, ""));
+      peer, coordinator_messages::NodeStatusReply(state_, abort_reason_, lost_pids, "", share));
+}
+
+std::string Coordinator::NodeCountsProblem(wire::NodeStatus::Reader status) const {
+  const ElasticNodes& e = options_.elastic;
+  if (e.enabled() || status.getMinNodes() > 0) {
+    if (status.getMinNodes() == e.min && status.getNnodes() == e.max &&
+        status.getPs() == e.ps_per_node && status.getWorkers() == e.workers_per_node) {
+      return "";
+    }
+    const auto nodes = [](int min, int max) {
+      return min > 0 ? fmt::format("{}:{}", min, max) : std::to_string(max);
+    };
+    return fmt::format(
+        "was started with --nnodes {} and {} PS and {} workers per node, but this job has "
+        "--nnodes {} and {} and {}: start every node's een-launch with the same --nnodes and "
+        "counts",
+        nodes(status.getMinNodes(), status.getNnodes()), status.getPs(), status.getWorkers(),
+        nodes(e.min, e.max), e.enabled() ? e.ps_per_node : options_.job.ps,
+        e.enabled() ? e.workers_per_node : options_.job.workers);
+  }
+  if (status.getPs() == options_.job.ps && status.getWorkers() == options_.job.workers) return "";
+  return fmt::format(
+      "was started for a job of {} PS and {} workers, but this job has {} PS and {} workers: "
+      "start every node's een-launch with the same --nnodes and counts",
+      status.getPs(), status.getWorkers(), options_.job.ps, options_.job.workers);
+}
+
+std::vector<int> Coordinator::WorkersToRestartOn(int node) {
+  std::vector<int> ranks;
+  if (state_ != wire::JobState::RUNNING) return ranks;
+  // Handed out already and not yet taken up: this node's, unless that node
+  // fell silent too (then another may take them).
+  int pending = 0;
+  for (auto it = restart_on_.begin(); it != restart_on_.end();) {
+    const Node& w = workers_[it->first];
+    auto holder = node_launchers_.find(it->second);
+    if (!w.lost || w.done || holder == node_launchers_.end() || LauncherSilent(holder->second)) {
+      it = restart_on_.erase(it);  // replaced (or no one left to do it)
+      continue;
+    }
+    ++pending;
+    if (it->second == node) ranks.push_back(it->first);
+    ++it;
+  }
+  // A lost worker whose own node's een-launch is silent (the whole host is
+  // gone) has no one to restart it: this node does, within --max-restarts.
+  for (const Node& w : workers_) {
+    if (!w.registered || !w.lost || w.done || w.joining || restart_on_.count(w.rank)) continue;
+    if (options_.job.max_restarts - worker_replacements_ - pending <= 0) break;
+    bool own_node_alive = false;
+    for (const auto& [n, launcher] : node_launchers_) {
+      own_node_alive = own_node_alive || (launcher.host == w.host && !LauncherSilent(launcher));
+    }
+    if (own_node_alive) continue;  // its own een-launch restarts it
+    restart_on_[w.rank] = node;
+    ++pending;
+    ranks.push_back(w.rank);
+    spdlog::warn("{} was lost with its node; node {} starts its replacement", Describe(w), node);
+  }
+  return ranks;
+}
+
+void Coordinator::MaybeCloseRendezvous() {
+  const ElasticNodes& e = options_.elastic;
+  if (!e.enabled() || rdzv_closed_ || state_ != wire::JobState::STARTING) return;
+  std::vector<int> nodes;
+  for (const auto& [node, launcher] : node_launchers_) {
+    if (!LauncherSilent(launcher)) nodes.push_back(node);
+  }
+  const int joined = static_cast<int>(nodes.size());
+  const bool last_call_over = MillisSince(last_node_joined_) >= e.last_call.count();
+  if (joined < e.min || (joined < e.max && !last_call_over)) return;
+  rdzv_closed_ = true;
+  for (auto it = node_launchers_.begin(); it != node_launchers_.end();) {
+    it = LauncherSilent(it->second) ? node_launchers_.erase(it) : std::next(it);
+  }
+  int ps = 0, workers = 0;
+  std::string which;
+  for (auto& [node, launcher] : node_launchers_) {  // by node rank: node-rank-major ranks
+    launcher.share.assigned = true;
+    launcher.share.first_ps = ps;
+    launcher.share.first_worker = workers;
+    ps += e.ps_per_node;
+    workers += e.workers_per_node;
+    which += (which.empty() ? "" : ", ") + std::to_string(node);
+  }
+  for (auto& [node, launcher] : node_launchers_) {
+    launcher.share.num_ps = ps;
+    launcher.share.world_size = workers;
+  }
+  options_.job.ps = ps;
+  options_.job.workers = workers;
+  ps_.resize(ps);
+  workers_.resize(workers);
+  next_late_ps_ = ps;
+  next_late_worker_ = workers;
+  spdlog::info(
+      "rendezvous closed with {} of {}..{} nodes ({}{}): {} PS and {} workers; up to {} more "
+      "node(s) may join the running job",
+      joined, e.min, e.max, which, joined < e.max ? ", after the last call" : "", ps, workers,
+      e.max - joined);
+}
+
+void Coordinator::AssignLateNode(int node, NodeLauncher& launcher) {
+  const ElasticNodes& e = options_.elastic;
+  coordinator_messages::NodeShare& share = launcher.share;
+  share.assigned = true;
+  next_late_worker_ = std::max(next_late_worker_, static_cast<int>(workers_.size()));
+  share.first_worker = next_late_worker_;
+  next_late_worker_ += e.workers_per_node;
+  next_late_ps_ = std::max(next_late_ps_, static_cast<int>(ps_.size()));
+  share.first_ps = next_late_ps_;
+  next_late_ps_ += e.ps_per_node;
+  share.num_ps = next_late_ps_;
+  share.world_size = next_late_worker_;
+  spdlog::info(
+      "node {} ({}) joins the running job: its {} worker(s) take ranks from {}, its {} PS ranks "
+      "from {} (added one after the other)",
+      node, launcher.host, e.workers_per_node, share.first_worker, e.ps_per_node, share.first_ps);
+  SaveState();
 }
 
 bool Coordinator::LauncherSilent(const NodeLauncher& launcher) const {

@@ -91,6 +91,16 @@ ProcessSpec JobPlan::Coordinator(bool restore, int ready_fd) const {
     argv.push_back(config_.snapshot_dir);
   }
   if (restore) argv.push_back("--restore");
+  if (elastic_.enabled()) {
+    for (const std::string& a :
+         {std::string("--elastic-nodes"),
+          std::to_string(elastic_.min) + ":" + std::to_string(elastic_.max),
+          std::string("--ps-per-node"), std::to_string(elastic_.ps_per_node),
+          std::string("--workers-per-node"), std::to_string(elastic_.workers_per_node),
+          std::string("--last-call-ms"), std::to_string(elastic_.last_call.count())}) {
+      argv.push_back(a);
+    }
+  }
   return ProcessSpec{"coordinator", std::move(argv), SecurityEnvironment(), {ready_fd}, false};
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/job_config.h"
+#include "launcher/elastic_nodes.h"
 #include "launcher/process_host.h"
 
 namespace een {
@@ -41,6 +42,14 @@ class JobPlan {
   const std::string& node() const { return node_; }
   // Where the coordinator listens (default: tcp://HOST:0, any free port).
   void set_coordinator_listen(std::string address) { coordinator_listen_ = std::move(address); }
+  // An elastic per-node launch: the coordinator's rendezvous rules.
+  void set_elastic(const ElasticNodes& elastic) { elastic_ = elastic; }
+  // The job's counts, once an elastic rendezvous gave them (EEN_NUM_PS,
+  // EEN_WORLD_SIZE of roles started from now on).
+  void set_counts(int ps, int workers) {
+    config_.ps = ps;
+    config_.workers = workers;
+  }
 
   // The coordinator; `restore`: on its old address, from its saved state.
   // It writes the address it listens on, one line, to `ready_fd`.
@@ -70,6 +79,7 @@ class JobPlan {
   std::string coordinator_listen_;
   std::string node_;
   int workers_here_ = 0;  // 0: every worker on this host
+  ElasticNodes elastic_;
 };
 
 }  // namespace een

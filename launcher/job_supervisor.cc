@@ -129,21 +129,34 @@ Status JobSupervisor::StartRoles() {
 }
 
 Status JobSupervisor::Rendezvous() {
+  const ElasticNodes& elastic = node_->elastic;
   link_ = std::make_unique<CoordinatorLink>(
       plan_.coordinator_address(),
-      launcher_messages::NodeStatusFields{.node = node_->node_rank,
-                                          .nnodes = node_->nnodes,
-                                          .ps = node_->ps,
-                                          .workers = node_->workers,
-                                          .host = node_->name},
+      launcher_messages::NodeStatusFields{
+          .node = node_->node_rank,
+          .nnodes = node_->nnodes,
+          .ps = elastic.enabled() ? elastic.ps_per_node : node_->ps,
+          .workers = elastic.enabled() ? elastic.workers_per_node : node_->workers,
+          .host = node_->name,
+          .min_nodes = elastic.min},
       config().heartbeat_interval);
   Say("node " + std::to_string(node_->node_rank) + " of " + std::to_string(node_->nnodes) + " (" +
       node_->name + "): waiting for the rendezvous at " + node_->rdzv +
       (HostsCoordinator() ? " (this node's coordinator)" : " (node 0's coordinator)"));
   const auto start = Clock::now();
-  while (!link_->heard() && link_->refused().empty()) {
+  int joined_said = 0;
+  // Elastic: the rendezvous is over once the coordinator gave this node its ranks.
+  auto met = [&] { return link_->heard() && (!elastic.enabled() || link_->share().assigned); };
+  while (!met() && link_->refused().empty()) {
     link_->Poll();
     Watch(milliseconds(20));
+    if (elastic.enabled() && link_->heard() && link_->share().nodes_joined != joined_said) {
+      joined_said = link_->share().nodes_joined;
+      Say(std::to_string(joined_said) + " of " + std::to_string(elastic.min) + ".." +
+          std::to_string(elastic.max) + " nodes met the coordinator; the job starts with " +
+          std::to_string(elastic.max) + ", or with at least " + std::to_string(elastic.min) +
+          " once " + std::to_string(elastic.last_call.count()) + " ms pass without another");
+    }
     if (StopSignal() != 0) return Status::Ok();  // Run() says it
     if (HostsCoordinator() && slots_[0]->exited()) {
       return Unavailable("the coordinator " + slots_[0]->ExitDescription() +
@@ -158,6 +171,14 @@ Status JobSupervisor::Rendezvous() {
     }
   }
   if (!link_->refused().empty()) return FailedPrecondition(link_->refused());
+  if (elastic.enabled()) {  // this node's ranks and the job's counts, as the coordinator gave them
+    const coordinator_messages::NodeShare& share = link_->share();
+    node_->first_ps = share.first_ps;
+    node_->first_worker = share.first_worker;
+    node_->ps = share.num_ps;
+    node_->workers = share.world_size;
+    plan_.set_counts(share.num_ps, share.world_size);
+  }
   auto ranks = [](int first, int count) {
     return count == 0 ? std::string("none")
            : count == 1
@@ -352,13 +373,28 @@ int JobSupervisor::Run() {
   std::vector<bool> replacement(slots_.size(), false);
   int lost_workers = 0;
   auto SayFinished = [&] {
-    Say("job finished: " + std::to_string(LocalWorkers() - lost_workers) + " of " +
-        std::to_string(LocalWorkers()) + " workers" + (node_ ? " of this node" : "") +
-        " succeeded" +
+    const int here = LocalWorkers() + static_cast<int>(adopted_.size());
+    Say("job finished: " + std::to_string(here - lost_workers) + " of " + std::to_string(here) +
+        " workers" + (node_ ? " of this node" : "") + " succeeded" +
         (lost_workers ? " (the others were lost and the job went on without them)" : ""));
   };
   while (true) {
     Watch(milliseconds(50));
+    // Workers of a lost node, which the coordinator gave this node to
+    // replace (--max-restarts on another node): each joins the running job.
+    for (int rank : link_&& failure.empty() && !workers_done ? link_->share().restart_workers
+                                                             : std::vector<int>{}) {
+      if (!adopted_.insert(rank).second) continue;
+      Say("worker " + std::to_string(rank) +
+          " was lost with its node; starting its replacement on this node (the coordinator's "
+          "choice), which joins the running job");
+      if (Status s = StartWorker(slots_.size(), rank); !s.ok()) {
+        return Fail("starting a replacement for worker " + std::to_string(rank) + ": " +
+                    s.message());
+      }
+      reported.push_back(false);
+      replacement.push_back(true);
+    }
     if (StopSignal() != 0) {
       const std::string sig = StopSignalName();
       const std::string why = stdin_closed_

@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,7 @@ class JobSupervisor {
   int ps_restarts_ = 0;
   int worker_restarts_ = 0;
   int spares_started_ = 0;
+  std::set<int> adopted_;  // workers of lost nodes this node started replacements for
   std::unique_ptr<transport::Connection> coordinator_;  // opened at the first worker exit
 };
 

@@ -127,7 +127,12 @@ int main(int argc, char** argv) {
   auto* nnodes_opt = app.add_option(
       "--nnodes", nnodes_text,
       "per-node launch: the job spans N hosts, one een-launch on each (with --node-rank, "
-      "--rdzv, --ps-per-node, --workers-per-node)");
+      "--rdzv, --ps-per-node, --workers-per-node); MIN:MAX for an elastic job (it starts with "
+      "MIN to MAX nodes, later ones join it while it runs)");
+  std::string last_call;
+  app.add_option("--rdzv-last-call", last_call,
+                 "--nnodes MIN:MAX: once MIN nodes met, the job starts when this passes without "
+                 "another node (default 10s)");
   auto* node_rank_opt = app.add_option("--node-rank", node_flags.node_rank,
                                        "this host's node rank, 0..N-1 (node 0 runs the "
                                        "coordinator; ranks are node-rank-major)");
@@ -225,7 +230,8 @@ int main(int argc, char** argv) {
       !duration("--heartbeat-interval", heartbeat, &config.heartbeat_interval) ||
       !duration("--startup-timeout", startup, &config.startup_timeout) ||
       !duration("--progress-interval", progress, &config.progress_interval) ||
-      !duration("--step-timeout", step_timeout, &config.step_timeout)) {
+      !duration("--step-timeout", step_timeout, &config.step_timeout) ||
+      !duration("--rdzv-last-call", last_call, &node_flags.last_call)) {
     return 2;
   }
   if (*every_opt) config.snapshot_every = static_cast<uint64_t>(snapshot_every);
@@ -328,16 +334,25 @@ int main(int argc, char** argv) {
         node_flags.rdzv = slurm->first_host + ":" + std::to_string(slurm->rdzv_port);
       }
     } else {
-      if (nnodes_text.find(':') != std::string::npos) {
-        return Usage("--nnodes " + nnodes_text +
-                     ": elastic MIN:MAX node counts are not supported yet; give a fixed N");
+      // N, or MIN:MAX (elastic).
+      const size_t colon = nnodes_text.find(':');
+      long counts[2] = {0, 0};
+      const std::string parts[2] = {
+          colon == std::string::npos ? "" : nnodes_text.substr(0, colon),
+          colon == std::string::npos ? nnodes_text : nnodes_text.substr(colon + 1)};
+      for (int i = colon == std::string::npos ? 1 : 0; i < 2; ++i) {
+        char* end = nullptr;
+        counts[i] = std::strtol(parts[i].c_str(), &end, 10);
+        if (parts[i].empty() || *end != '\0' || counts[i] < 1 || counts[i] > 65536) {
+          return Usage("--nnodes '" + nnodes_text +
+                       "' must be a number of hosts, 1 to 65536, or MIN:MAX of them");
+        }
       }
-      char* end = nullptr;
-      const long n = std::strtol(nnodes_text.c_str(), &end, 10);
-      if (nnodes_text.empty() || *end != '\0' || n < 1 || n > 65536) {
-        return Usage("--nnodes '" + nnodes_text + "' must be a number of hosts, 1 to 65536");
+      if (counts[0] > counts[1]) {
+        return Usage("--nnodes " + nnodes_text + ": MIN is more than MAX");
       }
-      node_flags.nnodes = static_cast<int>(n);
+      node_flags.nnodes = static_cast<int>(counts[1]);
+      node_flags.min_nodes = static_cast<int>(counts[0]);
     }
     if (config.spare_ps > 0) return Usage("--spare-ps with --nnodes is not supported yet");
     if (std::string problem = ManyHostsTransportProblem(&config); !problem.empty()) {

@@ -32,6 +32,7 @@ Message NodeStatus(const NodeStatusFields& fields, const std::string& failure) {
   s.setWorkers(fields.workers);
   s.setHost(fields.host);
   s.setPid(fields.pid);
+  s.setMinNodes(fields.min_nodes);
   s.setFailure(failure);
   return b.Take();
 }

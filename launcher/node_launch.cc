@@ -215,10 +215,31 @@ Result<NodeLaunch> MakeNodeLaunch(const NodeLaunchFlags& flags) {
   }
   node.nnodes = flags.nnodes;
   node.node_rank = flags.node_rank;
+  if (flags.min_nodes > 0) {
+    if (flags.ps_per_node < 0 || flags.workers_per_node < 0 || !flags.ps_share.empty()) {
+      return InvalidArgument(
+          "--nnodes MIN:MAX needs --ps-per-node and --workers-per-node (every node the same; "
+          "the job's totals follow from the nodes that come)");
+    }
+    if (flags.min_nodes > flags.nnodes) {
+      return InvalidArgument("--nnodes " + std::to_string(flags.min_nodes) + ":" +
+                             std::to_string(flags.nnodes) + ": MIN is more than MAX");
+    }
+    node.elastic = ElasticNodes{flags.min_nodes, flags.nnodes, flags.ps_per_node,
+                                flags.workers_per_node, flags.last_call};
+  }
   EEN_RETURN_IF_ERROR(
       ShareOf("PS", flags.ps_per_node, flags.ps, &node, &node.ps, &node.first_ps, &node.ps_here));
   EEN_RETURN_IF_ERROR(ShareOf("workers", flags.workers_per_node, flags.workers, &node,
                               &node.workers, &node.first_worker, &node.workers_here));
+  if (node.elastic.enabled()) {  // the first MIN nodes' totals, until the rendezvous says
+    node.ps = flags.min_nodes * flags.ps_per_node;
+    node.workers = flags.min_nodes * flags.workers_per_node;
+    if (node.ps < 1 || node.workers < 1) {
+      return InvalidArgument("an elastic job needs at least one PS and one worker on its first " +
+                             std::to_string(flags.min_nodes) + " node(s)");
+    }
+  }
   EEN_RETURN_IF_ERROR(
       ExplicitShare("--node-ps", flags.ps_share, node.ps, &node.first_ps, &node.ps_here));
   EEN_RETURN_IF_ERROR(ExplicitShare("--node-workers", flags.workers_share, node.workers,
@@ -285,6 +306,7 @@ int RunNodeJob(JobConfig config, const NodeLaunch& node, const std::vector<std::
   JobPlan plan(config, command, bin_dir, run_dir);
   plan.set_node(node.name, node.workers_here);
   if (node.hosts_coordinator()) plan.set_coordinator_listen(node.coordinator_address);
+  plan.set_elastic(node.elastic);
   LocalHost host;
   JobSupervisor supervisor(
       std::move(plan), &host, [&host](const std::string&, int) { return &host; }, node);

@@ -22,6 +22,7 @@
 
 #include "common/job_config.h"
 #include "common/status.h"
+#include "launcher/elastic_nodes.h"
 
 namespace een {
 
@@ -40,6 +41,9 @@ struct NodeLaunch {
   std::string name;                 // the node's name (EEN_NODE): HOSTNAME@ADDRESS
   std::string secret;               // the job secret every node shares ("" with --insecure)
   bool watch_stdin = false;         // started over ssh: stdin closing ends the job (see below)
+  // --nnodes MIN:MAX (elastic_nodes.h): nnodes is MAX, ps/workers the first
+  // MIN nodes' totals, and this node's first ranks come from the coordinator.
+  ElasticNodes elastic;
 
   bool hosts_coordinator() const { return node_rank == 0; }
 };
@@ -48,6 +52,8 @@ struct NodeLaunch {
 // node-rank-major: the first nodes take one more when they do not divide).
 struct NodeLaunchFlags {
   int nnodes = 0;
+  int min_nodes = 0;  // --nnodes MIN:MAX: MIN (nnodes: MAX); 0: a fixed count
+  std::chrono::milliseconds last_call{10000};  // --rdzv-last-call
   int node_rank = -1;
   std::string rdzv;
   int ps_per_node = -1;

@@ -380,6 +380,8 @@ struct NodeStatus {
   host @4 :Text;                   # the node's name (EEN_NODE of its roles)
   pid @5 :Int32;                   # the launcher's pid on that host
   failure @6 :Text;                # non-empty: end the job for this reason
+  minNodes @7 :Int32;              # elastic (--nnodes MIN:MAX): MIN, `nnodes` is MAX and
+                                   # `ps`/`workers` are per node; 0: a fixed node count
 }
 
 struct NodeStatusReply {
@@ -387,6 +389,16 @@ struct NodeStatusReply {
   reason @1 :Text;                 # aborted: why
   lostPids @2 :List(Int32);        # this node's workers the coordinator declared lost
   refused @3 :Text;                # non-empty: this launcher is not part of the job (why)
+  # Elastic jobs: the coordinator gives each node its ranks once the
+  # rendezvous closed (the first nodes) or when the node joins later.
+  assigned @4 :Bool;               # the fields below hold this node's share
+  firstPs @5 :Int32;
+  firstWorker @6 :Int32;
+  numPs @7 :Int32;                 # the job's, when assigned
+  worldSize @8 :Int32;
+  nodesJoined @9 :Int32;           # launchers that met the coordinator so far
+  restartWorkers @10 :List(Int32); # lost workers of a lost node (its launcher silent too)
+                                   # that this node starts replacements for (--max-restarts)
 }
 
 # A primary PS keeps its backup in step: for each chunk either the mean

@@ -12,10 +12,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <regex>
 
+#include "support/coverage_records.h"
 #include "support/files.h"
 #include "support/scratch_folder.h"
 #include "support/simulated_hosts.h"
@@ -218,7 +220,8 @@ TEST_F(MultiHost, LosingNode0sHostEndsTheJobNamingTheCoordinator) {
 // A whole host lost at once (its 2 PS, its worker and its launcher killed,
 // its link down) with replicas 2: no shard is lost, since no backup shares
 // its primary's host; both PS fail over, the job goes on with the other
-// hosts' workers (--min-workers 2) and ends bitwise as the undisturbed run
+// hosts' workers (--min-workers 2), another node starts a replacement for
+// the lost worker (--max-restarts 1), and it ends bitwise as the undisturbed run
 // (every replay worker pushes the same gradients, so who trains does not
 // matter).
 TEST_F(MultiHost, LosingAWholeHostLosesNoShardAndEndsBitwiseAsUndisturbed) {
@@ -242,8 +245,8 @@ TEST_F(MultiHost, LosingAWholeHostLosesNoShardAndEndsBitwiseAsUndisturbed) {
                                     "--params-out",
                                     base_ / out};
   };
-  const std::vector<std::string> flags = {"--ps-per-node", "2", "--replicas", "2",
-                                          "--min-workers", "2"};
+  const std::vector<std::string> flags = {"--ps-per-node", "2", "--replicas",     "2",
+                                          "--min-workers", "2", "--max-restarts", "1"};
   auto whole = StartNodes(flags, job("whole"));
   ASSERT_EQ(WaitAll(whole, seconds(240)), std::vector<int>(kNodes, 0)) << Outputs(whole);
   const std::string expected = testing::ReadBytes(base_ / "whole.rank-0");
@@ -269,6 +272,15 @@ TEST_F(MultiHost, LosingAWholeHostLosesNoShardAndEndsBitwiseAsUndisturbed) {
   EXPECT_NE(out.find("ps 3 (host"), std::string::npos) << out;
   EXPECT_EQ(out.find("rolling back"), std::string::npos) << "replicas 2 must not roll back";
   EXPECT_EQ(out.find("no live backup"), std::string::npos) << out;
+  // Its worker is restarted on another node (--max-restarts 1), which the
+  // coordinator picks since the lost host's een-launch is gone too.
+  EXPECT_NE(Outputs(nodes).find("worker 1 was lost with its node; starting its replacement on "
+                                "this node"),
+            std::string::npos)
+      << Outputs(nodes);
+  EXPECT_NE(out.find("joins the running job: it trains from the step every PS agrees on"),
+            std::string::npos)
+      << out;
   EXPECT_TRUE(testing::ReadBytes(base_ / "lost.rank-0") == expected)
       << "parameters differ after losing a host";
   ExpectNoProcessLeft();
@@ -289,6 +301,60 @@ TEST_F(MultiHost, ALauncherWithOtherCountsIsRefusedAndTheJobSaysWhoIsMissing) {
   ASSERT_TRUE(code.has_value()) << node0.output();
   EXPECT_EQ(*code, 1);
   EXPECT_NE(node0.output().find("never registered"), std::string::npos) << node0.output();
+}
+
+// Elastic (--nnodes 2:3): two nodes start the job once the last call
+// passed; a third node started while it trains joins it (its worker at a
+// step the PS agree on, its PS with shards moved to it), and from then on
+// three workers share every epoch: no sample is lost or trained twice.
+TEST_F(MultiHost, AnElasticJobStartsWithMinNodesAndALateNodeJoinsIt) {
+  const std::string dir = base_ / "coverage";
+  std::filesystem::create_directories(dir);
+  const int samples = 20000;
+  const std::vector<std::string> train = {kBin + "/coverage_train", "--record", dir, "--samples",
+                                          std::to_string(samples),  "--batch",  "4"};
+  const std::vector<std::string> elastic = {"--nnodes", "2:3", "--rdzv-last-call", "1s"};
+  std::vector<std::unique_ptr<testing::Subprocess>> nodes;
+  for (int n = 0; n < 2; ++n) {
+    nodes.push_back(std::make_unique<testing::Subprocess>(Node(n, elastic, train)));
+  }
+  ASSERT_TRUE(nodes[0]->WaitForOutput("progress: step", seconds(90))) << Outputs(nodes);
+  nodes.push_back(std::make_unique<testing::Subprocess>(Node(2, elastic, train)));
+  ASSERT_EQ(WaitAll(nodes, seconds(240)), std::vector<int>(kNodes, 0)) << Outputs(nodes);
+  const std::string& out0 = nodes[0]->output();
+  EXPECT_NE(out0.find("rendezvous closed with 2 of 2..3 nodes (0, 1, after the last call): 2 PS "
+                      "and 2 workers"),
+            std::string::npos)
+      << out0;
+  EXPECT_NE(out0.find("its 1 worker(s) take ranks from 2, its 1 PS ranks from 2"),
+            std::string::npos)
+      << out0;
+  EXPECT_NE(out0.find("joins the running job as a new worker (3 in all)"), std::string::npos)
+      << out0;
+  EXPECT_NE(out0.find("joins the running job: the job grows to 3 PS"), std::string::npos) << out0;
+  EXPECT_NE(nodes[2]->output().find("starting this node's 1 PS (rank 2) and 1 workers (rank 2)"),
+            std::string::npos)
+      << nodes[2]->output();
+  int files = 0;
+  const testing::Record steps = testing::ReadRecords(dir, &files);
+  EXPECT_EQ(files, 3);
+  for (const auto& [epoch, by_step] : steps) {
+    EXPECT_EQ(testing::DistinctSamples(by_step, epoch), samples) << "epoch " << epoch;
+  }
+  ExpectNoProcessLeft();
+}
+
+// With MAX nodes the rendezvous closes at once (no last call to wait for).
+TEST_F(MultiHost, AnElasticJobWithMaxNodesStartsAtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  auto nodes = StartNodes({"--nnodes", "1:3", "--rdzv-last-call", "600s"},
+                          Equivalence(base_ / "max.bin", 300));
+  ASSERT_EQ(WaitAll(nodes, seconds(120)), std::vector<int>(kNodes, 0)) << Outputs(nodes);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(100));
+  EXPECT_NE(nodes[0]->output().find("rendezvous closed with 3 of 1..3 nodes (0, 1, 2): 3 PS and 3 "
+                                    "workers"),
+            std::string::npos)
+      << nodes[0]->output();
 }
 
 // A node's een-launch killed before the job started takes its roles with

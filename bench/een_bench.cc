@@ -26,9 +26,11 @@
 #include <CLI/CLI.hpp>
 
 #include "bench/commands.h"
+#include "common/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"een-bench: replay real models' communication against references"};
+  app.set_version_flag("--version", een::kVersionLine);
   app.require_subcommand(1);
 
   een::bench::ReplayOptions r;

@@ -25,11 +25,13 @@
 #include "common/logging.h"
 #include "common/resource_usage.h"
 #include "common/transport/auth.h"
+#include "common/version.h"
 #include "worker/bucket_layout.h"
 #include "worker/worker_client.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"een-bench-worker: replays a trace as one worker (started by een-bench)"};
+  app.set_version_flag("--version", een::kVersionLine);
   std::string trace_path, report;
   int steps = 20, warmup = 3;
   size_t buffer_floats = 0;
@@ -51,7 +53,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", env.status().message().c_str());
     return 2;
   }
-  een::InitLogging("worker " + std::to_string(env->rank));
+  if (een::Status s = een::InitLogging("worker " + std::to_string(env->rank)); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+    return 2;
+  }
   if (auto s = een::AuthenticateAs(een::transport::WorkerIdentity(env->rank), "een-bench-worker");
       !s.ok()) {
     spdlog::error("{}", s.message());

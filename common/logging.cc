@@ -7,16 +7,39 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
+#include <utility>
 
 namespace een {
 
-void InitLogging(const std::string& who) {
+Result<spdlog::level::level_enum> LogLevelFromEnvironment() {
+  const char* text = std::getenv("EEN_LOG_LEVEL");
+  if (!text || !*text) return spdlog::level::info;
+  const std::string name = text;
+  for (const auto& [level, names] :
+       std::initializer_list<std::pair<spdlog::level::level_enum, std::set<std::string>>>{
+           {spdlog::level::trace, {"trace"}},
+           {spdlog::level::debug, {"debug"}},
+           {spdlog::level::info, {"info"}},
+           {spdlog::level::warn, {"warn", "warning"}},
+           {spdlog::level::err, {"error", "err"}},
+           {spdlog::level::critical, {"critical"}},
+           {spdlog::level::off, {"off"}}}) {
+    if (names.count(name)) return level;
+  }
+  return InvalidArgument("EEN_LOG_LEVEL '" + name +
+                         "' is not a log level: use trace, debug, info, warn, error, critical or "
+                         "off (or unset it for info)");
+}
+
+Status InitLogging(const std::string& who) {
   auto logger = spdlog::stderr_logger_mt("een:" + who);
   logger->set_pattern("%H:%M:%S.%e %^%L%$ " + who + ": %v");
-  const char* level = std::getenv("EEN_LOG_LEVEL");
-  logger->set_level(level ? spdlog::level::from_str(level) : spdlog::level::info);
+  auto level = LogLevelFromEnvironment();
+  logger->set_level(level.ok() ? *level : spdlog::level::info);
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+  return level.status();
 }
 
 std::string KindOf(const std::string& text) {

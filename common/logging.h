@@ -12,8 +12,14 @@
 
 namespace een {
 
-// Sets the default logger's pattern; EEN_LOG_LEVEL (trace..error) sets the level.
-void InitLogging(const std::string& who);
+// Sets the default logger's pattern; EEN_LOG_LEVEL sets the level (see
+// LogLevelFromEnvironment). With an unknown EEN_LOG_LEVEL the logger is set
+// up at info all the same and the error says which values are valid.
+Status InitLogging(const std::string& who);
+
+// EEN_LOG_LEVEL: trace, debug, info (also when unset or empty), warn,
+// error, critical or off; anything else is InvalidArgument naming them.
+Result<spdlog::level::level_enum> LogLevelFromEnvironment();
 
 // A warning that a flood of bad messages must not turn into a flood of
 // lines: the first 3 of each `kind` are logged whole, then only the 10th,

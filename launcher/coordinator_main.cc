@@ -8,6 +8,7 @@
 
 #include "common/job_env.h"
 #include "common/logging.h"
+#include "common/version.h"
 #include "launcher/coordinator.h"
 
 namespace {
@@ -16,9 +17,13 @@ void OnSignal(int) { g_stop = true; }
 }  // namespace
 
 int main(int argc, char** argv) {
-  een::InitLogging("coordinator");
+  if (een::Status s = een::InitLogging("coordinator"); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
   een::CoordinatorOptions o;
   CLI::App app{"een-coordinator: the control plane of an EEN job (started by een-launch)"};
+  app.set_version_flag("--version", een::kVersionLine);
   int ready_fd = -1;
   long threshold = 500, heartbeat = 100, startup = 120000, progress = 2000;
   app.add_option("--listen", o.listen_address, "address to listen on");

@@ -31,6 +31,7 @@
 
 #include "common/transport/auth.h"
 #include "common/transport/registry.h"
+#include "common/version.h"
 #include "common/wire.h"
 
 namespace {
@@ -141,6 +142,7 @@ std::string MetricsText(een::wire::MetricsReport::Reader report) {
 
 int main(int argc, char** argv) {
   CLI::App app{"eenctl: operate a running EEN job"};
+  app.set_version_flag("--version", een::kVersionLine);
   app.require_subcommand(1);
   std::string coordinator, secret_file;
   app.add_option("--secret-file", secret_file, "the job's secret (een-launch prints its path)");

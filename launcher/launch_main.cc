@@ -16,7 +16,9 @@
 #include <tuple>
 
 #include "common/job_config.h"
+#include "common/logging.h"
 #include "common/transport/auth.h"
+#include "common/version.h"
 #include "launcher/local_job.h"
 #include "launcher/node_launch.h"
 #include "launcher/slurm_step.h"
@@ -84,6 +86,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "een-launch: start an EEN job (coordinator, parameter servers, workers).\n"
       "Usage: een-launch --ps N --workers M [options] -- PROGRAM ARGS..."};
+  app.set_version_flag("--version", een::kVersionLine);
   std::string config_path, threshold, heartbeat, startup, progress, step_timeout, transport, host;
   std::string backend = "auto";
   int ps = 0, workers = 0;
@@ -192,6 +195,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // --help prints and exits 0; any bad flag is exit 2, as documented.
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  // Every role reads it: a typo fails here once, not in each of them.
+  if (auto level = een::LogLevelFromEnvironment(); !level.ok()) {
+    return Usage(level.status().message());
   }
 
   using Count = std::tuple<CLI::Option*, int, int>;  // option, value, least allowed

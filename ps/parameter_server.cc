@@ -37,13 +37,12 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   data_device_ = data_device;
   const std::string local_address = addresses.size() > 1 ? addresses.back() : "";
   if (local_address.empty()) {
-    spdlog::info("data plane: {} on {}; {}", data_device->name(), listener_->address(),
-                 transport::DescribeHardware());
+    spdlog::info("data plane: {} on {}", data_device->name(), listener_->address());
   } else {
-    spdlog::info("data plane: zeromq on {} for other hosts, {} on {} for this one; {}",
-                 listener_->address(), data_device->name(), local_address,
-                 transport::DescribeHardware());
+    spdlog::info("data plane: zeromq on {} for other hosts, {} on {} for this one",
+                 listener_->address(), data_device->name(), local_address);
   }
+  spdlog::debug("{}", transport::DescribeHardware());  // no transport asks for RDMA yet
   EEN_ASSIGN_OR_RETURN(transport::Device * control_device, transport::DeviceFor(env_.coordinator));
   EEN_ASSIGN_OR_RETURN(control_, control_device->Connect(env_.coordinator));
   std::vector<uint64_t> intact;

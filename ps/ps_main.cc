@@ -1,11 +1,14 @@
 // een-ps: a parameter-server process. Started by een-launch (or any
 // scheduler that sets the EEN_* environment); see parameter_server.h.
 #include <csignal>
+#include <cstdio>
+#include <cstring>
 
 #include "common/logging.h"
 #include "common/receive_heap.h"
 #include "common/resource_usage.h"
 #include "common/transport/auth.h"
+#include "common/version.h"
 #include "ps/parameter_server.h"
 
 namespace {
@@ -13,13 +16,30 @@ std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop = true; }
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // Its job comes from EEN_* variables (een-launch sets them), not arguments.
+  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("%s\n", een::kVersionLine);
+    return 0;
+  }
+  if (argc > 1) {
+    std::fprintf(stderr,
+                 "een-ps takes no arguments: its job comes from the EEN_* variables een-launch "
+                 "sets (start it with een-launch); --version prints its version\n");
+    return 2;
+  }
   een::KeepFreedReceiveBuffers();
   een::ShareOneHeap();
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   auto env = een::JobEnvironment::FromProcess("een-ps");
-  een::InitLogging(!env.ok() ? "ps" : env->spare ? "spare" : "ps " + std::to_string(env->rank));
+  const een::Status logging = een::InitLogging(!env.ok()    ? "ps"
+                                               : env->spare ? "spare"
+                                                            : "ps " + std::to_string(env->rank));
+  if (!logging.ok()) {
+    spdlog::error("{}", logging.message());
+    return 2;
+  }
   if (!env.ok()) {
     spdlog::error("{}", env.status().message());
     return 2;

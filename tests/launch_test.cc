@@ -273,6 +273,22 @@ TEST(Launch, WorkerOutsideTheLauncherSaysHowToStartIt) {
   EXPECT_NE(r.output.find("een-launch --ps N --workers M"), std::string::npos) << r.output;
 }
 
+// Every binary says its version; a typo in EEN_LOG_LEVEL stops een-launch
+// before anything starts, naming the valid levels.
+TEST(Launch, EveryBinarySaysItsVersionAndABadLogLevelIsRefused) {
+  for (const std::string binary :
+       {"een-launch", "een-coordinator", "een-ps", "eenctl", "een-bench", "een-bench-worker"}) {
+    auto r = testing::Run({kBin + "/" + binary, "--version"}, seconds(10));
+    EXPECT_EQ(r.exit_code, 0) << binary << ": " << r.output;
+    EXPECT_EQ(r.output.rfind("een ", 0), 0u) << binary << ": " << r.output;
+  }
+  auto bad = testing::Run(Launch({"--ps", "1", "--workers", "1"}, {"true"}), seconds(10),
+                          {{"EEN_LOG_LEVEL", "verbose"}});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("EEN_LOG_LEVEL 'verbose' is not a log level"), std::string::npos)
+      << bad.output;
+}
+
 TEST(Launch, BadFlagsNameTheFieldAndTheFix) {
   auto missing_ps =
       testing::Run({kBin + "/een-launch", "--workers", "2", "--", "true"}, seconds(10));

@@ -4,10 +4,36 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 
+#include <cstdlib>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 namespace een {
 namespace {
+
+// EEN_LOG_LEVEL: the documented names, and an error naming them for a typo
+// (spdlog alone would turn logging off).
+TEST(Logging, AnUnknownLogLevelIsAnErrorNamingTheValidOnes) {
+  for (const auto& [text, level] : std::vector<std::pair<std::string, spdlog::level::level_enum>>{
+           {"", spdlog::level::info},
+           {"debug", spdlog::level::debug},
+           {"warn", spdlog::level::warn},
+           {"warning", spdlog::level::warn},
+           {"off", spdlog::level::off}}) {
+    setenv("EEN_LOG_LEVEL", text.c_str(), 1);
+    auto got = LogLevelFromEnvironment();
+    ASSERT_TRUE(got.ok()) << text;
+    EXPECT_EQ(*got, level) << text;
+  }
+  setenv("EEN_LOG_LEVEL", "verbose", 1);
+  auto bad = LogLevelFromEnvironment();
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("use trace, debug, info, warn, error, critical or off"),
+            std::string::npos)
+      << bad.status().message();
+  unsetenv("EEN_LOG_LEVEL");
+}
 
 TEST(Logging, RefusalsAreCountedNotEchoed) {
   std::ostringstream out;

@@ -177,7 +177,9 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
           "een: EEN_LOCAL=1, but this process is part of a job (EEN_COORDINATOR is "
           "set, een-launch started it): unset EEN_LOCAL to train in the job");
     }
-    if (spdlog::get("een:worker 0 (local)") == nullptr) InitLogging("worker 0 (local)");
+    if (spdlog::get("een:worker 0 (local)") == nullptr) {
+      ThrowIfError(InitLogging("worker 0 (local)"), "local mode");
+    }
     ThrowIfError(ValidateOptimizer(options.optimizer), "bad optimizer");
     optimizer_ = options.optimizer;
     Register(module, options.buffers);  // the job's checks, though nothing travels
@@ -198,7 +200,7 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   auto env = JobEnvironment::FromProcess("this program");
   ThrowIfError(env.status(), "cannot join a job");
   if (spdlog::get("een:worker " + std::to_string(env->rank)) == nullptr) {
-    InitLogging("worker " + std::to_string(env->rank));
+    ThrowIfError(InitLogging("worker " + std::to_string(env->rank)), "cannot join a job");
   }
   ThrowIfError(AuthenticateAs(transport::WorkerIdentity(env->rank), "this program"),
                "cannot join a job");

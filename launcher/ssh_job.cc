@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
@@ -37,6 +38,18 @@ Result<std::vector<HostfileEntry>> ReadHostfile(const std::string& path) {
     HostfileEntry entry;
     if (!(fields >> entry.host)) continue;
     const std::string where = path + " line " + std::to_string(number);
+    // A host name or address (user@ allowed, as ssh takes it); nothing
+    // ssh would read as an option, nor bytes no host name has.
+    const bool name_ok = entry.host.size() <= 253 + 33 && entry.host[0] != '-' &&
+                         std::all_of(entry.host.begin(), entry.host.end(), [](unsigned char c) {
+                           return std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == ':' ||
+                                  c == '@' || c == '[' || c == ']';
+                         });
+    if (!name_ok) {
+      return InvalidArgument(where + ": '" + entry.host +
+                             "' is not a host name or address (letters, digits, '.', '-', '_', "
+                             "':', an optional user@); a line is `HOST [slots=N]`");
+    }
     for (std::string field; fields >> field;) {
       char* end = nullptr;
       const long slots =

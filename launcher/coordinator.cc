@@ -160,8 +160,11 @@ void Coordinator::CheckStartupTimeout() {
     missing += fmt::format("{}{} {}", missing.empty() ? "" : " and ",
                            nodes == &ps_ ? "ps" : "worker", list);
   }
-  RefuseJob(fmt::format("job did not start within {} ms (--startup-timeout): {} never registered",
-                        options_.job.startup_timeout.count(), missing));
+  // Per-node launch: why a node's een-launch was turned away, if one was.
+  std::string refused;
+  for (const auto& [node, why] : refused_launchers_) refused += fmt::format("; {}", why);
+  RefuseJob(fmt::format("job did not start within {} ms (--startup-timeout): {} never registered{}",
+                        options_.job.startup_timeout.count(), missing, refused));
 }
 
 void Coordinator::NoteControlRoute(const transport::PeerId& peer, wire::Header::Reader h) {

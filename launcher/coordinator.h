@@ -322,9 +322,10 @@ class Coordinator {
   // Whether every node's een-launch heard how the job ended (or went silent):
   // the coordinator waits for that, within bounds, before it exits.
   bool LaunchersTold() const;
-  std::map<int, NodeLauncher> node_launchers_;  // by node rank
-  bool rdzv_closed_ = false;                    // elastic: the first nodes are known
-  Clock::time_point last_node_joined_;          // elastic: for the last call
+  std::map<int, NodeLauncher> node_launchers_;    // by node rank
+  std::map<int, std::string> refused_launchers_;  // by node rank: why (for the verdict)
+  bool rdzv_closed_ = false;                      // elastic: the first nodes are known
+  Clock::time_point last_node_joined_;            // elastic: for the last call
   // Elastic: ranks from the job's size up to these are a late node's PS and
   // workers, each added in rank order (a PS once the one before it took its
   // shards, a worker once its node's PS joined).

@@ -35,8 +35,10 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
   }
   if (!refused.empty()) {
     spdlog::warn("refused the een-launch on {} (pid {}): {}", host, pid, refused);
+    refused_launchers_[node] = fmt::format("the een-launch on {} was refused: {}", host, refused);
     return listener_->Send(peer, coordinator_messages::NodeStatusReply(state_, "", {}, refused));
   }
+  refused_launchers_.erase(node);  // started again, right this time
   auto [it, first] = node_launchers_.try_emplace(node);
   if (first || it->second.pid != pid || it->second.host != host) {
     spdlog::info("node {} ({}, een-launch pid {}) joined the rendezvous", node, host, pid);

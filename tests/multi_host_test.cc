@@ -301,6 +301,10 @@ TEST_F(MultiHost, ALauncherWithOtherCountsIsRefusedAndTheJobSaysWhoIsMissing) {
   ASSERT_TRUE(code.has_value()) << node0.output();
   EXPECT_EQ(*code, 1);
   EXPECT_NE(node0.output().find("never registered"), std::string::npos) << node0.output();
+  // Node 0's verdict says why node 1 is missing.
+  EXPECT_NE(node0.output().find("was refused: node 1 was started for a job of 3 PS and 6 workers"),
+            std::string::npos)
+      << node0.output();
 }
 
 // Elastic (--nnodes 2:3): two nodes start the job once the last call

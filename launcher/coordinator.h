@@ -71,6 +71,7 @@ struct CoordinatorOptions {
   std::string verdict_path;  // "": none; else the reason the job was aborted is written there
   std::string lost_path;     // "": none; else each worker declared lost appends "RANK PID" there
   ElasticNodes elastic;      // per-node launch with --nnodes MIN:MAX (else disabled)
+  std::string job_settings;  // per-node launch: node 0's JobWideSettings ("": not checked)
 };
 
 class Coordinator {
@@ -308,6 +309,8 @@ class Coordinator {
   // The lost workers of lost nodes that `node` is to replace (handing out
   // new ones while restarts are left).
   std::vector<int> WorkersToRestartOn(int node);
+  // Which job-wide flags of a node differ from node 0's ("" when none).
+  std::string SettingsThatDiffer(const std::string& settings) const;
   // Whether a NodeStatus's counts are this job's; else why not.
   std::string NodeCountsProblem(wire::NodeStatus::Reader status) const;
   bool LauncherSilent(const NodeLauncher& launcher) const;

@@ -64,6 +64,8 @@ int main(int argc, char** argv) {
   app.add_option("--ps-per-node", o.elastic.ps_per_node)->check(CLI::NonNegativeNumber);
   app.add_option("--workers-per-node", o.elastic.workers_per_node)->check(CLI::NonNegativeNumber);
   app.add_option("--last-call-ms", last_call)->check(CLI::PositiveNumber);
+  app.add_option("--job-settings", o.job_settings,
+                 "per-node launch: the job-wide flags every node's een-launch must share");
   CLI11_PARSE(app, argc, argv);
   if (!elastic_nodes.empty()) {
     char tail = 0;

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
+#include <sstream>
 
 #include "common/logging.h"
 #include "launcher/coordinator.h"
@@ -25,6 +27,11 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
     refused = fmt::format("node rank {} of {} nodes is not a node", node, nnodes);
   } else if (std::string problem = NodeCountsProblem(status); !problem.empty()) {
     refused = fmt::format("node {} {}", node, problem);
+  } else if (std::string differ = SettingsThatDiffer(status.getSettings()); !differ.empty()) {
+    refused = fmt::format(
+        "node {} was started with other job-wide flags than node 0 ({}): give every node's "
+        "een-launch the same flags",
+        node, differ);
   } else if (auto it = node_launchers_.find(node);
              it != node_launchers_.end() && (it->second.pid != pid || it->second.host != host) &&
              !LauncherSilent(it->second)) {
@@ -40,13 +47,20 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
   }
   refused_launchers_.erase(node);  // started again, right this time
   auto [it, first] = node_launchers_.try_emplace(node);
+  coordinator_messages::NodeShare share_kept = it->second.share;
   if (first || it->second.pid != pid || it->second.host != host) {
     spdlog::info("node {} ({}, een-launch pid {}) joined the rendezvous", node, host, pid);
     // Its predecessor's roles died with it (they die with their launcher).
     if (!first) ForgetRolesOf(it->second.host);
     last_node_joined_ = Clock::now();
+    // Elastic, once started: those roles are lost (their workers may run
+    // on other nodes by now), so the node comes back as a new one, with
+    // new ranks.
+    if (!first && options_.elastic.enabled() && state_ != wire::JobState::STARTING) {
+      share_kept = {};
+    }
   }
-  it->second = NodeLauncher{host, pid, Clock::now(), false, false, it->second.share};
+  it->second = NodeLauncher{host, pid, Clock::now(), false, false, share_kept};
   MaybeCloseRendezvous();
   if (options_.elastic.enabled() && !it->second.share.assigned &&
       state_ == wire::JobState::RUNNING) {
@@ -79,6 +93,30 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
       peer, coordinator_messages::NodeStatusReply(state_, abort_reason_, lost_pids, "", share));
 }
 
+std::string Coordinator::SettingsThatDiffer(const std::string& settings) const {
+  if (options_.job_settings.empty() || settings == options_.job_settings) return "";
+  auto fields = [](const std::string& text) {
+    std::map<std::string, std::string> out;
+    std::istringstream in(text);
+    for (std::string word; in >> word;) {
+      const size_t eq = word.find('=');
+      out[word.substr(0, eq)] = eq == std::string::npos ? "" : word.substr(eq + 1);
+    }
+    return out;
+  };
+  const auto here = fields(settings), ours = fields(options_.job_settings);
+  std::string differ;
+  for (const auto& [name, value] : ours) {
+    auto it = here.find(name);
+    const std::string theirs = it == here.end() ? "(none)" : it->second;
+    if (theirs != value) {
+      differ += fmt::format("{}--{} {} there, {} on node 0", differ.empty() ? "" : "; ", name,
+                            theirs, value);
+    }
+  }
+  return differ.empty() ? "flags of another een-launch version" : differ;
+}
+
 std::string Coordinator::NodeCountsProblem(wire::NodeStatus::Reader status) const {
   const ElasticNodes& e = options_.elastic;
   if (e.enabled() || status.getMinNodes() > 0) {
@@ -91,8 +129,8 @@ std::string Coordinator::NodeCountsProblem(wire::NodeStatus::Reader status) cons
     };
     return fmt::format(
         "was started with --nnodes {} and {} PS and {} workers per node, but this job has "
-        "--nnodes {} and {} and {}: start every node's een-launch with the same --nnodes and "
-        "counts",
+        "--nnodes {} with {} PS and {} workers per node: start every node's een-launch with the "
+        "same --nnodes and counts",
         nodes(status.getMinNodes(), status.getNnodes()), status.getPs(), status.getWorkers(),
         nodes(e.min, e.max), e.enabled() ? e.ps_per_node : options_.job.ps,
         e.enabled() ? e.workers_per_node : options_.job.workers);
@@ -182,9 +220,17 @@ void Coordinator::MaybeCloseRendezvous() {
 
 void Coordinator::AssignLateNode(int node, NodeLauncher& launcher) {
   const ElasticNodes& e = options_.elastic;
+  // Ranks given to late nodes whose een-launch fell silent before their
+  // roles joined are free again (else every later node would wait for them).
+  next_late_ps_ = static_cast<int>(ps_.size());
+  next_late_worker_ = static_cast<int>(workers_.size());
+  for (const auto& [n, other] : node_launchers_) {
+    if (&other == &launcher || !other.share.assigned || LauncherSilent(other)) continue;
+    next_late_ps_ = std::max(next_late_ps_, other.share.first_ps + e.ps_per_node);
+    next_late_worker_ = std::max(next_late_worker_, other.share.first_worker + e.workers_per_node);
+  }
   coordinator_messages::NodeShare& share = launcher.share;
   share.assigned = true;
-  next_late_worker_ = std::max(next_late_worker_, static_cast<int>(workers_.size()));
   share.first_worker = next_late_worker_;
   next_late_worker_ += e.workers_per_node;
   next_late_ps_ = std::max(next_late_ps_, static_cast<int>(ps_.size()));

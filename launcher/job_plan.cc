@@ -91,6 +91,10 @@ ProcessSpec JobPlan::Coordinator(bool restore, int ready_fd) const {
     argv.push_back(config_.snapshot_dir);
   }
   if (restore) argv.push_back("--restore");
+  if (!node_.empty()) {
+    argv.push_back("--job-settings");
+    argv.push_back(JobWideSettings(config_));
+  }
   if (elastic_.enabled()) {
     for (const std::string& a :
          {std::string("--elastic-nodes"),
@@ -102,6 +106,20 @@ ProcessSpec JobPlan::Coordinator(bool restore, int ready_fd) const {
     }
   }
   return ProcessSpec{"coordinator", std::move(argv), SecurityEnvironment(), {ready_fd}, false};
+}
+
+std::string JobWideSettings(const JobConfig& c) {
+  auto ms = [](std::chrono::milliseconds d) { return std::to_string(d.count()) + "ms"; };
+  return "replicas=" + std::to_string(c.replicas) +
+         " min-workers=" + std::to_string(c.min_workers) +
+         " max-restarts=" + std::to_string(c.max_restarts) +
+         " snapshot-every=" + std::to_string(c.snapshot_every) +
+         " resume=" + (c.resume ? "yes" : "no") + " transport=" + c.transport +
+         " wire-dtype=" + c.wire_dtype + " liveness=" + c.liveness +
+         " failover-threshold=" + ms(c.failover_threshold) +
+         " heartbeat-interval=" + ms(c.heartbeat_interval) + " step-timeout=" + ms(c.step_timeout) +
+         " max-chunk-numel=" + std::to_string(c.sharding.max_chunk_numel) +
+         " shards-per-ps=" + std::to_string(c.sharding.shards_per_ps);
 }
 
 ProcessSpec JobPlan::Ps(int rank) const {

@@ -82,4 +82,9 @@ class JobPlan {
   ElasticNodes elastic_;
 };
 
+// The flags every node of a per-node launch must share, as one text
+// ("replicas=2 min-workers=0 ..."): the coordinator refuses a node whose
+// text differs from node 0's, naming the flags.
+std::string JobWideSettings(const JobConfig& config);
+
 }  // namespace een

@@ -138,7 +138,8 @@ Status JobSupervisor::Rendezvous() {
           .ps = elastic.enabled() ? elastic.ps_per_node : node_->ps,
           .workers = elastic.enabled() ? elastic.workers_per_node : node_->workers,
           .host = node_->name,
-          .min_nodes = elastic.min},
+          .min_nodes = elastic.min,
+          .settings = JobWideSettings(config())},
       config().heartbeat_interval);
   Say("node " + std::to_string(node_->node_rank) + " of " + std::to_string(node_->nnodes) + " (" +
       node_->name + "): waiting for the rendezvous at " + node_->rdzv +

@@ -18,6 +18,7 @@
 #include "common/job_config.h"
 #include "common/logging.h"
 #include "common/transport/auth.h"
+#include "common/transport/registry.h"
 #include "common/version.h"
 #include "launcher/local_job.h"
 #include "launcher/node_launch.h"
@@ -64,6 +65,10 @@ std::string SnapshotFolderProblem(const een::JobConfig& config) {
 std::string ManyHostsTransportProblem(een::JobConfig* config) {
   if (!config->transport_set) config->transport = "auto";
   if (config->transport == "auto" || config->transport == "tcp") return "";
+  if (een::Status s = een::transport::CheckTransport(config->transport, "--transport", false);
+      !s.ok()) {
+    return s.message();
+  }
   return "--transport " + config->transport +
          " reaches roles of one host only; a job over many hosts uses auto (the default: shared "
          "memory between roles of one host, tcp between hosts) or tcp";

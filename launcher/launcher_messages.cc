@@ -33,6 +33,7 @@ Message NodeStatus(const NodeStatusFields& fields, const std::string& failure) {
   s.setHost(fields.host);
   s.setPid(fields.pid);
   s.setMinNodes(fields.min_nodes);
+  s.setSettings(fields.settings);
   s.setFailure(failure);
   return b.Take();
 }

@@ -28,7 +28,8 @@ struct NodeStatusFields {
   int workers = 0;
   std::string host;
   int pid = 0;
-  int min_nodes = 0;  // elastic: MIN (nnodes: MAX; ps, workers: per node); 0: fixed
+  int min_nodes = 0;     // elastic: MIN (nnodes: MAX; ps, workers: per node); 0: fixed
+  std::string settings;  // the job-wide flags (JobWideSettings)
 };
 Message NodeStatus(const NodeStatusFields& fields, const std::string& failure);
 

@@ -299,6 +299,13 @@ Result<NodeLaunch> MakeNodeLaunch(const NodeLaunchFlags& flags) {
 int RunNodeJob(JobConfig config, const NodeLaunch& node, const std::vector<std::string>& command,
                const std::string& bin_dir) {
   SayPrefix() = "[een-launch node " + std::to_string(node.node_rank) + "]";
+  if (node.elastic.enabled() && node.elastic.ps_per_node > 0 && config.replicas < 2 &&
+      config.snapshot_every == 0) {
+    Say("warning: --nnodes " + std::to_string(node.elastic.min) + ":" +
+        std::to_string(node.elastic.max) +
+        " without --replicas 2 (or --snapshot-every): nodes come and go, but losing one whose "
+        "PS hold shards ends the job; with --replicas 2 it fails over and goes on");
+  }
   const std::string run_dir = NewRunFolder();  // "": the supervisor says why and fails
   config.ps = node.ps;
   config.workers = node.workers;

@@ -379,8 +379,14 @@ void ParameterServer::StepsCompleted(const std::vector<uint32_t>& completed) {
 void ParameterServer::SendError(const transport::PeerId& peer, wire::ErrorCode code,
                                 const std::string& text, uint64_t request_id) {
   // Routed with an old map: expected for a moment after every map change.
+  // The peer's routing id names its identity with CURVE ("worker:1/..."),
+  // after any byte of a listener set; other ids are binary.
+  std::string who;
+  for (char c : peer) {
+    if (c >= 0x20 && c < 0x7f) who += c;
+  }
   const std::string line =
-      "refused a message from " + std::string(peer.size() <= 16 ? "a worker" : peer) + ": " + text;
+      "refused a message from " + (who.size() <= 16 ? std::string("a worker") : who) + ": " + text;
   if (code == wire::ErrorCode::STALE_EPOCH) {
     spdlog::info("{}", line);
   } else {

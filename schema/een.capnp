@@ -382,6 +382,8 @@ struct NodeStatus {
   failure @6 :Text;                # non-empty: end the job for this reason
   minNodes @7 :Int32;              # elastic (--nnodes MIN:MAX): MIN, `nnodes` is MAX and
                                    # `ps`/`workers` are per node; 0: a fixed node count
+  settings @8 :Text;               # the job-wide flags it was given ("replicas=2 ..."):
+                                   # every node's must be node 0's
 }
 
 struct NodeStatusReply {

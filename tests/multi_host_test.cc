@@ -297,6 +297,16 @@ TEST_F(MultiHost, ALauncherWithOtherCountsIsRefusedAndTheJobSaysWhoIsMissing) {
                                 "job has 3 PS and 3 workers"),
             std::string::npos)
       << refused.output;
+  // Job-wide flags must agree too: node 0's apply, and another is refused.
+  auto other_flags = testing::Run(
+      Node(2, {"--replicas", "2", "--transport", "tcp"}, Equivalence(base_ / "x.bin", 100)),
+      seconds(60));
+  EXPECT_EQ(other_flags.exit_code, 1);
+  EXPECT_NE(other_flags.output.find("node 2 was started with other job-wide flags than node 0 "
+                                    "(--replicas 2 there, 1 on node 0; --transport tcp there, "
+                                    "auto on node 0)"),
+            std::string::npos)
+      << other_flags.output;
   auto code = node0.Wait(seconds(60));
   ASSERT_TRUE(code.has_value()) << node0.output();
   EXPECT_EQ(*code, 1);
@@ -345,6 +355,48 @@ TEST_F(MultiHost, AnElasticJobStartsWithMinNodesAndALateNodeJoinsIt) {
   for (const auto& [epoch, by_step] : steps) {
     EXPECT_EQ(testing::DistinctSamples(by_step, epoch), samples) << "epoch " << epoch;
   }
+  ExpectNoProcessLeft();
+}
+
+// An elastic node lost with its host (its worker restarted on node 0) and
+// started again comes back as a new node: new ranks (its old worker rank is
+// held by the replacement), and the job ends well on every node.
+TEST_F(MultiHost, ALostElasticNodeStartedAgainJoinsWithNewRanks) {
+  const std::vector<std::string> flags = {"--nnodes",      "2:3", "--rdzv-last-call", "1s",
+                                          "--replicas",    "2",   "--max-restarts",   "1",
+                                          "--min-workers", "1"};
+  std::vector<std::string> train = {kBin + "/equivalence_train",
+                                    "--optimizer",
+                                    "adam",
+                                    "--steps",
+                                    "20000",
+                                    "--out",
+                                    base_ / "out.bin"};
+  std::vector<std::unique_ptr<testing::Subprocess>> nodes;
+  for (int n = 0; n < 2; ++n) {
+    nodes.push_back(std::make_unique<testing::Subprocess>(Node(n, flags, train)));
+  }
+  ASSERT_TRUE(nodes[0]->WaitForOutput("progress: step", seconds(90))) << Outputs(nodes);
+  hosts_->Lose(1);
+  ASSERT_TRUE(nodes[0]->WaitForOutput("starting its replacement on this node", seconds(30)))
+      << Outputs(nodes);
+  ASSERT_TRUE(nodes[0]->WaitForOutput("worker 1 takes part from step", seconds(30)))
+      << Outputs(nodes);
+  (void)nodes[1]->Wait(seconds(30));  // killed with its host
+  hosts_->Recover(1);
+  nodes[1] = std::make_unique<testing::Subprocess>(Node(1, flags, train));
+  ASSERT_TRUE(nodes[1]->WaitForOutput("met the coordinator", seconds(60))) << Outputs(nodes);
+  for (int n : {0, 1}) {
+    auto code = nodes[n]->Wait(seconds(240));
+    ASSERT_TRUE(code.has_value()) << Outputs(nodes);
+    EXPECT_EQ(*code, 0) << Outputs(nodes);
+  }
+  const std::string again = nodes[1]->output();
+  EXPECT_NE(again.find("starting this node's 1 PS (rank 2) and 1 workers (rank 2)"),
+            std::string::npos)
+      << again;
+  EXPECT_NE(again.find("job finished: 1 of 1 workers of this node succeeded"), std::string::npos)
+      << again;
   ExpectNoProcessLeft();
 }
 

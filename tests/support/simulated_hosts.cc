@@ -103,4 +103,6 @@ void SimulatedHosts::Lose(int i) {
   Sh("ip netns exec " + names_[i] + " ip link set eth0 down");
 }
 
+void SimulatedHosts::Recover(int i) { Sh("ip netns exec " + names_[i] + " ip link set eth0 up"); }
+
 }  // namespace een::testing

@@ -40,6 +40,8 @@ class SimulatedHosts {
   // The whole host lost at once: SIGKILL to every process in it, and its
   // link taken down (nothing more goes in or out).
   void Lose(int i);
+  // Host i back on the network (its link up again), with nothing running.
+  void Recover(int i);
 
  private:
   std::string subnet_;              // "10.77.X"

@@ -334,7 +334,8 @@ class Coordinator {
   // shards, a worker once its node's PS joined).
   int next_late_ps_ = 0;
   int next_late_worker_ = 0;
-  std::map<int, int> restart_on_;  // a lost node's worker rank -> the node restarting it
+  std::map<int, int> restart_on_;          // a lost node's worker rank -> the node restarting it
+  std::map<int, std::string> moved_from_;  // worker rank -> the lost node it was restarted from
   OptimizerConfig optimizer_;
   wire::JobState state_ = wire::JobState::STARTING;
   std::string abort_reason_;

@@ -39,6 +39,23 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
         "node rank {} is taken by the een-launch on {} (pid {}), which is alive: give each "
         "node its own --node-rank",
         node, it->second.host, it->second.pid);
+  } else if (auto old = node_launchers_.find(node);
+             !options_.elastic.enabled() && state_ != wire::JobState::STARTING &&
+             old != node_launchers_.end() && old->second.pid != pid) {
+    // A fixed node count: a node whose een-launch came back after the job
+    // went on without it. Its ranks are its old ones; workers of it that
+    // now run on other nodes would be refused there.
+    std::string moved;
+    for (const auto& [rank, from] : moved_from_) {
+      if (from == host) moved += (moved.empty() ? "" : ", ") + std::to_string(rank);
+    }
+    if (!moved.empty()) {
+      refused = fmt::format(
+          "node {}'s worker(s) {} run on other nodes since its een-launch was lost; the job goes "
+          "on without this node (a job with a fixed --nnodes takes no node back once its workers "
+          "moved; --nnodes MIN:MAX lets nodes come and go)",
+          node, moved);
+    }
   }
   if (!refused.empty()) {
     spdlog::warn("refused the een-launch on {} (pid {}): {}", host, pid, refused);
@@ -170,6 +187,7 @@ std::vector<int> Coordinator::WorkersToRestartOn(int node) {
     }
     if (own_node_alive) continue;  // its own een-launch restarts it
     restart_on_[w.rank] = node;
+    moved_from_[w.rank] = w.host;
     ++pending;
     ranks.push_back(w.rank);
     spdlog::warn("{} was lost with its node; node {} starts its replacement", Describe(w), node);

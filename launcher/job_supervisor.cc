@@ -341,7 +341,13 @@ int JobSupervisor::Run() {
     plan_.set_coordinator_address(node_->coordinator_address);
   }
   if (node_) {
-    if (Status s = Rendezvous(); !s.ok()) return Fail(s.message());
+    if (Status s = Rendezvous(); !s.ok()) {
+      if (!link_ || link_->refused().empty()) return Fail(s.message());
+      // Turned away: this node started nothing, and the job (if any) goes on.
+      StopAll();
+      Say("this node is not part of the job: " + s.message());
+      return 1;
+    }
     if (!HostsCoordinator()) {
       // As long as the roles wait for a silent coordinator (4x the
       // failover threshold; node 0's een-launch restarts a killed one within).

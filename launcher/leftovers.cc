@@ -76,7 +76,10 @@ int RemoveLeftoversOfDeadJobs() {
     if (!(in >> pid) || Alive(pid)) continue;
     int segments = 0;
     if (auto secret = transport::ReadSecretFile((dir / "secret").string()); secret.ok()) {
-      segments = RemoveShm(transport::JobTagOf(*secret), [](pid_t) { return true; });
+      // Only objects whose creator is gone: the other nodes of a per-node
+      // launch share the job's tag, and some may run on this host.
+      segments =
+          RemoveShm(transport::JobTagOf(*secret), [](pid_t creator) { return !Alive(creator); });
     } else if (!fs::exists(dir / "secret", ec)) {
       // An --insecure job's objects all carry the tag "open": those whose
       // creator is gone.

@@ -2,9 +2,10 @@
 // up: its run folder (/tmp/een-job-*: the secret, the coordinator's state,
 // ipc sockets) and the shared memory its roles made stay behind. The next
 // een-launch of the same user removes them: a run folder whose launcher
-// (its pid in the folder's `launcher` file) is gone, and every /dev/shm
-// object carrying that job's tag (derived from its secret; an --insecure
-// job's objects, tagged "open", are removed when their creator is gone).
+// (its pid in the folder's `launcher` file) is gone, and the /dev/shm
+// objects carrying that job's tag (derived from its secret; an --insecure
+// job's are tagged "open") whose creator is gone (other nodes of a per-node
+// launch on this host share the tag and may still run).
 // Folders of live launchers, of other users, and without a `launcher` file
 // are left.
 #pragma once

@@ -235,7 +235,7 @@ TEST_F(MultiHost, LosingAWholeHostLosesNoShardAndEndsBitwiseAsUndisturbed) {
     return std::vector<std::string>{kBin + "/een-bench-worker",
                                     base_ / "small.trace",
                                     "--steps",
-                                    "400",
+                                    "800",
                                     "--warmup",
                                     "0",
                                     "--compute-ms",
@@ -258,6 +258,13 @@ TEST_F(MultiHost, LosingAWholeHostLosesNoShardAndEndsBitwiseAsUndisturbed) {
   const auto lost_at = std::chrono::steady_clock::now();
   hosts_->Lose(1);
   ASSERT_TRUE(nodes[0]->WaitForOutput("failing over", seconds(30), mark)) << Outputs(nodes);
+  ASSERT_TRUE(nodes[0]->WaitForOutput("worker 1 takes part from step", seconds(60), mark))
+      << Outputs(nodes);
+  (void)nodes[1]->Wait(seconds(30));  // killed with its host
+  hosts_->Recover(1);
+  auto back = testing::Run(Node(1, flags, job("back")), seconds(60));
+  const int back_code = back.exit_code;
+  const std::string back_output = back.output;
   RecordProperty("host_loss_to_failover_ms",
                  std::to_string(std::chrono::duration_cast<milliseconds>(
                                     std::chrono::steady_clock::now() - lost_at)
@@ -281,6 +288,14 @@ TEST_F(MultiHost, LosingAWholeHostLosesNoShardAndEndsBitwiseAsUndisturbed) {
   EXPECT_NE(out.find("joins the running job: it trains from the step every PS agrees on"),
             std::string::npos)
       << out;
+  // Host 1 back, its een-launch started again while the job still runs: a
+  // fixed --nnodes job takes no node back whose worker moved; it is refused.
+  EXPECT_NE(back_code, -1) << back_output;
+  EXPECT_EQ(back_code, 1) << back_output;
+  EXPECT_NE(
+      back_output.find("node 1's worker(s) 1 run on other nodes since its een-launch was lost"),
+      std::string::npos)
+      << back_output;
   EXPECT_TRUE(testing::ReadBytes(base_ / "lost.rank-0") == expected)
       << "parameters differ after losing a host";
   ExpectNoProcessLeft();

@@ -198,11 +198,8 @@ std::vector<int> Coordinator::WorkersToRestartOn(int node) {
 void Coordinator::MaybeCloseRendezvous() {
   const ElasticNodes& e = options_.elastic;
   if (!e.enabled() || rdzv_closed_ || state_ != wire::JobState::STARTING) return;
-  std::vector<int> nodes;
-  for (const auto& [node, launcher] : node_launchers_) {
-    if (!LauncherSilent(launcher)) nodes.push_back(node);
-  }
-  const int joined = static_cast<int>(nodes.size());
+  int joined = 0;
+  for (const auto& [node, launcher] : node_launchers_) joined += LauncherSilent(launcher) ? 0 : 1;
   const bool last_call_over = MillisSince(last_node_joined_) >= e.last_call.count();
   if (joined < e.min || (joined < e.max && !last_call_over)) return;
   rdzv_closed_ = true;
@@ -251,7 +248,6 @@ void Coordinator::AssignLateNode(int node, NodeLauncher& launcher) {
   share.assigned = true;
   share.first_worker = next_late_worker_;
   next_late_worker_ += e.workers_per_node;
-  next_late_ps_ = std::max(next_late_ps_, static_cast<int>(ps_.size()));
   share.first_ps = next_late_ps_;
   next_late_ps_ += e.ps_per_node;
   share.num_ps = next_late_ps_;

@@ -313,11 +313,12 @@ Result<std::shared_ptr<float>> WorkerClient::GradientBuffer(size_t numel) {
   // On the heap where the device would copy anyway (tcp, ipc) or the
   // gradients are converted to another wire dtype before sending.
   // Shared memory where any PS is reached through it (a tcp PS sends from it
-  // as from any memory).
+  // as from any memory); ConnectToPs picked each PS's route.
   std::string in_place;
-  for (uint32_t p = 0; p < map_.num_ps() && in_place.empty(); ++p) {
-    const std::string& address = map_.AddressFor(p, HostName());
-    if (transport::SendsInPlace(address)) in_place = address;
+  for (const auto& connection : ps_) {
+    if (in_place.empty() && transport::SendsInPlace(connection->address())) {
+      in_place = connection->address();
+    }
   }
   if (env_.wire_type != WireType::kF32 || in_place.empty()) {
     auto heap = std::make_shared<std::vector<float>>(numel);

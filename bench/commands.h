@@ -24,6 +24,9 @@ struct ReplayOptions {
   // secret) and prints what authentication costs.
   bool compare_insecure = false;
   bool compare_encrypted = false;
+  // Each round also runs the job with EEN_FLIGHT_RECORDER=off and prints
+  // what recording every process's data-path events costs.
+  bool compare_flight_recorder = false;
 };
 int RunReplay(const ReplayOptions& options);
 

@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
   replay->add_flag("--compare-encrypted", r.compare_encrypted,
                    "also run the job with EEN_ENCRYPT=1 (CURVE encryption, what a job beyond "
                    "loopback uses) and print its cost against the default");
+  replay->add_flag("--compare-flight-recorder", r.compare_flight_recorder,
+                   "also run the job with EEN_FLIGHT_RECORDER=off and print what the flight "
+                   "recorder (eenctl debug --trace full) costs");
   replay->add_option("--buffer-floats", r.buffer_floats,
                      "also run with this many buffer floats broadcast each step (ResNet-50's "
                      "BatchNorm statistics: 53173) and print the cost");

@@ -99,15 +99,16 @@ void PrintPsUsage(const std::string& log_path, int steps) {
 // One round: the job, then the references, each with its step times.
 struct Round {
   RoleUsage worker;
-  std::vector<double> zmq, copy, gloo, buffers, insecure, encrypted;
-  Summary een_s, zmq_s, copy_s, gloo_s, buffers_s, insecure_s, encrypted_s;
+  std::vector<double> zmq, copy, gloo, buffers, insecure, encrypted, unrecorded;
+  Summary een_s, zmq_s, copy_s, gloo_s, buffers_s, insecure_s, encrypted_s, unrecorded_s;
 };
 
 // What a job of a round differs in from the default one.
 struct Variant {
   size_t buffer_floats = 0;
-  bool insecure = false;   // een-launch --insecure
-  bool encrypted = false;  // EEN_ENCRYPT=1: CURVE on loopback too
+  bool insecure = false;    // een-launch --insecure
+  bool encrypted = false;   // EEN_ENCRYPT=1: CURVE on loopback too
+  bool unrecorded = false;  // EEN_FLIGHT_RECORDER=off
 };
 
 // Runs the job as een-launch would; false (and its output printed) if it failed.
@@ -117,12 +118,12 @@ bool RunJob(const ReplayOptions& o, const std::string& bin, const std::string& w
   std::filesystem::create_directories(work + "/een");
   std::ostringstream cmd;
   cmd << "EEN_BUCKET_BYTES=" << o.bucket_bytes << " EEN_RESOURCES_AT_STEP=" << o.warmup
-      << (v.encrypted ? " EEN_ENCRYPT=1 " : " ") << bin << "/een-launch --ps " << o.ps
-      << " --workers " << o.workers << " --transport " << o.transport << " --wire-dtype " << o.dtype
-      << (v.insecure ? " --insecure" : "") << " --progress-interval 3600s -- " << bin
-      << "/een-bench-worker " << o.trace_path << " --steps " << o.steps << " --warmup " << o.warmup
-      << " --buffer-floats " << v.buffer_floats << " --report " << work << "/een > " << work
-      << "/job.log 2>&1";
+      << (v.encrypted ? " EEN_ENCRYPT=1 " : " ") << (v.unrecorded ? "EEN_FLIGHT_RECORDER=off " : "")
+      << bin << "/een-launch --ps " << o.ps << " --workers " << o.workers << " --transport "
+      << o.transport << " --wire-dtype " << o.dtype << (v.insecure ? " --insecure" : "")
+      << " --progress-interval 3600s -- " << bin << "/een-bench-worker " << o.trace_path
+      << " --steps " << o.steps << " --warmup " << o.warmup << " --buffer-floats "
+      << v.buffer_floats << " --report " << work << "/een > " << work << "/job.log 2>&1";
   if (std::system(cmd.str().c_str()) == 0) return true;
   std::fprintf(stderr, "een-bench: the replay job failed; its output:\n");
   std::ifstream log(work + "/job.log");
@@ -186,7 +187,7 @@ int RunReplay(const ReplayOptions& o) {
   // of the machine falls on all of them alike.
   std::vector<Round> rounds(o.rounds);
   std::vector<double> een_all, zmq_all, copy_all, gloo_all, buffers_all, insecure_all,
-      encrypted_all;
+      encrypted_all, unrecorded_all;
   for (Round& r : rounds) {
     // 1. The runtime, launched as a job.
     if (!RunJob(o, bin, work)) return 1;
@@ -204,6 +205,12 @@ int RunReplay(const ReplayOptions& o) {
       r.encrypted = ReadWorkerReports(work + "/een", o.workers, o.steps).step_micros;
       r.encrypted_s = Summarize(r.encrypted);
       encrypted_all.insert(encrypted_all.end(), r.encrypted.begin(), r.encrypted.end());
+    }
+    if (o.compare_flight_recorder) {  // the same job with the flight recorder off
+      if (!RunJob(o, bin, work, {.unrecorded = true})) return 1;
+      r.unrecorded = ReadWorkerReports(work + "/een", o.workers, o.steps).step_micros;
+      r.unrecorded_s = Summarize(r.unrecorded);
+      unrecorded_all.insert(unrecorded_all.end(), r.unrecorded.begin(), r.unrecorded.end());
     }
     if (o.buffer_floats > 0) {  // the same job with rank 0's buffers broadcast each step
       if (!RunJob(o, bin, work, {.buffer_floats = o.buffer_floats})) return 1;
@@ -248,6 +255,13 @@ int RunReplay(const ReplayOptions& o) {
         "(%s)\n",
         Median(cost),
         o.rounds > 1 ? fmt::format("median of {} rounds", o.rounds).c_str() : "median");
+  }
+  if (o.compare_flight_recorder) {
+    Row("een, recorder off", Summarize(unrecorded_all), step_bytes);
+    std::vector<double> cost;
+    for (const Round& r : rounds) cost.push_back(Ratio(r.een_s, r.unrecorded_s));
+    std::printf("flight recorder on (the default) / off = %.3fx (%s)\n", Median(cost),
+                o.rounds > 1 ? fmt::format("median of {} rounds", o.rounds).c_str() : "median");
   }
   if (o.buffer_floats > 0) {
     const double buffer_bytes = 2.0 * o.buffer_floats * sizeof(float);

@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
     const auto micros =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
             .count();
-    (*client)->ReportProgress(step + 1, std::nullopt, 0, micros);
+    (*client)->ReportProgress(step + 1, std::nullopt, 0, micros, 0);
     if (step >= warmup) out << "step " << micros << '\n';
   }
   const een::ResourceUsage end = een::ResourceUsage::Now();

@@ -7,8 +7,11 @@
 // or RLIMIT_NICE; else they run at the process's). It turns
 // silence into a state too: a coordinator unheard for 4x the failover
 // threshold makes the state kAborted with a reason naming it.
-// Every heartbeat carries the role's metrics registry (`metrics`, if not
-// null; it must outlive the sender) and what the role's fill callback adds
+// Every heartbeat carries the role's flight recorder's new events and the
+// offset of this process's clock to the coordinator's (its replies carry
+// the coordinator's clock). Every heartbeat carries the role's metrics registry (`metrics`, if not
+// null; it must outlive the sender), the process's CPU time and resident
+// set (process.cpu_micros, process.rss_bytes) and what the role's fill callback adds
 // (role, rank, pid, step...).
 // Thread safety: state() and reason() may be called from any thread; the
 // fill callback runs on the heartbeat thread and must only read atomics or
@@ -23,6 +26,7 @@
 #include <string>
 #include <thread>
 
+#include "common/flight_recorder.h"
 #include "common/metrics.h"
 #include "common/status.h"
 #include "common/transport/connection.h"
@@ -36,13 +40,16 @@ class HeartbeatSender {
   using Fill = std::function<void(wire::Heartbeat::Builder)>;
 
   // Connects to the coordinator at `address` on the heartbeat lane and starts.
+  // `recorder` (may be null; it must outlive the sender): its new events go
+  // with every heartbeat.
   static Result<std::unique_ptr<HeartbeatSender>> Start(const std::string& address,
                                                         std::chrono::milliseconds interval,
                                                         std::chrono::milliseconds threshold,
-                                                        const Metrics* metrics, Fill fill);
+                                                        const Metrics* metrics, Fill fill,
+                                                        FlightRecorder* recorder = nullptr);
   HeartbeatSender(std::unique_ptr<transport::Connection> connection,
                   std::chrono::milliseconds interval, std::chrono::milliseconds threshold,
-                  const Metrics* metrics, Fill fill);
+                  const Metrics* metrics, Fill fill, FlightRecorder* recorder = nullptr);
   ~HeartbeatSender();  // stops the thread
 
   State state() const { return state_.load(); }
@@ -52,6 +59,10 @@ class HeartbeatSender {
   // The shard map epoch the coordinator serves (0 before any reply).
   uint64_t map_epoch() const { return map_epoch_.load(); }
   std::string reason() const;
+  // The coordinator's steady clock minus this process's, in microseconds:
+  // from the heartbeat round trip with the least delay in the last minute
+  // (its error is at most half that round trip). 0 before any reply.
+  int64_t clock_offset_micros() const { return clock_offset_.load(); }
 
  private:
   void Loop();
@@ -61,6 +72,16 @@ class HeartbeatSender {
   std::chrono::milliseconds interval_, threshold_;
   const Metrics* metrics_;
   Fill fill_;
+  FlightRecorder* recorder_;
+  std::atomic<int64_t> clock_offset_{0};
+  // Clock offset estimation (the heartbeat thread's own).
+  using Clock = std::chrono::steady_clock;
+  void NoteRoundTrip(Clock::time_point sent, Clock::time_point received, int64_t coordinator_us);
+  struct OffsetSample {
+    int64_t round_trip_us = INT64_MAX, offset_us = 0;
+    Clock::time_point at;
+  };
+  OffsetSample best_offset_;
   std::atomic<State> state_{State::kRunning};
   std::atomic<uint64_t> incarnation_{0};
   std::atomic<uint64_t> map_epoch_{0};

@@ -61,6 +61,8 @@ Status JobConfig::LoadYaml(const std::string& path) {
                                                 "spare_ps",
                                                 "wire_dtype",
                                                 "insecure",
+                                                "metrics_port",
+                                                "flight_dir",
                                                 "liveness"};
   std::set<std::string> seen;
   for (const auto& kv : root) {
@@ -107,6 +109,13 @@ Status JobConfig::LoadYaml(const std::string& path) {
       if (key == "host") host = v.as<std::string>();
       if (key == "wire_dtype") wire_dtype = v.as<std::string>();
       if (key == "insecure") insecure = v.as<bool>();
+      if (key == "flight_dir") flight_dir = v.as<std::string>();
+      if (key == "metrics_port") {
+        metrics_port = v.as<int>();
+        if (metrics_port < 0 || metrics_port > 65535) {
+          return InvalidArgument(where + " must be a port, 0..65535 (0: any free one)");
+        }
+      }
       if (key == "liveness") liveness = v.as<std::string>();
       if (key == "max_chunk_numel") {
         int n = 0;

@@ -41,6 +41,12 @@ struct JobConfig {
   std::string snapshot_dir = "een-snapshots";
   bool resume = false;    // start from the newest complete snapshot in snapshot_dir
   bool insecure = false;  // no job secret: any local process may connect (a warning says so)
+  // The coordinator serves the job's Prometheus page at http://HOST:PORT/metrics
+  // (HOST: where it listens); 0: any free port (logged); -1: no page.
+  int metrics_port = -1;
+  // Where the coordinator writes flight records (a step stalled past the
+  // failover threshold, the job failed): every process's last steps.
+  std::string flight_dir = "/tmp";
 
   // Overlays the fields present in the YAML file at `path` onto *this.
   Status LoadYaml(const std::string& path);

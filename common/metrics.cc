@@ -57,9 +57,9 @@ void Metrics::ToWire(const std::vector<MetricSample>& samples,
 }
 
 Result<std::vector<MetricSample>> Metrics::FromWire(capnp::List<wire::Metric>::Reader list) {
-  if (list.size() > kMaxMetrics) {
+  if (list.size() > kMaxWireMetrics) {
     return InvalidArgument("a heartbeat carries " + std::to_string(list.size()) +
-                           " metrics, more than " + std::to_string(kMaxMetrics));
+                           " metrics, more than " + std::to_string(kMaxWireMetrics));
   }
   std::vector<MetricSample> out;
   out.reserve(list.size());

@@ -5,7 +5,8 @@
 // them to the coordinator (ToWire), which keeps the newest per process and
 // answers `eenctl metrics` with them.
 // Names are [a-z0-9_.], at most kMaxNameBytes, and a role registers at most
-// kMaxMetrics; FromWire() refuses anything else from a peer.
+// kMaxMetrics; FromWire() refuses anything else from a peer (more than
+// kMaxWireMetrics, or a bad name or value).
 // Thread safety: counter()/gauge() and ToWire() lock; Counter::Add and
 // Gauge::Set are atomic and may be called from any thread. References
 // returned stay valid as long as the Metrics.
@@ -53,6 +54,8 @@ struct MetricSample {
 class Metrics {
  public:
   static constexpr size_t kMaxMetrics = 64;
+  // A heartbeat also carries the process's own (HeartbeatSender).
+  static constexpr size_t kMaxWireMetrics = kMaxMetrics + 2;
   static constexpr size_t kMaxNameBytes = 64;
 
   // The metric called `name`, registered on first use. Registering more than

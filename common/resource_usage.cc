@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <fstream>
 
 namespace een {
 
@@ -14,6 +17,13 @@ ResourceUsage ResourceUsage::Now() {
   r.page_faults = u.ru_minflt + u.ru_majflt;
   r.peak_rss_mb = u.ru_maxrss / 1024.0;
   return r;
+}
+
+uint64_t ResourceUsage::CurrentRssBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size_pages = 0, resident_pages = 0;
+  if (!(statm >> size_pages >> resident_pages)) return 0;
+  return resident_pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
 std::string ResourceUsage::ToString() const {

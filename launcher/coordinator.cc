@@ -43,6 +43,17 @@ Status Coordinator::Bind() {
   }
   EEN_ASSIGN_OR_RETURN(transport::Device * device, transport::DeviceFor(options_.listen_address));
   EEN_ASSIGN_OR_RETURN(listener_, device->Listen(options_.listen_address));
+  if (options_.job.metrics_port >= 0) {
+    // On the host the coordinator listens on: "tcp://HOST:PORT".
+    std::string host = listener_->address();
+    if (const size_t scheme = host.find("://"); scheme != std::string::npos) {
+      host = host.substr(scheme + 3);
+    }
+    host = host.substr(0, host.rfind(':'));
+    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    EEN_ASSIGN_OR_RETURN(metrics_server_, MetricsServer::Start(host, options_.job.metrics_port));
+    spdlog::info("metrics of the whole job at http://{}:{}/metrics", host, metrics_server_->port());
+  }
   return Status::Ok();
 }
 
@@ -58,6 +69,10 @@ void Coordinator::Node::Take(const Process& process, Clock::time_point now) {
   local_address = process.local_address;
   control = process.control;
   metrics.clear();  // a replacement starts its own counts
+  compute_micros = 0;
+  replication_lag = 0;
+  wait.reset();
+  rates.Reset();
   liveness.Restart(now);
 }
 
@@ -113,6 +128,8 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
                       "(its snapshots stay in place for --resume)",
                       options_.job.startup_timeout.count()));
     }
+    MaybePublishMetrics();
+    MaybeAnswerTraces();
     if (state_ == wire::JobState::RUNNING) {
       CheckLiveness();
       if (MillisSince(last_progress_) >= options_.job.progress_interval.count()) ReportProgress();
@@ -262,6 +279,11 @@ const Coordinator::ControlMessage* Coordinator::ControlMessageOf(wire::Header::W
        {From::kOperator, [](C c, E e, H) { return c.HandleSnapshotRequest(e.from); }}},
       {wire::Header::METRICS_REQUEST,
        {From::kOperator, [](C c, E e, H) { return c.HandleMetricsRequest(e.from); }}},
+      {wire::Header::STATUS_REQUEST,
+       {From::kOperator, [](C c, E e, H) { return c.HandleStatusRequest(e.from); }}},
+      {wire::Header::TRACE_REQUEST,
+       {From::kOperator,
+        [](C c, E e, H h) { return c.HandleTraceRequest(e.from, h.getTraceRequest()); }}},
       {wire::Header::WORKER_EXITED,
        {From::kLauncher, [](C c, E, H h) { return c.HandleWorkerExited(h.getWorkerExited()); }}},
       {wire::Header::PROCESS_GONE,
@@ -286,6 +308,7 @@ void Coordinator::Handle(const transport::Envelope& envelope) {
     return kind->handle(*this, envelope, h);
   });
   if (!s.ok()) {
+    counters_.refused_messages++;
     WarnCounted(KindOf(s.message()), "refused a message: " + s.ToString());
     // The sender reads it as "coordinator: ...", with the code it was found with.
     if (Status sent =
@@ -585,8 +608,15 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     reason = fmt::format("this process (pid {}) was replaced by pid {} after it was lost",
                          hb.getPid(), n.pid);
   } else {
-    n.liveness.Heard(Clock::now());
+    const Clock::time_point now = Clock::now();
+    n.liveness.Heard(now);
+    if (role == wire::Role::WORKER && hb.getStep() > n.step && n.step > 0) {
+      counters_.sync.Observe(hb.getSyncMicros() / 1000.0);
+    }
     n.step = hb.getStep();
+    n.compute_micros = hb.getComputeMicros();
+    n.replication_lag = hb.getReplicationLag();
+    n.wait = hb.getHasWait() ? WaitOf(hb.getWait(), now) : std::nullopt;
     n.loss = hb.getLoss();
     n.loss_given = hb.getLossGiven();
     n.samples = hb.getSamples();
@@ -594,10 +624,31 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     // Metrics are for people: bad ones are dropped, the heartbeat counts.
     if (auto metrics = Metrics::FromWire(hb.getMetrics()); metrics.ok()) {
       n.metrics = std::move(*metrics);
+      n.rates.Note(now, role, n.metrics, hb.getTraffic(), static_cast<int>(ps_.size()),
+                   hb.getSamples());
     } else {
       n.metrics.clear();
       WarnCounted("bad metrics", fmt::format("dropped the metrics of {} {}: {}", RoleName(role),
                                              rank, metrics.status().message()));
+    }
+    if (Status s = events_.Add(role, rank, n.pid, n.host, hb.getClockOffsetMicros(), hb.getEvents(),
+                               hb.getEventsDropped());
+        !s.ok()) {
+      WarnCounted("bad events", fmt::format("dropped the events of {} {}: {}", RoleName(role), rank,
+                                            s.message()));
+    }
+    if (state_ == wire::JobState::RUNNING && n.wait && n.wait->step != flight_step_ &&
+        n.wait->waited_ms >= static_cast<uint64_t>(options_.job.failover_threshold.count()) &&
+        (!last_stall_record_ || now - *last_stall_record_ > std::chrono::minutes(1))) {
+      flight_step_ = n.wait->step;
+      last_stall_record_ = now;
+      std::string who;
+      for (int w : n.wait->missing) who += (who.empty() ? "" : ", ") + std::to_string(w);
+      WriteFlightRecord(n.wait->step,
+                        fmt::format("step {} has waited {} ms for the gradients of "
+                                    "worker(s) {} (ps {})",
+                                    n.wait->step, n.wait->waited_ms, who, n.rank),
+                        false);
     }
     if (role == wire::Role::PS && hb.getChunksReady() != n.chunks_ready) {
       n.chunks_ready = hb.getChunksReady();
@@ -623,8 +674,8 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
           RoleName(role));
     }
   }
-  return listener_->Send(
-      peer, coordinator_messages::HeartbeatReply(incarnation_, map_epoch_, state, reason));
+  return listener_->Send(peer, coordinator_messages::HeartbeatReply(incarnation_, map_epoch_, state,
+                                                                    reason, hb.getSentMicros()));
 }
 
 Status Coordinator::HandleMapRequest(const transport::PeerId& peer) {
@@ -807,13 +858,21 @@ void Coordinator::RefuseJob(const std::string& reason) {
 void Coordinator::Abort(const std::string& reason) {
   if (state_ == wire::JobState::ABORTED) return;
   spdlog::error("{}", reason);
+  std::string verdict = reason;
+  if (state_ == wire::JobState::RUNNING && !events_.empty()) {
+    uint64_t step = 0;
+    for (const Node& w : workers_) step = std::max(step, w.step);
+    if (const std::string path = WriteFlightRecord(step, reason, true); !path.empty()) {
+      verdict += " (flight record of the last steps: " + path + ")";
+    }
+  }
   state_ = wire::JobState::ABORTED;
   abort_reason_ = reason;
   aborted_at_ = Clock::now();
   if (!options_.verdict_path.empty()) {  // for een-launch's last line: the real cause
     const std::string tmp = options_.verdict_path + ".tmp";
     std::ofstream out(tmp, std::ios::trunc);
-    out << reason;
+    out << verdict;
     out.close();
     if (!out || std::rename(tmp.c_str(), options_.verdict_path.c_str()) != 0) {
       spdlog::warn("could not write the verdict to {}", options_.verdict_path);

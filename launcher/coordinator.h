@@ -28,7 +28,9 @@
 // coordinator_membership.cc (workers lost and joining),
 // coordinator_ps_loss.cc (failover, rollback, spares), coordinator_moves.cc
 // (adding and draining PS), coordinator_claims.cc (who may take a rank),
-// coordinator_metrics.cc (eenctl metrics), coordinator_nodes.cc (the
+// coordinator_metrics.cc (eenctl metrics), coordinator_status.cc (eenctl
+// status, the /metrics page), coordinator_trace.cc (eenctl debug --trace,
+// flight records), coordinator_nodes.cc (the
 // launchers of a per-node launch).
 // Thread safety: single-threaded; call everything from one thread.
 #pragma once
@@ -50,9 +52,13 @@
 #include "een/optimizer.h"
 #include "launcher/coordinator_messages.h"
 #include "launcher/elastic_nodes.h"
+#include "launcher/event_store.h"
+#include "launcher/job_counters.h"
 #include "launcher/liveness.h"
 #include "launcher/membership_log.h"
 #include "launcher/membership_round.h"
+#include "launcher/metrics_server.h"
+#include "launcher/process_rates.h"
 #include "launcher/ps_recovery.h"
 #include "launcher/shard_move.h"
 #include "launcher/snapshot_agreement.h"
@@ -72,6 +78,7 @@ struct CoordinatorOptions {
   std::string lost_path;     // "": none; else each worker declared lost appends "RANK PID" there
   ElasticNodes elastic;      // per-node launch with --nnodes MIN:MAX (else disabled)
   std::string job_settings;  // per-node launch: node 0's JobWideSettings ("": not checked)
+  std::string flight_dir = "/tmp";  // where flight records go (a step stalls, the job fails)
 };
 
 class Coordinator {
@@ -119,6 +126,17 @@ class Coordinator {
     uint64_t snapshot_step = 0;            // PS: newest snapshot written
     uint64_t chunks_ready = 0;             // PS: map epoch whose chunks it all holds
     std::vector<MetricSample> metrics;     // from its newest heartbeat
+    uint64_t compute_micros = 0;           // worker: last step's compute
+    uint64_t replication_lag = 0;          // PS: steps its backups lag (Heartbeat)
+    struct Wait {                          // PS: the step waiting longest for gradients
+      uint64_t step = 0;
+      uint32_t chunk = 0;
+      std::vector<int> missing;
+      uint64_t waited_ms = 0;  // when heard
+      Clock::time_point heard;
+    };
+    std::optional<Wait> wait;
+    ProcessRates rates;  // CPU and bytes per second, from its heartbeats
 
     // `process` holds this rank from now: a first registration, a
     // replacement or a spare. It starts with no metrics and a fresh silence.
@@ -275,6 +293,10 @@ class Coordinator {
 
   CoordinatorOptions options_;
   std::unique_ptr<transport::Listener> listener_;
+  std::unique_ptr<MetricsServer> metrics_server_;  // --metrics-port
+  Clock::time_point next_metrics_page_;
+  // Publishes a fresh /metrics page about once a second.
+  void MaybePublishMetrics();
   std::unique_ptr<StateStore> state_store_;
   uint64_t incarnation_;  // random per start: tells the others we restarted
   uint64_t map_epoch_ = 1;
@@ -344,6 +366,37 @@ class Coordinator {
   std::map<uint64_t, std::set<int>> barriers_;  // sequence -> worker ranks waiting
   uint64_t start_step_ = 0;
   Clock::time_point last_progress_ = Clock::now();
+  JobCounters counters_;  // eenctl status, /metrics
+  // The flight recorder: every process's newest data-path events
+  // (coordinator_trace.cc: eenctl debug --trace full, flight records).
+  EventStore events_;
+  struct TraceAsk {  // an eenctl debug waiting for its steps to pass
+    transport::PeerId peer;
+    uint64_t first = 0, last = 0;
+    Clock::time_point asked;
+    std::optional<Clock::time_point> passed;  // when every live worker was past `last`
+  };
+  std::vector<TraceAsk> trace_asks_;
+  uint64_t flight_step_ = UINT64_MAX;  // the stalled step whose flight record was written
+  std::optional<Clock::time_point> last_stall_record_;  // at most one a minute
+  Status HandleTraceRequest(const transport::PeerId& peer, wire::TraceRequest::Reader request);
+  // Answers the trace requests whose steps every live worker has passed
+  // (a few heartbeats later: their last events are in).
+  void MaybeAnswerTraces();
+  // Every process's events of steps [first, last], with the chunks' names.
+  void BuildTraceReport(uint64_t first, uint64_t last, const std::string& reason,
+                        wire::TraceReport::Builder report) const;
+  // Writes the last kFlightSteps steps up to `step` of every process to a
+  // file (a Chrome trace), logs it and returns its path ("" if none).
+  // `failed`: the job failed (else a step stalled).
+  std::string WriteFlightRecord(uint64_t step, const std::string& reason, bool failed);
+  static constexpr uint64_t kFlightSteps = 10;
+  static constexpr uint64_t kMaxTraceSteps = 100;
+  // eenctl status: how the job stands now (coordinator_status.cc).
+  Status HandleStatusRequest(const transport::PeerId& peer);
+  void BuildStatus(wire::JobStatus::Builder status) const;
+  // A PS's StepWait, checked against the map (nullopt when it lies).
+  std::optional<Node::Wait> WaitOf(wire::StepWait::Reader wait, Clock::time_point now) const;
   Clock::time_point last_turn_ = Clock::now();  // of Run()'s loop: its own stalls are forgiven
   uint64_t last_progress_samples_ = 0;
 };

@@ -83,6 +83,7 @@ Status Coordinator::ClaimOfLiveRank(const Node& held, int pid) {
 }
 
 void Coordinator::PsLost(Node& p, const std::string& why) {
+  counters_.failovers++;
   if (!(options_.job.replicas >= 2 && !rollback_.active() && FailOver(p, why))) {
     if (options_.job.snapshot_every == 0) {
       uint64_t job_step = 0;

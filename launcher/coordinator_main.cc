@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", o.state_path, "RocksDB for this coordinator's own state");
   app.add_option("--verdict-file", o.verdict_path, "where to write why the job was aborted");
   app.add_option("--lost-file", o.lost_path, "where to add each worker declared lost (RANK PID)");
+  app.add_option("--metrics-port", o.job.metrics_port,
+                 "serve the job's Prometheus metrics at http://HOST:PORT/metrics (0: any port)")
+      ->check(CLI::Range(0, 65535));
   app.add_flag("--restore", o.restore, "take a running job up again from --state-dir");
   std::string elastic_nodes;
   long last_call = 10000;
@@ -64,6 +67,8 @@ int main(int argc, char** argv) {
   app.add_option("--ps-per-node", o.elastic.ps_per_node)->check(CLI::NonNegativeNumber);
   app.add_option("--workers-per-node", o.elastic.workers_per_node)->check(CLI::NonNegativeNumber);
   app.add_option("--last-call-ms", last_call)->check(CLI::PositiveNumber);
+  app.add_option("--flight-dir", o.flight_dir,
+                 "where flight records go when a step stalls or the job fails (default /tmp)");
   app.add_option("--job-settings", o.job_settings,
                  "per-node launch: the job-wide flags every node's een-launch must share");
   CLI11_PARSE(app, argc, argv);

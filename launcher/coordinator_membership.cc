@@ -79,6 +79,7 @@ Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
 
 void Coordinator::WorkerLost(Node& w, const std::string& what) {
   w.lost = true;
+  counters_.workers_lost++;
   if (!options_.lost_path.empty()) {  // een-launch stops it if it still runs at the end
     std::ofstream(options_.lost_path, std::ios::app) << w.rank << ' ' << w.pid << '\n';
   }
@@ -149,6 +150,7 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
       },
       "the membership commit"));
   membership_.Committed(*commit);
+  counters_.membership_changes++;
   for (const transport::PeerId& requester : snapshots_.Served()) {
     Ignored(listener_->Send(requester,
                             coordinator_messages::SnapshotReply(fmt::format(

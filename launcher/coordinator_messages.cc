@@ -1,6 +1,7 @@
 // The coordinator's messages: see coordinator_messages.h.
 #include "launcher/coordinator_messages.h"
 
+#include "common/flight_recorder.h"
 #include "common/optimizer_wire.h"
 #include "common/wire.h"
 
@@ -34,13 +35,15 @@ Message JobStart(const JobStartFields& f) {
 }
 
 Message HeartbeatReply(uint64_t incarnation, uint64_t map_epoch, wire::JobState state,
-                       const std::string& reason) {
+                       const std::string& reason, int64_t echo_micros) {
   wire::Outgoing b;
   auto reply = b.header().initHeartbeatReply();
   reply.setIncarnation(incarnation);
   reply.setMapEpoch(map_epoch);
   reply.setState(state);
   reply.setReason(reason);
+  reply.setCoordinatorMicros(FlightRecorder::Micros(std::chrono::steady_clock::now()));
+  reply.setEchoMicros(echo_micros);
   return b.Take();
 }
 

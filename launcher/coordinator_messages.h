@@ -36,8 +36,9 @@ struct JobStartFields {
 };
 Message JobStart(const JobStartFields& fields);
 
+// `echo_micros`: the heartbeat's sentMicros (its sender measures the round trip).
 Message HeartbeatReply(uint64_t incarnation, uint64_t map_epoch, wire::JobState state,
-                       const std::string& reason);
+                       const std::string& reason, int64_t echo_micros = 0);
 Message MapChange(const ShardMap& map);
 Message MembershipPrepare(uint64_t epoch, const std::vector<int>& live);
 // `snapshot_step`: the step every PS snapshots on demand (0: none).

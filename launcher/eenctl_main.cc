@@ -1,18 +1,31 @@
 // eenctl: operate a running job from outside.
 //
-//   eenctl drain --coordinator ADDRESS --ps K
+//   eenctl debug --trace full [--steps A:B] [-o FILE] [--plot FILE.png]
+//     every worker's and PS's data-path events of steps A:B (by default the
+//     next three; answered once every worker passed B) as one Chrome/Perfetto
+//     trace with flow arrows from each push to its apply to its pull
+//     (chrome_trace.h), and with --plot each worker's step breakdown drawn.
+//
+//   eenctl status [--json] [--watch [SECONDS]]
+//     the job (step, samples/s, sync, map epoch, uptime), what its step
+//     waits for, every process (host, state, step, heartbeat age, CPU, RSS,
+//     bytes in/out per second, compute, straggler score), every PS's shards
+//     and the traffic between hosts; --json for scripts, --watch to refresh
+//     like top.
+//   eenctl drain --ps K
 //     moves every shard PS K owns to the other PS while training goes on
 //     (they back the shards up first, then take them over), after which
 //     PS K leaves.
-//   eenctl snapshot --coordinator ADDRESS
+//   eenctl snapshot
 //     every PS snapshots one step, agreed with all of them (the job must
 //     keep snapshots: --snapshot-every N), besides the periodic ones.
-//   eenctl metrics --coordinator ADDRESS
+//   eenctl metrics
 //     every process's counters and gauges from its newest heartbeat, a line
 //     per process (common/metrics.h lists what each role measures).
-// eenctl authenticates with the job's secret: --secret-file, else
-// EEN_JOB_SECRET_FILE, else the secret een-launch keeps beside the address
-// in its run folder on this machine (/tmp/een-job-*/{coordinator,secret}).
+// Each takes --coordinator ADDRESS; without it eenctl finds the job on this
+// machine (launcher/job_discovery.h). It authenticates with the job's
+// secret: --secret-file, else EEN_JOB_SECRET_FILE, else the secret
+// een-launch keeps beside the address in its run folder on this machine.
 // Each prints the coordinator's answer. Exit 0 when the coordinator took
 // the request, 1 when it refused it (with its reason), 2 on a usage error
 // or when the coordinator did not answer.
@@ -28,42 +41,27 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "common/transport/auth.h"
 #include "common/transport/registry.h"
 #include "common/version.h"
 #include "common/wire.h"
+#include "launcher/chrome_trace.h"
+#include "launcher/job_discovery.h"
+#include "launcher/status_text.h"
+#include "launcher/step_plot.h"
 
 namespace {
 
-// The job secret for `coordinator`: from `secret_file`, EEN_JOB_SECRET_FILE,
-// or the run folder of the job on this machine that listens there. An
-// empty path with an ok status: a job started with --insecure.
-een::Result<std::string> FindSecretFile(const std::string& coordinator, std::string secret_file) {
-  if (secret_file.empty()) {
-    if (const char* f = std::getenv("EEN_JOB_SECRET_FILE"); f && *f) secret_file = f;
-  }
-  if (!secret_file.empty()) return secret_file;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/tmp", ec)) {
-    if (entry.path().filename().string().rfind("een-job-", 0) != 0) continue;
-    std::ifstream in(entry.path() / "coordinator");
-    std::string address;
-    if (!(in >> address) || address != coordinator) continue;
-    const auto secret = entry.path() / "secret";
-    return std::filesystem::exists(secret, ec) ? secret.string() : std::string();
-  }
-  return een::FailedPrecondition(
-      "cannot find the secret of the job at " + coordinator +
-      " (no een-launch run folder on this machine names it): pass --secret-file PATH, the path "
-      "een-launch printed ('job secret in ...')");
-}
-
-// Sends one request to the coordinator and prints its answer.
+// Sends one request to the coordinator and prints its answer (after
+// `before_answer`: the screen clearing of --watch).
 int Ask(const std::string& coordinator, const std::string& secret_file,
         const std::function<void(een::wire::Header::Builder)>& build,
-        const std::function<std::optional<std::string>(een::wire::Header::Reader)>& answer_text) {
-  auto path = FindSecretFile(coordinator, secret_file);
+        const std::function<std::optional<std::string>(een::wire::Header::Reader)>& answer_text,
+        const std::string& before_answer = "",
+        std::chrono::seconds wait = std::chrono::seconds(10)) {
+  auto path = een::FindSecretFile(coordinator, secret_file);
   if (!path.ok()) {
     std::fprintf(stderr, "eenctl: %s\n", path.status().message().c_str());
     return 2;
@@ -92,16 +90,16 @@ int Ask(const std::string& coordinator, const std::string& secret_file,
     std::fprintf(stderr, "eenctl: %s\n", s.message().c_str());
     return 2;
   }
-  auto reply = (*connection)->Receive(std::chrono::seconds(10));
+  auto reply = (*connection)->Receive(wait);
   if (!reply.ok() && reply.status().code() == een::StatusCode::kPermissionDenied) {
     std::fprintf(stderr, "eenctl: %s\n", reply.status().message().c_str());
     return 2;
   }
   if (!reply.ok()) {
     std::fprintf(stderr,
-                 "eenctl: no answer from the coordinator at %s within 10 s (is the job "
+                 "eenctl: no answer from the coordinator at %s within %lld s (is the job "
                  "running, and is this its secret?)\n",
-                 coordinator.c_str());
+                 coordinator.c_str(), static_cast<long long>(wait.count()));
     return 2;
   }
   int code = 2;
@@ -110,7 +108,7 @@ int Ask(const std::string& coordinator, const std::string& secret_file,
       std::fprintf(stderr, "eenctl: %s\n", h.getError().getMessage().cStr());
       code = 1;
     } else if (std::optional<std::string> text = answer_text(h)) {
-      std::printf("%s\n", text->c_str());
+      std::printf("%s%s\n", before_answer.c_str(), text->c_str());
       code = 0;
     }
     return een::Status::Ok();
@@ -138,6 +136,80 @@ std::string MetricsText(een::wire::MetricsReport::Reader report) {
   return text.empty() ? "no process has registered yet" : text;
 }
 
+// eenctl debug: the trace of steps A:B (by default the next three), written
+// as one Chrome/Perfetto file and, with --plot, drawn.
+int Debug(const std::string& coordinator, const std::string& secret_file, const std::string& level,
+          const std::string& steps_text, std::string trace_out, const std::string& plot_out,
+          std::chrono::seconds wait) {
+  if (level.empty() && plot_out.empty()) {
+    std::fprintf(stderr, "eenctl debug: say what to make: --trace full and/or --plot FILE.png\n");
+    return 2;
+  }
+  uint64_t first = 0, last = 0;
+  if (!steps_text.empty()) {
+    char tail = 0;
+    unsigned long long a = 0, b = 0;
+    if (std::sscanf(steps_text.c_str(), "%llu:%llu%c", &a, &b, &tail) != 2 || a > b) {
+      std::fprintf(stderr, "eenctl debug: --steps '%s' is not A:B with A <= B\n",
+                   steps_text.c_str());
+      return 2;
+    }
+    first = a;
+    last = b;
+  } else {  // the next three steps
+    const int code = Ask(
+        coordinator, secret_file, [](een::wire::Header::Builder h) { h.setStatusRequest(); },
+        [&](een::wire::Header::Reader h) -> std::optional<std::string> {
+          if (!h.isStatusReply()) return std::nullopt;
+          first = h.getStatusReply().getStep() + 1;
+          last = first + 2;
+          return fmt::format("tracing steps {}:{}", first, last);
+        });
+    if (code != 0) return code;
+  }
+  if (trace_out.empty() && !level.empty()) {
+    trace_out = fmt::format("een-trace-steps-{}-{}.json", first, last);
+  }
+  std::string written;
+  const int code = Ask(
+      coordinator, secret_file,
+      [&](een::wire::Header::Builder h) {
+        auto r = h.initTraceRequest();
+        r.setFirstStep(first);
+        r.setLastStep(last);
+      },
+      [&](een::wire::Header::Reader h) -> std::optional<std::string> {
+        if (!h.isTraceReply()) return std::nullopt;
+        const een::TraceData trace = een::TraceData::FromWire(h.getTraceReply());
+        size_t events = 0;
+        for (const auto& p : trace.processes) events += p.events.size();
+        std::string text = fmt::format("steps {}:{}: {} events of {} processes", first, last,
+                                       events, trace.processes.size());
+        if (!trace.note.empty()) text += " (" + trace.note + ")";
+        if (!trace_out.empty()) {
+          std::ofstream out(trace_out, std::ios::trunc);
+          out << een::ChromeTraceJson(trace);
+          out.close();
+          if (!out) {
+            written = "cannot write " + trace_out;
+            return std::nullopt;
+          }
+          text += "\ntrace written to " + trace_out + " (open it in ui.perfetto.dev)";
+        }
+        if (!plot_out.empty()) {
+          if (een::Status s = een::PlotSteps(een::StepBreakdown(trace), plot_out); !s.ok()) {
+            written = s.message();
+            return std::nullopt;
+          }
+          text += "\nstep breakdown drawn to " + plot_out;
+        }
+        return text;
+      },
+      "", wait);
+  if (!written.empty()) std::fprintf(stderr, "eenctl debug: %s\n", written.c_str());
+  return written.empty() ? code : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -146,18 +218,75 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string coordinator, secret_file;
   app.add_option("--secret-file", secret_file, "the job's secret (een-launch prints its path)");
+  const std::string coordinator_help =
+      "the job's coordinator address (een-launch prints it; default: the job running on this "
+      "machine)";
   int ps = -1;
+  auto* status = app.add_subcommand("status", "how the job stands, and what its step waits for");
+  status->add_option("--coordinator", coordinator, coordinator_help);
+  bool json = false;
+  double watch = 0;
+  status->add_flag("--json", json, "print JSON for scripts");
+  status->add_option("--watch", watch, "refresh every SECONDS (default 2), like top")
+      ->expected(0, 1)
+      ->default_str("2")
+      ->check(CLI::Range(0.1, 3600.0));
+  auto* debug = app.add_subcommand(
+      "debug", "every process's data path over some steps: one Perfetto trace, a picture");
+  debug->add_option("--coordinator", coordinator, coordinator_help);
+  std::string trace_level, steps_text, trace_out, plot_out;
+  debug->add_option("--trace", trace_level, "full: every worker's and PS's events in one trace")
+      ->check(CLI::IsMember({"full"}));
+  debug->add_option("--steps", steps_text, "A:B, the steps to trace (default: the next 3)");
+  debug->add_option("-o,--output", trace_out,
+                    "the trace file (default een-trace-steps-A-B.json); open it in "
+                    "ui.perfetto.dev");
+  debug->add_option("--plot", plot_out,
+                    "draw each worker's step breakdown (compute, push, wait, pull) to FILE.png");
+  int debug_wait = 300;
+  debug->add_option("--wait", debug_wait, "seconds to wait for the steps to pass (default 300)")
+      ->check(CLI::PositiveNumber);
   auto* drain = app.add_subcommand("drain", "move every shard off a PS, then let it leave");
-  drain
-      ->add_option("--coordinator", coordinator,
-                   "the job's coordinator address (een-launch prints it)")
-      ->required();
+  drain->add_option("--coordinator", coordinator, coordinator_help);
   drain->add_option("--ps", ps, "the PS to drain")->required()->check(CLI::NonNegativeNumber);
   auto* snapshot = app.add_subcommand("snapshot", "every PS snapshots one agreed step now");
-  snapshot->add_option("--coordinator", coordinator, "the job's coordinator address")->required();
+  snapshot->add_option("--coordinator", coordinator, coordinator_help);
   auto* metrics = app.add_subcommand("metrics", "every process's counters and gauges");
-  metrics->add_option("--coordinator", coordinator, "the job's coordinator address")->required();
+  metrics->add_option("--coordinator", coordinator, coordinator_help);
   CLI11_PARSE(app, argc, argv);
+  if (auto found = een::FindCoordinator(coordinator); found.ok()) {
+    coordinator = *found;
+  } else {
+    std::fprintf(stderr, "eenctl: %s\n", found.status().message().c_str());
+    return 2;
+  }
+
+  if (*status) {
+    const bool watching = status->count("--watch") > 0;
+    if (watching && watch <= 0) watch = 2;
+    while (true) {
+      bool ended = false;
+      std::string screen;
+      const int code = Ask(
+          coordinator, secret_file, [](een::wire::Header::Builder h) { h.setStatusRequest(); },
+          [&](een::wire::Header::Reader h) -> std::optional<std::string> {
+            if (!h.isStatusReply()) return std::nullopt;
+            const auto reply = h.getStatusReply();
+            ended = reply.getState() == een::wire::JobState::SHUTDOWN ||
+                    reply.getState() == een::wire::JobState::ABORTED;
+            return json ? een::StatusJson(reply) : een::StatusText(reply);
+          },
+          // Refreshing: the screen is cleared just before the new one shows.
+          watching && !json ? "\033[H\033[2J" : "");
+      if (!watching || code != 0 || ended) return code;
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::duration<double>(watch));
+    }
+  }
+
+  if (*debug)
+    return Debug(coordinator, secret_file, trace_level, steps_text, trace_out, plot_out,
+                 std::chrono::seconds(debug_wait));
 
   if (*metrics) {
     return Ask(

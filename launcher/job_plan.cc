@@ -91,6 +91,12 @@ ProcessSpec JobPlan::Coordinator(bool restore, int ready_fd) const {
     argv.push_back(config_.snapshot_dir);
   }
   if (restore) argv.push_back("--restore");
+  argv.push_back("--flight-dir");
+  argv.push_back(config_.flight_dir);
+  if (config_.metrics_port >= 0) {
+    argv.push_back("--metrics-port");
+    argv.push_back(std::to_string(config_.metrics_port));
+  }
   if (!node_.empty()) {
     argv.push_back("--job-settings");
     argv.push_back(JobWideSettings(config_));

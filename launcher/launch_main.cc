@@ -183,6 +183,16 @@ int main(int argc, char** argv) {
   auto* spare_opt = app.add_option("--spare-ps", spare_ps,
                                    "standby PS processes that take over a lost PS first "
                                    "(needs --replicas 2 or --snapshot-every)");
+  int metrics_port = -1;
+  auto* metrics_opt =
+      app.add_option("--metrics-port", metrics_port,
+                     "the coordinator serves Prometheus metrics of the whole job at "
+                     "http://HOST:PORT/metrics (0: any free port, logged)")
+          ->check(CLI::Range(0, 65535));
+  std::string flight_dir;
+  app.add_option("--flight-dir", flight_dir,
+                 "where flight records go: every process's last steps, written when a step "
+                 "stalls past the failover threshold or the job fails (default /tmp)");
   int replicas = 0;
   auto* replicas_opt = app.add_option(
       "--replicas", replicas,
@@ -249,6 +259,8 @@ int main(int argc, char** argv) {
   if (*every_opt) config.snapshot_every = static_cast<uint64_t>(snapshot_every);
   if (!wire_dtype.empty()) config.wire_dtype = wire_dtype;
   if (*replicas_opt) config.replicas = replicas;
+  if (*metrics_opt) config.metrics_port = metrics_port;
+  if (!flight_dir.empty()) config.flight_dir = flight_dir;
   if (*restarts_opt) config.max_restarts = max_restarts;
   if (*spare_opt) config.spare_ps = spare_ps;
   if (!snapshot_dir.empty()) config.snapshot_dir = snapshot_dir;

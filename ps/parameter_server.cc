@@ -137,7 +137,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   }
   if (snapshots_ && env_.snapshot_every > 0) {
     next_snapshot_ = (store_->MinVersion() / env_.snapshot_every + 1) * env_.snapshot_every;
-    writer_ = std::make_unique<SnapshotWriter>(std::move(snapshots_));
+    writer_ = std::make_unique<SnapshotWriter>(std::move(snapshots_), &metrics_);
   }
   if (membership_epoch > 0) {  // workers were lost before this PS started
     for (int w = 0; w < store_->num_workers(); ++w) {
@@ -155,16 +155,18 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
       store_->owned_chunks(), store_->owned_chunks() - map_.ChunksOwnedBy(env_.rank).size(),
       store_->arena().size(), workers, OptimizerName(optimizer.kind));
   EEN_ASSIGN_OR_RETURN(
-      heartbeat_,
-      HeartbeatSender::Start(env_.coordinator, env_.heartbeat_interval, env_.failover_threshold,
-                             &metrics_, [this](wire::Heartbeat::Builder hb) {
-                               hb.setRole(wire::Role::PS);
-                               hb.setRank(env_.rank);
-                               hb.setPid(getpid());
-                               hb.setStep(step_.load());
-                               if (writer_) hb.setSnapshotStep(writer_->written_step());
-                               hb.setChunksReady(chunks_ready_.load());
-                             }));
+      heartbeat_, HeartbeatSender::Start(
+                      env_.coordinator, env_.heartbeat_interval, env_.failover_threshold, &metrics_,
+                      [this](wire::Heartbeat::Builder hb) {
+                        hb.setRole(wire::Role::PS);
+                        hb.setRank(env_.rank);
+                        hb.setPid(getpid());
+                        hb.setStep(step_.load());
+                        if (writer_) hb.setSnapshotStep(writer_->written_step());
+                        hb.setChunksReady(chunks_ready_.load());
+                        FillWaits(hb);
+                      },
+                      &recorder_));
   return Status::Ok();
 }
 
@@ -241,6 +243,7 @@ Status ParameterServer::Serve(const std::atomic<bool>& stop) {
       next_wait_check_ = now + milliseconds(100);
       ExpirePulls();
       ReportStall();
+      NoteWaits();
     }
   }
 }
@@ -260,6 +263,38 @@ void ParameterServer::ReportStall() {
       "elements {}-{}, virtual shard {})",
       stall->step, waited.count(), who, stall->chunk, map_.tensors()[chunk.tensor].name,
       chunk.offset, chunk.offset + chunk.numel - 1, chunk.shard);
+}
+
+void ParameterServer::NoteWaits() {
+  WaitReport report;
+  report.stall = store_->OldestStall();
+  if (map_.replicated()) {
+    for (uint32_t c = 0; c < map_.chunks().size(); ++c) {
+      if (!store_->Owns(c) || map_.BackupOfChunk(c) == ShardMap::kNoPs || store_->Acked(c) < 0)
+        continue;
+      const uint64_t acked = static_cast<uint64_t>(store_->Acked(c));
+      const uint64_t version = store_->Version(c);
+      if (version > acked)
+        report.replication_lag = std::max(report.replication_lag, version - acked);
+    }
+  }
+  std::lock_guard<std::mutex> lock(wait_report_mu_);
+  wait_report_ = std::move(report);
+}
+
+void ParameterServer::FillWaits(wire::Heartbeat::Builder hb) const {
+  std::lock_guard<std::mutex> lock(wait_report_mu_);
+  hb.setReplicationLag(wait_report_.replication_lag);
+  const auto& stall = wait_report_.stall;
+  if (!stall || stall->missing.empty()) return;
+  hb.setHasWait(true);
+  auto wait = hb.initWait();
+  wait.setStep(stall->step);
+  wait.setChunk(stall->chunk);
+  auto missing = wait.initMissing(stall->missing.size());
+  for (size_t i = 0; i < stall->missing.size(); ++i) missing.set(i, stall->missing[i]);
+  wait.setWaitedMs(static_cast<uint64_t>(
+      std::chrono::duration_cast<milliseconds>(Clock::now() - stall->since).count()));
 }
 
 ParameterServer::ControlHandler ParameterServer::ControlMessageOf(wire::Header::Which kind) {
@@ -365,6 +400,11 @@ void ParameterServer::NoteChunksReady() {
 }
 
 void ParameterServer::StepsCompleted(const std::vector<uint32_t>& completed) {
+  const auto now = Clock::now();
+  for (uint32_t c : completed) {
+    if (store_->Version(c) > 0)
+      recorder_.Record(EventKind::kApplied, store_->Version(c) - 1, now, c);
+  }
   step_ = std::max<uint64_t>(step_.load(), store_->MinVersion());
   if (resources_at_step_ > 0 && step_ >= resources_at_step_) {
     // een-bench's mark: the steps after it are the steady state.
@@ -495,6 +535,7 @@ Status ParameterServer::CheckChunks(capnp::List<uint32_t>::Reader chunks) {
 
 Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Reader push,
                                    const Message& message) {
+  const auto received = Clock::now();
   pushes_.Add();
   push_bytes_.Add(message.payload_bytes());
   if (push.getEpoch() != epoch_) {
@@ -594,9 +635,14 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     // Answered as soon as these chunks reach step+1: the values stream back
     // bucket by bucket while the worker's later buckets are still arriving.
     PendingPull p{peer, push.getPullBack(), step + 1, store_->sum_mode(), type, {}, false};
+    p.worker = worker;
     for (uint32_t c : chunks) p.chunks.push_back(c);
     failed = QueuePull(std::move(p));           // applied all the same
     if (completed.empty()) AnswerReadyPulls();  // a repeat: may be ready already
+  }
+  if (push.getKind() == wire::PushKind::GRADIENT && chunks.size() > 0) {
+    recorder_.Record(EventKind::kPushReceived, step, received, Clock::now(),
+                     static_cast<uint32_t>(worker), chunks[0], chunks.size());
   }
   AfterCompletion(applied);
   return failed;
@@ -693,6 +739,7 @@ Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Re
   EEN_ASSIGN_OR_RETURN(const WireType type, wire::WireTypeOf(pull.getDtype(), "pull"));
   PendingPull p{peer, pull.getRequestId(),   pull.getMinVersion(), pull.getGradients(), type,
                 {},   pull.getFrozenValues()};
+  p.worker = pull.getWorker();
   for (uint32_t c : pull.getChunks()) {
     if (p.gradients && store_->Kind(c) == TensorKind::kFrozen && p.frozen_values) {
       return InvalidArgument("chunk " + std::to_string(c) + " is frozen: it has no gradient");
@@ -771,6 +818,10 @@ void ParameterServer::Answer(const PendingPull& p) {
   }
   pulls_answered_.Add();
   pull_bytes_.Add(bytes);
+  if (!p.chunks.empty() && version > 0 && version != UINT64_MAX && p.worker >= 0) {
+    recorder_.Record(EventKind::kPullAnswered, version - 1, p.since, Clock::now(),
+                     static_cast<uint32_t>(p.worker), p.chunks.front(), p.chunks.size());
+  }
 }
 
 void ParameterServer::AnswerReadyPulls() {

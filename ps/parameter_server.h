@@ -36,7 +36,10 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <mutex>
+#include <optional>
 
+#include "common/flight_recorder.h"
 #include "common/heartbeat_sender.h"
 #include "common/job_env.h"
 #include "common/metrics.h"
@@ -70,6 +73,7 @@ class ParameterServer {
     std::vector<uint32_t> chunks;
     bool frozen_values = false;  // frozen chunks: values, not just an empty frame
     std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+    int worker = -1;  // who asked (for the flight recorder)
   };
 
   struct PendingNorm {
@@ -169,6 +173,9 @@ class ParameterServer {
   bool frozen_ = false;
   uint64_t incarnation_ = 0;  // the coordinator's, as last heard
   uint64_t epoch_ = 0;        // shard map epoch data messages must carry
+  // What this PS did when (pushes received, chunks applied, backups
+  // confirmed, pulls answered), carried by its heartbeat.
+  FlightRecorder recorder_;
   // What this PS measures, carried by its heartbeat (eenctl metrics).
   Metrics metrics_;
   Counter& pushes_ = metrics_.counter("ps.pushes");
@@ -182,6 +189,17 @@ class ParameterServer {
   // threshold (once per step), so a slow worker never stalls unexplained.
   void ReportStall();
   std::chrono::steady_clock::time_point next_wait_check_;  // ExpirePulls, ReportStall
+  // What the heartbeat tells eenctl status, as of the last wait check: the
+  // step waiting longest for gradients, and how far backups lag. Written
+  // by Serve()'s thread (NoteWaits), read by the heartbeat's.
+  struct WaitReport {
+    std::optional<ChunkStore::Stall> stall;
+    uint64_t replication_lag = 0;
+  };
+  void NoteWaits();
+  void FillWaits(wire::Heartbeat::Builder hb) const;
+  mutable std::mutex wait_report_mu_;
+  WaitReport wait_report_;  // guarded by wait_report_mu_
   uint64_t stall_reported_step_ = UINT64_MAX;
   // EEN_RESOURCES_AT_STEP=K: log this process's resource use once every
   // chunk reached step K (0: done or not asked).

@@ -173,6 +173,10 @@ Status ParameterServer::HandleReplicated(wire::Replicate::Reader r) {
     const uint32_t c = chunks[i];
     if (!store_->Owns(c) || map_.BackupOfChunk(c) != static_cast<uint32_t>(r.getFrom())) continue;
     store_->SetAcked(c, std::max<int64_t>(store_->Acked(c), static_cast<int64_t>(versions[i])));
+    if (versions[i] > 0) {
+      recorder_.Record(EventKind::kReplicated, versions[i] - 1, std::chrono::steady_clock::now(),
+                       c);
+    }
   }
   AnswerReadyPulls();
   return Status::Ok();

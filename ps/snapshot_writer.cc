@@ -6,7 +6,14 @@
 
 namespace een::ps {
 
-SnapshotWriter::SnapshotWriter(std::unique_ptr<SnapshotStore> store) : store_(std::move(store)) {
+SnapshotWriter::SnapshotWriter(std::unique_ptr<SnapshotStore> store, Metrics* metrics)
+    : store_(std::move(store)) {
+  if (metrics) {
+    written_ = &metrics->counter("ps.snapshots_written");
+    failures_ = &metrics->counter("ps.snapshot_failures");
+    write_seconds_ = &metrics->gauge("ps.snapshot_write_seconds");
+    bytes_ = &metrics->gauge("ps.snapshot_bytes");
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -41,6 +48,7 @@ void SnapshotWriter::Loop() {
     lock.unlock();
     const auto start = std::chrono::steady_clock::now();
     Status s = store_->Write(step, chunks);
+    if (!s.ok() && failures_) failures_->Add();
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::steady_clock::now() - start)
                         .count();
@@ -48,6 +56,11 @@ void SnapshotWriter::Loop() {
       written_step_ = step;
       size_t bytes = 0;
       for (const ChunkImage& c : chunks) bytes += c.data.size() * sizeof(float);
+      if (written_) {
+        written_->Add();
+        write_seconds_->Set(static_cast<double>(ms) / 1000);
+        bytes_->Set(static_cast<double>(bytes));
+      }
       if (failed_in_a_row_ > 0) {
         spdlog::warn("snapshots are written again: step {} is in {} after {} failed write(s)", step,
                      store_->path(), failed_in_a_row_);

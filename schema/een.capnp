@@ -135,6 +135,144 @@ struct Heartbeat {
                                    # initialized (its backups are built); 0: not yet
   lossGiven @9 :Bool;              # worker: `loss` is the program's (it may be NaN)
   metrics @10 :List(Metric);       # the sender's counters and gauges (common/metrics.h)
+  computeMicros @11 :UInt64;       # worker: last step's time outside Step() (its compute)
+  hasWait @12 :Bool;               # PS: `wait` is set
+  wait @13 :StepWait;              # PS: the step that has waited longest for gradients
+  replicationLag @14 :UInt64;      # PS: steps its applied chunks are ahead of what
+                                   # their backups confirmed (worst chunk; 0: none)
+  traffic @15 :List(PeerTraffic);  # worker: bytes to and from each PS so far
+  clockOffsetMicros @16 :Int64;    # the coordinator's steady clock minus the sender's
+                                   # (from heartbeat round trips; 0 before any)
+  events @17 :List(TraceEvent);    # the flight recorder's, since the last heartbeat
+  eventsDropped @18 :UInt64;       # events the recorder had no room for, so far
+  sentMicros @19 :Int64;           # the sender's steady clock when sent (echoed back)
+}
+
+# One timed event of a process's data path (common/flight_recorder.h).
+struct TraceEvent {
+  kind @0 :UInt8;                  # EventKind
+  beginMicros @1 :Int64;           # the sender's steady clock (the coordinator's, in a
+  endMicros @2 :Int64;             # TraceReport)
+  step @3 :UInt64;
+  a @4 :UInt32;
+  b @5 :UInt32;
+  c @6 :UInt32;
+}
+
+# eenctl -> coordinator: every process's events of steps [firstStep, lastStep],
+# answered once every live worker is past lastStep.
+struct TraceRequest {
+  firstStep @0 :UInt64;
+  lastStep @1 :UInt64;
+}
+
+# coordinator -> eenctl: the events, in the coordinator's clock.
+struct TraceReport {
+  firstStep @0 :UInt64;
+  lastStep @1 :UInt64;
+  processes @2 :List(ProcessTrace);
+  chunks @3 :List(ChunkName);      # by chunk id: what each chunk holds
+  note @4 :Text;                   # what is missing, if anything ("" when whole)
+  reason @5 :Text;                 # flight records: why it was written
+}
+
+struct ProcessTrace {
+  role @0 :Role;
+  rank @1 :Int32;
+  pid @2 :Int32;
+  host @3 :Text;
+  events @4 :List(TraceEvent);
+  dropped @5 :UInt64;
+}
+
+struct ChunkName {
+  tensor @0 :Text;
+  begin @1 :UInt64;
+  end @2 :UInt64;
+  ps @3 :Int32;                    # its primary
+}
+
+# A step some workers' gradients have reached and others' not yet.
+struct StepWait {
+  step @0 :UInt64;
+  chunk @1 :UInt32;                # in the PS's shard map
+  missing @2 :List(Int32);         # the workers whose gradients it waits for
+  waitedMs @3 :UInt64;             # since the first gradient arrived
+}
+
+struct PeerTraffic {
+  ps @0 :Int32;
+  bytesOut @1 :UInt64;             # pushed to it
+  bytesIn @2 :UInt64;              # pulled from it
+}
+
+# coordinator -> eenctl (and the /metrics page): the job as it is now.
+struct JobStatus {
+  state @0 :JobState;
+  step @1 :UInt64;                 # the first live worker's
+  samplesPerSecond @2 :Float64;
+  syncMs @3 :Float64;              # the first live worker's last step
+  consistency @4 :Text;            # "bsp"
+  mapEpoch @5 :UInt64;
+  uptimeMs @6 :UInt64;
+  numPs @7 :Int32;
+  numWorkers @8 :Int32;
+  processes @9 :List(ProcessStatus);
+  shards @10 :List(PsShards);
+  links @11 :List(HostLink);
+  waits @12 :List(StepWaitReport); # longest first
+  failovers @13 :UInt64;           # PS losses handled (failover or rollback)
+  membershipChanges @14 :UInt64;   # worker membership rounds committed
+  syncBoundsMs @15 :List(Float64); # the sync-time histogram: upper bounds,
+  syncCounts @16 :List(UInt64);    # and cumulative counts (the last: +Inf)
+  syncSumMs @17 :Float64;
+  workersLost @18 :UInt64;
+  refusedMessages @19 :UInt64;     # control messages the coordinator refused
+}
+
+struct ProcessStatus {
+  role @0 :Role;
+  rank @1 :Int32;
+  pid @2 :Int32;
+  host @3 :Text;
+  state @4 :Text;                  # starting, joining, running, finished, lost, drained
+  step @5 :UInt64;
+  heardMsAgo @6 :UInt64;
+  cpuPercent @7 :Float64;          # of one core, over the last few seconds
+  rssBytes @8 :UInt64;
+  bytesInPerSec @9 :Float64;
+  bytesOutPerSec @10 :Float64;
+  computeMs @11 :Float64;          # worker: last step's compute
+  stragglerScore @12 :Float64;     # worker: computeMs / the workers' median (0: unknown)
+  metrics @13 :List(Metric);       # from its newest heartbeat
+  syncMs @14 :Float64;             # worker: last step's sync
+}
+
+struct PsShards {
+  rank @0 :Int32;
+  primaryChunks @1 :UInt32;
+  primaryBytes @2 :UInt64;
+  backupChunks @3 :UInt32;
+  backupBytes @4 :UInt64;
+  replicationLag @5 :UInt64;       # steps (see Heartbeat)
+}
+
+# Data-plane traffic between two hosts, measured from the workers' byte
+# counts over the last few seconds.
+struct HostLink {
+  from @0 :Text;
+  to @1 :Text;
+  bytesPerSec @2 :Float64;
+}
+
+struct StepWaitReport {
+  step @0 :UInt64;
+  ps @1 :Int32;
+  missing @2 :List(Int32);
+  tensor @3 :Text;
+  begin @4 :UInt64;                # elements [begin, end) of the tensor
+  end @5 :UInt64;
+  waitedMs @6 :UInt64;
 }
 
 # One counter or gauge of a process: name [a-z0-9_.], at most 64 bytes.
@@ -165,6 +303,8 @@ struct HeartbeatReply {
   reason @1 :Text;
   incarnation @2 :UInt64;          # changes when the coordinator restarts
   mapEpoch @3 :UInt64;             # a newer one than the worker's: a PS was replaced
+  coordinatorMicros @4 :Int64;     # the coordinator's steady clock when it answered
+  echoMicros @5 :Int64;            # the heartbeat's sentMicros
 }
 
 struct Barrier {
@@ -337,6 +477,10 @@ struct Header {
     metricsReply @35 :MetricsReport;
     nodeStatus @36 :NodeStatus;    # een-launch of one node -> coordinator (per-node launch)
     nodeStatusReply @37 :NodeStatusReply;
+    statusRequest @38 :Void;       # eenctl -> coordinator: how the job stands
+    statusReply @39 :JobStatus;
+    traceRequest @40 :TraceRequest;  # eenctl -> coordinator (eenctl debug --trace full)
+    traceReply @41 :TraceReport;
   }
 }
 

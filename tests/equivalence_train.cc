@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
   app.add_option("--stall-rank", stall_rank);
   app.add_option("--stall-step", stall_step);
   app.add_option("--stall-ms", stall_ms);
+  int slow_rank = -1, slow_ms = 0;  // a straggler: this worker sleeps before every step
+  app.add_option("--slow-rank", slow_rank);
+  app.add_option("--slow-ms", slow_ms);
   std::string join_after;
   app.add_option("--join-after", join_after, "create DataParallel once this file exists");
   CLI11_PARSE(app, argc, argv);
@@ -116,6 +119,9 @@ int main(int argc, char** argv) {
             }
             if (dp.rank() == stall_rank && s == stall_step) {
               std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
+            }
+            if (dp.rank() == slow_rank) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
             }
             const int64_t at = (s % per_epoch) * batch;
             std::vector<int64_t> idx(mine.begin() + at, mine.begin() + at + batch);

@@ -157,6 +157,11 @@ class DataParallel::Impl {
   std::vector<float*> bucket_data_;
   std::vector<bool> arrived_;
   bool recovery_pending_ = false;  // a push or pull found the map moved on
+  // The step's first gradient (the flight recorder's backward).
+  std::chrono::steady_clock::time_point backward_begin_;
+  // When the last Step() returned: the time from then to the next Step() is
+  // the program's compute (forward, backward, data).
+  std::optional<std::chrono::steady_clock::time_point> last_step_end_;
   // EEN_TRACE_RECORD=FILE: worker 0 writes the first step's gradient order
   // there (samples/traces/README.md has the format).
   std::string trace_path_;
@@ -426,6 +431,7 @@ void DataParallel::Impl::OnGradient(size_t t) {
     if (client_) client_->set_learning_rate(lr_);
     if (local_ && lr_ >= 0) local_->SetLearningRate(lr_);
   }
+  if (!backward_seen_) backward_begin_ = std::chrono::steady_clock::now();
   backward_seen_ = true;
   if (arrived_[t]) {
     throw Error("een: the gradient of '" + tensors_[t].name + "' arrived twice in step " +
@@ -519,6 +525,8 @@ double DataParallel::Impl::LearningRate() const { return lr_ >= 0 ? lr_ : optimi
 void DataParallel::Impl::PushBucket(uint32_t bucket) {
   if (recovery_pending_) return;  // Step() recovers, then sends every bucket
   const BucketLayout::Bucket& b = layout_->buckets()[bucket];
+  client_->recorder().Record(EventKind::kBucketReady, step_, std::chrono::steady_clock::now(),
+                             bucket);
   std::vector<const float*> data;
   for (size_t off : b.chunk_offsets) data.push_back(bucket_data_[bucket] + off);
   Status s =
@@ -584,7 +592,8 @@ void DataParallel::Impl::RollBack(uint64_t step) {
     backward_seen_ = false;
     ResetBuckets();
   }
-  client_->ReportProgress(step_, std::nullopt, samples_, 0);
+  client_->ReportProgress(step_, std::nullopt, samples_, 0, 0);
+  last_step_end_.reset();
   throw RolledBack(step_);
 }
 
@@ -655,6 +664,9 @@ void DataParallel::Impl::Step(std::optional<double> loss, int64_t samples) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     CheckStepAllowed();
+    if (backward_seen_) {
+      client_->recorder().Record(EventKind::kBackward, step_, backward_begin_, start);
+    }
     backward_seen_ = false;
     in_step_ = true;
     if (timeline_) timeline_->StepBegins(step_);
@@ -695,10 +707,14 @@ void DataParallel::Impl::Step(std::optional<double> loss, int64_t samples) {
   if (timeline_) timeline_->StepEnds();
   step_++;
   samples_ += samples > 0 ? samples : 0;
-  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::steady_clock::now() - start)
-                          .count();
-  client_->ReportProgress(step_, loss, samples_, micros);
+  const auto end = std::chrono::steady_clock::now();
+  const auto micros = [](auto d) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+  };
+  const uint64_t compute = last_step_end_ ? micros(start - *last_step_end_) : 0;
+  client_->recorder().Record(EventKind::kSync, step_ - 1, start, end);
+  last_step_end_ = end;
+  client_->ReportProgress(step_, loss, samples_, micros(end - start), compute);
 }
 
 DataParallel::DataParallel(torch::nn::Module& module, DataParallelOptions options)

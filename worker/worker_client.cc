@@ -51,19 +51,28 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
   // (its start step is the newest change's); others start with everyone.
   EEN_RETURN_IF_ERROR(c->TakeHistory(c->join_history_));
   WorkerClient* self = c.get();
-  EEN_ASSIGN_OR_RETURN(
-      c->heartbeat_,
-      HeartbeatSender::Start(env.coordinator, env.heartbeat_interval, env.failover_threshold,
-                             &c->metrics_, [self](wire::Heartbeat::Builder hb) {
-                               hb.setRole(wire::Role::WORKER);
-                               hb.setRank(self->rank_);
-                               hb.setPid(getpid());
-                               hb.setStep(self->step_.load());
-                               hb.setLoss(self->loss_.load());
-                               hb.setLossGiven(self->loss_given_.load());
-                               hb.setSamples(self->samples_.load());
-                               hb.setSyncMicros(self->sync_micros_.load());
-                             }));
+  EEN_ASSIGN_OR_RETURN(c->heartbeat_, HeartbeatSender::Start(
+                                          env.coordinator, env.heartbeat_interval,
+                                          env.failover_threshold, &c->metrics_,
+                                          [self](wire::Heartbeat::Builder hb) {
+                                            hb.setRole(wire::Role::WORKER);
+                                            hb.setRank(self->rank_);
+                                            hb.setPid(getpid());
+                                            hb.setStep(self->step_.load());
+                                            hb.setLoss(self->loss_.load());
+                                            hb.setLossGiven(self->loss_given_.load());
+                                            hb.setSamples(self->samples_.load());
+                                            hb.setSyncMicros(self->sync_micros_.load());
+                                            hb.setComputeMicros(self->compute_micros_.load());
+                                            std::lock_guard<std::mutex> lock(self->traffic_mu_);
+                                            auto list = hb.initTraffic(self->traffic_.size());
+                                            for (size_t p = 0; p < self->traffic_.size(); ++p) {
+                                              list[p].setPs(static_cast<int32_t>(p));
+                                              list[p].setBytesOut(self->traffic_[p].out);
+                                              list[p].setBytesIn(self->traffic_[p].in);
+                                            }
+                                          },
+                                          &c->recorder_));
   return c;
 }
 
@@ -300,12 +309,18 @@ Status WorkerClient::PushMessage(size_t p, wire::PushKind kind, WireType type, u
   }
   Message m = worker_messages::Push(fields, ids, std::move(payload));
   const size_t bytes = m.payload_bytes();
+  const auto sending = std::chrono::steady_clock::now();
   if (Status s = ps_[p]->Send(std::move(m)); !s.ok()) {
     return Unavailable(
         fmt::format("push to PS {} ({}) failed: {}", p, ps_[p]->address(), s.message()));
   }
+  if (step_push && !ids.empty()) {
+    recorder_.Record(EventKind::kPushSent, step, sending, std::chrono::steady_clock::now(),
+                     static_cast<uint32_t>(p), ids.front(), static_cast<uint32_t>(ids.size()));
+  }
   pushes_.Add();
   push_bytes_.Add(bytes);
+  CountTraffic(p, bytes, 0);
   return Status::Ok();
 }
 
@@ -556,9 +571,15 @@ Status WorkerClient::TakePullReply(size_t p, const Message& m, uint64_t min_vers
     }
     pull_replies_.Add();
     pull_bytes_.Add(m.payload_bytes());
+    CountTraffic(p, 0, m.payload_bytes());
     for (uint32_t k = 0; k < chunks.size(); ++k) {
       if (!values_of(chunks[k])) continue;
       DecodeWire(type, m.payload(k).data(), destination(chunks[k]), map_.chunks()[chunks[k]].numel);
+    }
+    if (chunks.size() > 0 && request->min_version > 0) {
+      recorder_.Record(EventKind::kPullReceived, request->min_version - 1, request->sent,
+                       std::chrono::steady_clock::now(), static_cast<uint32_t>(p), chunks[0],
+                       chunks.size());
     }
     outstanding_.erase(request);
     return AdoptMembership(reply.getMembership(), min_version);
@@ -647,12 +668,20 @@ void WorkerClient::Abandon() {
 }
 
 void WorkerClient::ReportProgress(uint64_t step, std::optional<double> loss, uint64_t samples,
-                                  uint64_t sync_micros) {
+                                  uint64_t sync_micros, uint64_t compute_micros) {
   step_ = step;
   loss_ = loss.value_or(0.0);
   loss_given_ = loss.has_value();
   samples_ = samples;
   sync_micros_ = sync_micros;
+  compute_micros_ = compute_micros;
+}
+
+void WorkerClient::CountTraffic(size_t ps, uint64_t out, uint64_t in) {
+  std::lock_guard<std::mutex> lock(traffic_mu_);
+  if (traffic_.size() <= ps) traffic_.resize(ps + 1);
+  traffic_[ps].out += out;
+  traffic_[ps].in += in;
 }
 
 }  // namespace een

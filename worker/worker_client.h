@@ -25,9 +25,11 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
+#include "common/flight_recorder.h"
 #include "common/heartbeat_sender.h"
 #include "common/job_env.h"
 #include "common/metrics.h"
@@ -91,11 +93,14 @@ class WorkerClient {
   void Abandon();
 
   // Shown by the coordinator's progress line (read by the heartbeat thread).
-  // `loss`: none when the program gave none.
+  // `loss`: none when the program gave none; `compute_micros`: the step's
+  // time outside Step() (eenctl status compares workers with it).
   void ReportProgress(uint64_t step, std::optional<double> loss, uint64_t samples,
-                      uint64_t sync_micros);
+                      uint64_t sync_micros, uint64_t compute_micros);
   // Aborted with the reason when the job has been ended elsewhere.
   Status JobStatus() const;
+  // The flight recorder its heartbeat empties (common/flight_recorder.h).
+  FlightRecorder& recorder() { return recorder_; }
   // True once the shard map moved on (a PS lost or replaced): pushes and
   // pulls stop, and Recover() must run.
   bool NeedsRecovery() const;
@@ -171,6 +176,7 @@ class WorkerClient {
     WireType type;  // of the answer's payloads
     std::vector<uint32_t> chunks;
     bool frozen_values = false;  // frozen chunks come with values (else empty: version only)
+    std::chrono::steady_clock::time_point sent = std::chrono::steady_clock::now();
   };
   // What chunk `c` travels as: fp32 for buffers, else the job's wire dtype.
   WireType TypeOf(uint32_t c) const {
@@ -213,9 +219,12 @@ class WorkerClient {
   uint64_t next_request_ = 1;
   uint64_t barrier_sequence_ = 0;
   bool finished_ = false;
-  std::atomic<uint64_t> step_{0}, samples_{0}, sync_micros_{0};
+  std::atomic<uint64_t> step_{0}, samples_{0}, sync_micros_{0}, compute_micros_{0};
   std::atomic<double> loss_{0};
   std::atomic<bool> loss_given_{false};
+  // What this worker did when (pushes, pull answers; DataParallel adds
+  // backward and sync), carried by its heartbeat.
+  FlightRecorder recorder_;
   // What this worker measures, carried by its heartbeat (eenctl metrics).
   Metrics metrics_;
   Counter& pushes_ = metrics_.counter("worker.pushes");
@@ -223,6 +232,14 @@ class WorkerClient {
   Counter& pull_replies_ = metrics_.counter("worker.pull_replies");
   Counter& pull_bytes_ = metrics_.counter("worker.pull_bytes");
   Counter& recoveries_ = metrics_.counter("worker.recoveries");
+  // Bytes pushed to and pulled from each PS, by PS rank (the heartbeat
+  // carries them: traffic between hosts in eenctl status).
+  struct PsTraffic {
+    uint64_t out = 0, in = 0;
+  };
+  void CountTraffic(size_t ps, uint64_t out, uint64_t in);
+  mutable std::mutex traffic_mu_;
+  std::vector<PsTraffic> traffic_;  // guarded by traffic_mu_
   // Last: its thread reads the fields above, so it must stop before they go.
   std::unique_ptr<HeartbeatSender> heartbeat_;
 };

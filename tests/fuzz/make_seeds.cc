@@ -10,6 +10,7 @@
 #include <functional>
 #include <iostream>
 
+#include "common/flight_recorder.h"
 #include "common/optimizer_wire.h"
 #include "common/shard_map.h"
 #include "common/transport/shm/shm_segments.h"
@@ -100,6 +101,35 @@ std::vector<std::pair<std::string, Message>> Messages() {
     hb.setRole(wire::Role::WORKER);
     hb.setRank(0);
     hb.setPid(42);
+  });
+  add("heartbeat-observed", [&](wire::Header::Builder h) {
+    // What eenctl status and the flight recorder read from a heartbeat.
+    auto hb = h.initHeartbeat();
+    hb.setStep(3);
+    hb.setRole(wire::Role::WORKER);  // the sender's identity
+    hb.setRank(0);
+    hb.setPid(42);
+    hb.setHasWait(true);
+    auto wait = hb.initWait();
+    wait.setStep(3);
+    wait.setChunk(0);
+    wait.initMissing(1).set(0, 0);
+    wait.setWaitedMs(900);
+    auto traffic = hb.initTraffic(1);
+    traffic[0].setPs(0);
+    traffic[0].setBytesIn(4096);
+    traffic[0].setBytesOut(4096);
+    hb.setClockOffsetMicros(-1500);
+    auto events = hb.initEvents(2);
+    FlightRecorder::ToWire({100, 150, 3, 0, 0, 1, EventKind::kPushSent}, events[0]);
+    FlightRecorder::ToWire({160, 900, 3, 0, 0, 1, EventKind::kPullReceived}, events[1]);
+    hb.setSentMicros(1000);
+  });
+  add("status-request", [&](wire::Header::Builder h) { h.setStatusRequest(); });
+  add("trace-request", [&](wire::Header::Builder h) {
+    auto r = h.initTraceRequest();
+    r.setFirstStep(1);
+    r.setLastStep(3);
   });
   add("done", [&](wire::Header::Builder h) { h.setDone(10); });
   add("hello", [&](wire::Header::Builder h) { h.setHello(); });

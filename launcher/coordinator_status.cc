@@ -1,0 +1,201 @@
+// Coordinator: how the job stands, for `eenctl status` and the /metrics
+// page: the job, every process, every PS's shards, traffic between hosts
+// and what the current step waits for. See coordinator.h.
+#include <algorithm>
+#include <map>
+
+#include "common/wire.h"
+#include "launcher/coordinator.h"
+#include "launcher/coordinator_internal.h"
+#include "launcher/prometheus_text.h"
+
+namespace een {
+namespace {
+
+const char* StateName(bool starting, bool lost, bool done, bool drained, bool joining) {
+  if (lost) return "lost";
+  if (drained) return "drained";
+  if (done) return "finished";
+  if (joining) return "joining";
+  return starting ? "starting" : "running";
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+}  // namespace
+
+std::optional<Coordinator::Node::Wait> Coordinator::WaitOf(wire::StepWait::Reader wait,
+                                                           Clock::time_point now) const {
+  if (!map_ || wait.getChunk() >= map_->chunks().size()) return std::nullopt;
+  const auto missing = wait.getMissing();
+  if (missing.size() == 0 || missing.size() > workers_.size()) return std::nullopt;
+  Node::Wait w{.step = wait.getStep(),
+               .chunk = wait.getChunk(),
+               .waited_ms = wait.getWaitedMs(),
+               .heard = now};
+  for (int32_t worker : missing) {
+    if (worker < 0 || worker >= static_cast<int>(workers_.size())) return std::nullopt;
+    w.missing.push_back(worker);
+  }
+  return w;
+}
+
+void Coordinator::BuildStatus(wire::JobStatus::Builder status) const {
+  const Clock::time_point now = Clock::now();
+  std::vector<int> live;  // registered workers still training
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    if (workers_[w].registered && !workers_[w].lost && !workers_[w].done) {
+      live.push_back(static_cast<int>(w));
+    }
+  }
+  const Node* lead = live.empty() ? nullptr : &workers_[live.front()];
+  double samples_per_second = 0;
+  std::vector<double> computes;
+  for (int w : live) {
+    samples_per_second += workers_[w].rates.samples_per_second();
+    if (workers_[w].compute_micros > 0) computes.push_back(workers_[w].compute_micros / 1000.0);
+  }
+  const double median_compute = Median(computes);
+  status.setState(state_);
+  status.setStep(lead ? lead->step : 0);
+  status.setSamplesPerSecond(samples_per_second);
+  status.setSyncMs(lead ? lead->sync_micros / 1000.0 : 0);
+  status.setConsistency("bsp");
+  status.setMapEpoch(map_epoch_);
+  status.setUptimeMs(static_cast<uint64_t>(MillisSince(created_)));
+  status.setNumPs(static_cast<int32_t>(ps_.size()));
+  status.setNumWorkers(static_cast<int32_t>(workers_.size()));
+  status.setFailovers(counters_.failovers);
+  status.setMembershipChanges(counters_.membership_changes);
+  status.setWorkersLost(counters_.workers_lost);
+  status.setRefusedMessages(counters_.refused_messages);
+  counters_.sync.ToWire(status);
+
+  std::vector<const Node*> known;
+  for (const std::vector<Node>* nodes : {&ps_, &workers_}) {
+    for (const Node& n : *nodes) {
+      if (n.registered) known.push_back(&n);
+    }
+  }
+  auto processes = status.initProcesses(known.size());
+  for (size_t i = 0; i < known.size(); ++i) {
+    const Node& n = *known[i];
+    auto p = processes[i];
+    p.setRole(n.role);
+    p.setRank(n.rank);
+    p.setPid(n.pid);
+    p.setHost(n.host);
+    p.setState(StateName(state_ == wire::JobState::STARTING, n.lost, n.done, n.drained, n.joining));
+    p.setStep(n.step);
+    p.setHeardMsAgo(static_cast<uint64_t>(std::max(0L, n.liveness.SilentMs(now))));
+    p.setCpuPercent(n.rates.cpu_percent());
+    for (const MetricSample& m : n.metrics) {
+      if (m.name == "process.rss_bytes") p.setRssBytes(static_cast<uint64_t>(m.value));
+    }
+    p.setBytesInPerSec(n.rates.bytes().in);
+    p.setBytesOutPerSec(n.rates.bytes().out);
+    if (n.role == wire::Role::WORKER) {
+      p.setComputeMs(n.compute_micros / 1000.0);
+      p.setSyncMs(n.sync_micros / 1000.0);
+      if (median_compute > 0 && n.compute_micros > 0 && !n.lost && !n.done) {
+        p.setStragglerScore(n.compute_micros / 1000.0 / median_compute);
+      }
+    }
+    Metrics::ToWire(n.metrics, p.initMetrics(n.metrics.size()));
+  }
+
+  // Shards: what each PS holds by the current map.
+  if (map_) {
+    struct Held {
+      uint32_t primary = 0, backup = 0;
+      uint64_t primary_bytes = 0, backup_bytes = 0;
+    };
+    std::vector<Held> held(ps_.size());
+    for (uint32_t c = 0; c < map_->chunks().size(); ++c) {
+      const uint64_t bytes = uint64_t{map_->chunks()[c].numel} * sizeof(float);
+      if (const uint32_t owner = map_->OwnerOfChunk(c); owner < held.size()) {
+        held[owner].primary++;
+        held[owner].primary_bytes += bytes;
+      }
+      if (const uint32_t backup = map_->BackupOfChunk(c); backup < held.size()) {
+        held[backup].backup++;
+        held[backup].backup_bytes += bytes;
+      }
+    }
+    auto shards = status.initShards(ps_.size());
+    for (size_t r = 0; r < ps_.size(); ++r) {
+      shards[r].setRank(static_cast<int32_t>(r));
+      shards[r].setPrimaryChunks(held[r].primary);
+      shards[r].setPrimaryBytes(held[r].primary_bytes);
+      shards[r].setBackupChunks(held[r].backup);
+      shards[r].setBackupBytes(held[r].backup_bytes);
+      shards[r].setReplicationLag(ps_[r].replication_lag);
+    }
+  }
+
+  // Traffic between hosts: every live worker's bytes to and from each PS.
+  std::map<std::pair<std::string, std::string>, double> links;
+  for (int w : live) {
+    const Node& worker = workers_[w];
+    for (const auto& [rank, bytes] : worker.rates.per_ps()) {
+      if (rank < 0 || rank >= static_cast<int>(ps_.size())) continue;
+      const std::string& ps_host = ps_[rank].host;
+      links[{worker.host, ps_host}] += bytes.out;
+      links[{ps_host, worker.host}] += bytes.in;
+    }
+  }
+  auto link_list = status.initLinks(links.size());
+  size_t l = 0;
+  for (const auto& [pair, bytes] : links) {
+    link_list[l].setFrom(pair.first);
+    link_list[l].setTo(pair.second);
+    link_list[l].setBytesPerSec(bytes);
+    l++;
+  }
+
+  // What the steps wait for, longest first.
+  std::vector<std::pair<uint64_t, const Node*>> waits;
+  for (const Node& p : ps_) {
+    if (p.wait && !p.lost && !p.done) {
+      const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(now - p.wait->heard);
+      waits.push_back({p.wait->waited_ms + static_cast<uint64_t>(since.count()), &p});
+    }
+  }
+  std::sort(waits.begin(), waits.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  auto wait_list = status.initWaits(waits.size());
+  for (size_t i = 0; i < waits.size(); ++i) {
+    const Node::Wait& w = *waits[i].second->wait;
+    const Chunk& chunk = map_->chunks()[w.chunk];
+    wait_list[i].setStep(w.step);
+    wait_list[i].setPs(waits[i].second->rank);
+    auto missing = wait_list[i].initMissing(w.missing.size());
+    for (size_t k = 0; k < w.missing.size(); ++k) missing.set(k, w.missing[k]);
+    wait_list[i].setTensor(map_->tensors()[chunk.tensor].name);
+    wait_list[i].setBegin(chunk.offset);
+    wait_list[i].setEnd(chunk.offset + chunk.numel);
+    wait_list[i].setWaitedMs(waits[i].first);
+  }
+}
+
+void Coordinator::MaybePublishMetrics() {
+  if (!metrics_server_ || Clock::now() < next_metrics_page_) return;
+  next_metrics_page_ = Clock::now() + std::chrono::seconds(1);
+  capnp::MallocMessageBuilder message;
+  auto status = message.initRoot<wire::JobStatus>();
+  BuildStatus(status);
+  metrics_server_->Publish(PrometheusText(status.asReader()));
+}
+
+Status Coordinator::HandleStatusRequest(const transport::PeerId& peer) {
+  wire::Outgoing b;
+  BuildStatus(b.header().initStatusReply());
+  return listener_->Send(peer, b.Take());
+}
+
+}  // namespace een

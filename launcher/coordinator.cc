@@ -616,7 +616,7 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     n.step = hb.getStep();
     n.compute_micros = hb.getComputeMicros();
     n.replication_lag = hb.getReplicationLag();
-    n.wait = hb.getHasWait() ? WaitOf(hb.getWait(), now) : std::nullopt;
+    n.wait = role == wire::Role::PS && hb.getHasWait() ? WaitOf(hb.getWait(), now) : std::nullopt;
     n.loss = hb.getLoss();
     n.loss_given = hb.getLossGiven();
     n.samples = hb.getSamples();

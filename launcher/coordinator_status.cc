@@ -34,9 +34,11 @@ std::optional<Coordinator::Node::Wait> Coordinator::WaitOf(wire::StepWait::Reade
   if (!map_ || wait.getChunk() >= map_->chunks().size()) return std::nullopt;
   const auto missing = wait.getMissing();
   if (missing.size() == 0 || missing.size() > workers_.size()) return std::nullopt;
+  // A wait longer than a year is a lie; kept below it, sums cannot overflow.
+  constexpr uint64_t kYearMs = 366ull * 24 * 3600 * 1000;
   Node::Wait w{.step = wait.getStep(),
                .chunk = wait.getChunk(),
-               .waited_ms = wait.getWaitedMs(),
+               .waited_ms = std::min(wait.getWaitedMs(), kYearMs),
                .heard = now};
   for (int32_t worker : missing) {
     if (worker < 0 || worker >= static_cast<int>(workers_.size())) return std::nullopt;
@@ -95,7 +97,9 @@ void Coordinator::BuildStatus(wire::JobStatus::Builder status) const {
     p.setHeardMsAgo(static_cast<uint64_t>(std::max(0L, n.liveness.SilentMs(now))));
     p.setCpuPercent(n.rates.cpu_percent());
     for (const MetricSample& m : n.metrics) {
-      if (m.name == "process.rss_bytes") p.setRssBytes(static_cast<uint64_t>(m.value));
+      if (m.name == "process.rss_bytes" && m.value >= 0 && m.value < 0x1p63) {
+        p.setRssBytes(static_cast<uint64_t>(m.value));
+      }
     }
     p.setBytesInPerSec(n.rates.bytes().in);
     p.setBytesOutPerSec(n.rates.bytes().out);

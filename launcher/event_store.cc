@@ -12,13 +12,14 @@ Status EventStore::Add(wire::Role role, int rank, int pid, const std::string& ho
     return InvalidArgument("a heartbeat carries " + std::to_string(events.size()) +
                            " events, more than " + std::to_string(FlightRecorder::kMaxPending));
   }
-  // Offsets and times within a century of microseconds: no overflow below.
-  constexpr int64_t kLimit = int64_t{1} << 61;
+  // Steady-clock times in [0, 2^60) us (36,000 years) and offsets within
+  // as much: shifted times and any difference of two stay far from overflow.
+  constexpr int64_t kLimit = int64_t{1} << 60;
   if (offset_us > kLimit || offset_us < -kLimit) return InvalidArgument("bad clock offset");
   for (auto e : events) {
     if (e.getKind() >= static_cast<uint8_t>(EventKind::kCount) ||
-        e.getEndMicros() < e.getBeginMicros() || e.getBeginMicros() < -kLimit ||
-        e.getEndMicros() > kLimit) {
+        e.getEndMicros() < e.getBeginMicros() || e.getBeginMicros() < 0 ||
+        e.getEndMicros() >= kLimit) {
       return InvalidArgument("a heartbeat carries an event of unknown kind or with bad times");
     }
   }

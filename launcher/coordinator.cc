@@ -637,8 +637,12 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
       WarnCounted("bad events", fmt::format("dropped the events of {} {}: {}", RoleName(role), rank,
                                             s.message()));
     }
+    // The first steps of a job are slow anyway (allocations, warm-up): a
+    // record of them alone helps little, so a stall there must be longer.
+    const uint64_t stall_ms = static_cast<uint64_t>(options_.job.failover_threshold.count()) *
+                              (n.wait && n.wait->step < kFlightSteps ? 5 : 1);
     if (state_ == wire::JobState::RUNNING && n.wait && n.wait->step != flight_step_ &&
-        n.wait->waited_ms >= static_cast<uint64_t>(options_.job.failover_threshold.count()) &&
+        n.wait->waited_ms >= stall_ms &&
         (!last_stall_record_ || now - *last_stall_record_ > std::chrono::minutes(1))) {
       flight_step_ = n.wait->step;
       last_stall_record_ = now;

@@ -57,12 +57,22 @@ void Coordinator::BuildStatus(wire::JobStatus::Builder status) const {
   }
   const Node* lead = live.empty() ? nullptr : &workers_[live.front()];
   double samples_per_second = 0;
-  std::vector<double> computes;
+  std::vector<std::pair<int, double>> computes;  // live workers' (rank, compute ms)
   for (int w : live) {
     samples_per_second += workers_[w].rates.samples_per_second();
-    if (workers_[w].compute_micros > 0) computes.push_back(workers_[w].compute_micros / 1000.0);
+    if (workers_[w].compute_micros > 0) {
+      computes.push_back({w, workers_[w].compute_micros / 1000.0});
+    }
   }
-  const double median_compute = Median(computes);
+  // A worker's straggler score: its compute over the others' median (with
+  // two workers, over all of them would put both halfway).
+  auto others_median = [&](int rank) {
+    std::vector<double> others;
+    for (const auto& [w, ms] : computes) {
+      if (w != rank) others.push_back(ms);
+    }
+    return Median(others);
+  };
   status.setState(state_);
   status.setStep(lead ? lead->step : 0);
   status.setSamplesPerSecond(samples_per_second);
@@ -72,6 +82,7 @@ void Coordinator::BuildStatus(wire::JobStatus::Builder status) const {
   status.setUptimeMs(static_cast<uint64_t>(MillisSince(created_)));
   status.setNumPs(static_cast<int32_t>(ps_.size()));
   status.setNumWorkers(static_cast<int32_t>(workers_.size()));
+  status.setLiveWorkers(static_cast<int32_t>(live.size()));
   status.setFailovers(counters_.failovers);
   status.setMembershipChanges(counters_.membership_changes);
   status.setWorkersLost(counters_.workers_lost);
@@ -95,19 +106,22 @@ void Coordinator::BuildStatus(wire::JobStatus::Builder status) const {
     p.setState(StateName(state_ == wire::JobState::STARTING, n.lost, n.done, n.drained, n.joining));
     p.setStep(n.step);
     p.setHeardMsAgo(static_cast<uint64_t>(std::max(0L, n.liveness.SilentMs(now))));
-    p.setCpuPercent(n.rates.cpu_percent());
+    // A process that left has no rates now (its last heartbeat's are stale).
+    const bool gone = n.lost || n.done;
+    p.setCpuPercent(gone ? 0 : n.rates.cpu_percent());
     for (const MetricSample& m : n.metrics) {
-      if (m.name == "process.rss_bytes" && m.value >= 0 && m.value < 0x1p63) {
+      if (!gone && m.name == "process.rss_bytes" && m.value >= 0 && m.value < 0x1p63) {
         p.setRssBytes(static_cast<uint64_t>(m.value));
       }
     }
-    p.setBytesInPerSec(n.rates.bytes().in);
-    p.setBytesOutPerSec(n.rates.bytes().out);
+    p.setBytesInPerSec(gone ? 0 : n.rates.bytes().in);
+    p.setBytesOutPerSec(gone ? 0 : n.rates.bytes().out);
     if (n.role == wire::Role::WORKER) {
       p.setComputeMs(n.compute_micros / 1000.0);
       p.setSyncMs(n.sync_micros / 1000.0);
-      if (median_compute > 0 && n.compute_micros > 0 && !n.lost && !n.done) {
-        p.setStragglerScore(n.compute_micros / 1000.0 / median_compute);
+      const double median = gone ? 0 : others_median(n.rank);
+      if (median > 0 && n.compute_micros > 0) {
+        p.setStragglerScore(n.compute_micros / 1000.0 / median);
       }
     }
     Metrics::ToWire(n.metrics, p.initMetrics(n.metrics.size()));

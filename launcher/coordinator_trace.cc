@@ -106,9 +106,30 @@ void Coordinator::MaybeAnswerTraces() {
       ++it;
       continue;
     }
-    wire::Outgoing b;
-    BuildTraceReport(it->first, it->last, "eenctl debug --trace full", b.header().initTraceReply());
-    Ignored(listener_->Send(it->peer, b.Take()), "answering eenctl debug");
+    transport::Message answer;
+    if (!it->passed) {
+      uint64_t step = 0;
+      for (const Node& w : workers_) step = std::max(step, w.step);
+      answer = wire::MakeError(
+          wire::ErrorCode::FAILED_PRECONDITION,
+          fmt::format("the job ended at step {}, before every worker passed step {}: nothing to "
+                      "trace",
+                      step, it->last));
+    } else if (events_.Count(it->first, it->last) == 0) {
+      answer = wire::MakeError(
+          wire::ErrorCode::FAILED_PRECONDITION,
+          fmt::format("no events of steps {}:{} are kept any more: the coordinator keeps the "
+                      "newest {} events of each process (whole from step {} now); ask for later "
+                      "steps",
+                      it->first, it->last, EventStore::kMaxEventsPerProcess,
+                      events_.OldestWholeStep()));
+    } else {
+      wire::Outgoing b;
+      BuildTraceReport(it->first, it->last, "eenctl debug --trace full",
+                       b.header().initTraceReply());
+      answer = b.Take();
+    }
+    Ignored(listener_->Send(it->peer, std::move(answer)), "answering eenctl debug");
     it = trace_asks_.erase(it);
   }
 }

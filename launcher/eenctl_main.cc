@@ -34,8 +34,10 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -54,13 +56,27 @@
 
 namespace {
 
+// Whether the coordinator at `coordinator` answers a status request within
+// 10 s (credentials already set).
+bool Answers(const std::string& coordinator) {
+  auto device = een::transport::DeviceFor(coordinator);
+  if (!device.ok()) return false;
+  auto connection = (*device)->Connect(coordinator);
+  if (!connection.ok()) return false;
+  een::wire::Outgoing b;
+  b.header().setStatusRequest();
+  if (!(*connection)->Send(b.Take()).ok()) return false;
+  return (*connection)->Receive(std::chrono::seconds(10)).ok();
+}
+
 // Sends one request to the coordinator and prints its answer (after
-// `before_answer`: the screen clearing of --watch).
+// `before_answer`: the screen clearing of --watch). It waits `wait` for the
+// answer, checking with `still_there` every 5 s if given.
 int Ask(const std::string& coordinator, const std::string& secret_file,
         const std::function<void(een::wire::Header::Builder)>& build,
         const std::function<std::optional<std::string>(een::wire::Header::Reader)>& answer_text,
-        const std::string& before_answer = "",
-        std::chrono::seconds wait = std::chrono::seconds(10)) {
+        const std::string& before_answer = "", std::chrono::seconds wait = std::chrono::seconds(10),
+        const std::function<bool()>& still_there = nullptr) {
   auto path = een::FindSecretFile(coordinator, secret_file);
   if (!path.ok()) {
     std::fprintf(stderr, "eenctl: %s\n", path.status().message().c_str());
@@ -90,7 +106,22 @@ int Ask(const std::string& coordinator, const std::string& secret_file,
     std::fprintf(stderr, "eenctl: %s\n", s.message().c_str());
     return 2;
   }
-  auto reply = (*connection)->Receive(wait);
+  // A long wait listens in slices and, between them, makes sure the
+  // coordinator is still there (`still_there`): a job that died is said at once.
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  auto reply = (*connection)->Receive(still_there ? std::min(wait, std::chrono::seconds(5)) : wait);
+  while (still_there && !reply.ok() &&
+         reply.status().code() != een::StatusCode::kPermissionDenied &&
+         std::chrono::steady_clock::now() < deadline) {
+    if (!still_there()) {
+      std::fprintf(stderr,
+                   "eenctl: the coordinator at %s stopped answering while this waited (the job "
+                   "ended, or its coordinator is gone)\n",
+                   coordinator.c_str());
+      return 2;
+    }
+    reply = (*connection)->Receive(std::chrono::seconds(5));
+  }
   if (!reply.ok() && reply.status().code() == een::StatusCode::kPermissionDenied) {
     std::fprintf(stderr, "eenctl: %s\n", reply.status().message().c_str());
     return 2;
@@ -130,10 +161,23 @@ std::string MetricsText(een::wire::MetricsReport::Reader report) {
     for (auto m : p.getMetrics()) {
       // Counters print as integers (the coordinator checked they are in range).
       text += m.getCounter() ? fmt::format(" {}={:.0f}", m.getName().cStr(), m.getValue())
-                             : fmt::format(" {}={:g}", m.getName().cStr(), m.getValue());
+                             : fmt::format(" {}={}", m.getName().cStr(), m.getValue());
     }
   }
   return text.empty() ? "no process has registered yet" : text;
+}
+
+// Why `path` cannot be written ("" when it can, or when it is empty); a
+// file it did not find is not left behind.
+std::string CannotWrite(const std::string& path) {
+  if (path.empty()) return "";
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  std::ofstream probe(path, std::ios::app);
+  if (!probe) return "cannot write " + path + ": " + std::strerror(errno);
+  probe.close();
+  if (!existed) std::filesystem::remove(path, ec);
+  return "";
 }
 
 // eenctl debug: the trace of steps A:B (by default the next three), written
@@ -156,6 +200,11 @@ int Debug(const std::string& coordinator, const std::string& secret_file, const 
     }
     first = a;
     last = b;
+    if (last - first >= 100) {
+      std::fprintf(stderr, "eenctl debug: --steps %s spans %llu steps; at most 100 at a time\n",
+                   steps_text.c_str(), static_cast<unsigned long long>(last - first + 1));
+      return 2;
+    }
   } else {  // the next three steps
     const int code = Ask(
         coordinator, secret_file, [](een::wire::Header::Builder h) { h.setStatusRequest(); },
@@ -170,17 +219,31 @@ int Debug(const std::string& coordinator, const std::string& secret_file, const 
   if (trace_out.empty() && !level.empty()) {
     trace_out = fmt::format("een-trace-steps-{}-{}.json", first, last);
   }
+  // Found now, not after waiting for the steps.
+  for (const std::string& path : {trace_out, plot_out}) {
+    if (std::string why = CannotWrite(path); !why.empty()) {
+      std::fprintf(stderr, "eenctl debug: %s\n", why.c_str());
+      return 2;
+    }
+  }
+  // The plot's first step needs the end of the one before (its compute).
+  const uint64_t ask_first = !plot_out.empty() && first > 0 ? first - 1 : first;
   std::string written;
   const int code = Ask(
       coordinator, secret_file,
       [&](een::wire::Header::Builder h) {
         auto r = h.initTraceRequest();
-        r.setFirstStep(first);
+        r.setFirstStep(ask_first);
         r.setLastStep(last);
       },
       [&](een::wire::Header::Reader h) -> std::optional<std::string> {
         if (!h.isTraceReply()) return std::nullopt;
-        const een::TraceData trace = een::TraceData::FromWire(h.getTraceReply());
+        const een::TraceData asked = een::TraceData::FromWire(h.getTraceReply());
+        een::TraceData trace = asked;  // the steps asked for only
+        trace.first_step = first;
+        for (auto& p : trace.processes) {
+          std::erase_if(p.events, [&](const een::RecordedEvent& e) { return e.step < first; });
+        }
         size_t events = 0;
         for (const auto& p : trace.processes) events += p.events.size();
         std::string text = fmt::format("steps {}:{}: {} events of {} processes", first, last,
@@ -197,7 +260,9 @@ int Debug(const std::string& coordinator, const std::string& secret_file, const 
           text += "\ntrace written to " + trace_out + " (open it in ui.perfetto.dev)";
         }
         if (!plot_out.empty()) {
-          if (een::Status s = een::PlotSteps(een::StepBreakdown(trace), plot_out); !s.ok()) {
+          std::vector<een::StepTimes> steps = een::StepBreakdown(asked);
+          std::erase_if(steps, [&](const een::StepTimes& s) { return s.step < first; });
+          if (een::Status s = een::PlotSteps(steps, plot_out); !s.ok()) {
             written = s.message();
             return std::nullopt;
           }
@@ -205,7 +270,7 @@ int Debug(const std::string& coordinator, const std::string& secret_file, const 
         }
         return text;
       },
-      "", wait);
+      "", wait, [&] { return Answers(coordinator); });
   if (!written.empty()) std::fprintf(stderr, "eenctl debug: %s\n", written.c_str());
   return written.empty() ? code : 1;
 }
@@ -214,6 +279,7 @@ int Debug(const std::string& coordinator, const std::string& secret_file, const 
 
 int main(int argc, char** argv) {
   CLI::App app{"eenctl: operate a running EEN job"};
+  app.fallthrough();  // --secret-file before or after the subcommand
   app.set_version_flag("--version", een::kVersionLine);
   app.require_subcommand(1);
   std::string coordinator, secret_file;
@@ -264,7 +330,15 @@ int main(int argc, char** argv) {
   if (*status) {
     const bool watching = status->count("--watch") > 0;
     if (watching && watch <= 0) watch = 2;
+    bool answered = false;
     while (true) {
+      if (answered && !Answers(coordinator)) {  // it was there a moment ago
+        std::printf(
+            "the coordinator at %s no longer answers: the job has ended (or its "
+            "coordinator is gone)\n",
+            coordinator.c_str());
+        return 0;
+      }
       bool ended = false;
       std::string screen;
       const int code = Ask(
@@ -274,11 +348,13 @@ int main(int argc, char** argv) {
             const auto reply = h.getStatusReply();
             ended = reply.getState() == een::wire::JobState::SHUTDOWN ||
                     reply.getState() == een::wire::JobState::ABORTED;
-            return json ? een::StatusJson(reply) : een::StatusText(reply);
+            // Watching as JSON: one object per line, for a script reading along.
+            return json ? een::StatusJson(reply, watching ? -1 : 2) : een::StatusText(reply);
           },
           // Refreshing: the screen is cleared just before the new one shows.
           watching && !json ? "\033[H\033[2J" : "");
       if (!watching || code != 0 || ended) return code;
+      answered = true;
       std::fflush(stdout);
       std::this_thread::sleep_for(std::chrono::duration<double>(watch));
     }

@@ -34,6 +34,14 @@ Status EventStore::Add(wire::Role role, int rank, int pid, const std::string& ho
   return Status::Ok();
 }
 
+size_t EventStore::Count(uint64_t first, uint64_t last) const {
+  size_t n = 0;
+  for (const auto& [key, p] : processes_) {
+    for (const RecordedEvent& e : p.events) n += e.step >= first && e.step <= last;
+  }
+  return n;
+}
+
 uint64_t EventStore::OldestWholeStep() const {
   uint64_t oldest = 0;
   for (const auto& [key, p] : processes_) oldest = std::max(oldest, p.forgotten_step);

@@ -36,6 +36,8 @@ class EventStore {
   // Each process's events of steps [first, last] into `report.processes`.
   void ToWire(uint64_t first, uint64_t last, wire::TraceReport::Builder report) const;
   bool empty() const { return processes_.empty(); }
+  // How many events of steps [first, last] are kept, over every process.
+  size_t Count(uint64_t first, uint64_t last) const;
 
  private:
   struct Process {

@@ -40,8 +40,14 @@ std::string AddressIn(const fs::path& run_folder) {
 }  // namespace
 
 Result<std::string> FindCoordinator(const std::string& given) {
-  if (!given.empty()) return given;
-  if (const char* env = std::getenv("EEN_COORDINATOR"); env && *env) return std::string(env);
+  // "HOST:PORT" is the tcp address een-launch printed, without its scheme.
+  auto with_scheme = [](const std::string& a) {
+    return a.find("://") == std::string::npos ? "tcp://" + a : a;
+  };
+  if (!given.empty()) return with_scheme(given);
+  if (const char* env = std::getenv("EEN_COORDINATOR"); env && *env) {
+    return with_scheme(std::string(env));
+  }
   std::vector<std::string> addresses;
   for (const fs::path& folder : LiveRunFolders()) {
     if (std::string a = AddressIn(folder); !a.empty()) addresses.push_back(a);

@@ -41,23 +41,35 @@ int Usage(const std::string& message) {
   return 2;
 }
 
-// Snapshots need a folder that takes files: said before anything starts,
-// not by every PS once the job runs. Empty when it does.
-std::string SnapshotFolderProblem(const een::JobConfig& config) {
-  if (config.snapshot_every == 0 && !config.resume) return "";
-  const std::filesystem::path dir = config.snapshot_dir;
+// Why folder `dir` does not take files ("" when it does), for `what`
+// (which `flag` names).
+std::string WritableFolderProblem(const std::filesystem::path& dir, const std::string& what,
+                                  const std::string& flag) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const std::filesystem::path probe = dir / (".een-write-check-" + std::to_string(getpid()));
   FILE* f = ec ? nullptr : std::fopen(probe.c_str(), "w");
   if (!f) {
-    return "snapshot folder " + dir.string() + " is not writable (" +
+    return what + " " + dir.string() + " is not writable (" +
            (ec ? ec.message() : std::string(std::strerror(errno))) +
-           "): fix its permissions or free space, or give another one with --snapshot-dir";
+           "): fix its permissions or free space, or give another one with " + flag;
   }
   std::fclose(f);
   std::filesystem::remove(probe, ec);
   return "";
+}
+
+// Snapshots need a folder that takes files: said before anything starts,
+// not by every PS once the job runs; so do flight records, not at the
+// first stall. Empty when they do.
+std::string FolderProblem(const een::JobConfig& config) {
+  if (std::string problem =
+          WritableFolderProblem(config.flight_dir, "flight-record folder", "--flight-dir");
+      !problem.empty()) {
+    return problem;
+  }
+  if (config.snapshot_every == 0 && !config.resume) return "";
+  return WritableFolderProblem(config.snapshot_dir, "snapshot folder", "--snapshot-dir");
 }
 
 // A job over many hosts: auto (shared memory within a host, tcp between
@@ -393,7 +405,7 @@ int main(int argc, char** argv) {
     config.workers = node->workers;
     config.host = node->address;
     if (een::Status s = config.Validate(); !s.ok()) return Usage(s.message());
-    if (std::string problem = SnapshotFolderProblem(config); !problem.empty()) {
+    if (std::string problem = FolderProblem(config); !problem.empty()) {
       return Usage(problem);
     }
     if (command.empty()) return Usage("no program to run: put the worker command after --");
@@ -405,7 +417,7 @@ int main(int argc, char** argv) {
     return Usage("--workers M is required (or a --config with workers:)");
   }
   if (een::Status s = config.Validate(); !s.ok()) return Usage(s.message());
-  if (std::string problem = SnapshotFolderProblem(config); !problem.empty()) return Usage(problem);
+  if (std::string problem = FolderProblem(config); !problem.empty()) return Usage(problem);
   if (command.empty()) {
     return Usage(
         "no program to run: put the worker command after --, e.g. "

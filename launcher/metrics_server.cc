@@ -21,6 +21,12 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& h
     }
     response.set_content(page, "text/plain; version=0.0.4; charset=utf-8");
   });
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which lets
+  // a second job listen on the same port and take half the scrapes.
+  m->server_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   if (port == 0) {
     m->port_ = m->server_->bind_to_any_port(host);
   } else if (m->server_->bind_to_port(host, port)) {

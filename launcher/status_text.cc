@@ -58,10 +58,12 @@ std::string Bytes(double bytes) {
 std::string StatusText(wire::JobStatus::Reader s) {
   std::string out = fmt::format(
       "job: {} | step {} | {:.0f} samples/s | sync {:.1f} ms | {} | map epoch {} | up {} | {} "
-      "ps, {} workers\n",
+      "ps, {} workers{}\n",
       JobStateName(s.getState()), s.getStep(), s.getSamplesPerSecond(), s.getSyncMs(),
       s.getConsistency().cStr(), s.getMapEpoch(), Duration(s.getUptimeMs()), s.getNumPs(),
-      s.getNumWorkers());
+      s.getLiveWorkers(),
+      s.getLiveWorkers() != s.getNumWorkers() ? fmt::format(" ({} ranks so far)", s.getNumWorkers())
+                                              : "");
   const auto waits = s.getWaits();
   if (waits.size() > 0 && waits[0].getWaitedMs() >= kShownWaitMs) {
     out += "waits: " + WaitLine(waits[0]) + "\n";
@@ -112,7 +114,7 @@ std::string StatusText(wire::JobStatus::Reader s) {
   return out;
 }
 
-std::string StatusJson(wire::JobStatus::Reader s) {
+std::string StatusJson(wire::JobStatus::Reader s, int indent) {
   using nlohmann::json;
   json processes = json::array(), shards = json::array(), links = json::array(),
        waits = json::array();
@@ -169,6 +171,7 @@ std::string StatusJson(wire::JobStatus::Reader s) {
               {"uptimeMs", s.getUptimeMs()},
               {"numPs", s.getNumPs()},
               {"numWorkers", s.getNumWorkers()},
+              {"liveWorkers", s.getLiveWorkers()},
               {"failovers", s.getFailovers()},
               {"membershipChanges", s.getMembershipChanges()},
               {"workersLost", s.getWorkersLost()},
@@ -178,7 +181,7 @@ std::string StatusJson(wire::JobStatus::Reader s) {
               {"processes", processes},
               {"shards", shards},
               {"links", links}}
-      .dump(2, ' ', false, json::error_handler_t::replace);
+      .dump(indent, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace een

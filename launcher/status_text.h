@@ -15,7 +15,8 @@ namespace een {
 inline constexpr uint64_t kShownWaitMs = 100;
 
 std::string StatusText(wire::JobStatus::Reader status);
-std::string StatusJson(wire::JobStatus::Reader status);
+// `indent` as nlohmann::json::dump: 2 for people, -1 for one line.
+std::string StatusJson(wire::JobStatus::Reader status, int indent = 2);
 
 // "812 ms", "3.2 s", "1h 02m"
 std::string Duration(uint64_t ms);

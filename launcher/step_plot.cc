@@ -39,7 +39,9 @@ Status PlotSteps(const std::vector<StepTimes>& steps, const std::string& png_pat
         worker, worker);
   }
   script += "unset multiplot\n";
-  FILE* gnuplot = popen("gnuplot 2>&1", "w");
+  // Its own messages only: should it fail to open the picture, it would
+  // write the PNG to stdout.
+  FILE* gnuplot = popen("gnuplot 2>&1 >/dev/null", "w");
   if (!gnuplot)
     return FailedPrecondition("cannot run gnuplot: install it (apt-get install gnuplot-nox)");
   std::fwrite(script.data(), 1, script.size(), gnuplot);

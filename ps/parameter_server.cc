@@ -267,7 +267,12 @@ void ParameterServer::ReportStall() {
 
 void ParameterServer::NoteWaits() {
   WaitReport report;
-  report.stall = store_->OldestStall();
+  // Only a wait that has lasted a while is one: in a fast job some step is
+  // always partly pushed for a moment, and this snapshot is read up to a
+  // check period later (heartbeats), when that step is long done.
+  if (auto stall = store_->OldestStall(); stall && Clock::now() - stall->since >= kReportedWait) {
+    report.stall = std::move(stall);
+  }
   if (map_.replicated()) {
     for (uint32_t c = 0; c < map_.chunks().size(); ++c) {
       if (!store_->Owns(c) || map_.BackupOfChunk(c) == ShardMap::kNoPs || store_->Acked(c) < 0)

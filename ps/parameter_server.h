@@ -197,6 +197,7 @@ class ParameterServer {
     uint64_t replication_lag = 0;
   };
   void NoteWaits();
+  static constexpr std::chrono::milliseconds kReportedWait{100};
   void FillWaits(wire::Heartbeat::Builder hb) const;
   mutable std::mutex wait_report_mu_;
   WaitReport wait_report_;  // guarded by wait_report_mu_

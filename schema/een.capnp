@@ -228,6 +228,7 @@ struct JobStatus {
   syncSumMs @17 :Float64;
   workersLost @18 :UInt64;
   refusedMessages @19 :UInt64;     # control messages the coordinator refused
+  liveWorkers @20 :Int32;          # workers training now (numWorkers: every rank so far)
 }
 
 struct ProcessStatus {

@@ -154,6 +154,11 @@ TEST(DebugTrace, OneTraceOfEveryProcessWithFlowsFromPushToApplyToPull) {
                            coordinator, "--steps", "5:1"},
                           seconds(30));
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  auto wide = testing::Run({kBin + "/eenctl", "debug", "--trace", "full", "--coordinator",
+                            coordinator, "--steps", "1:1000"},
+                           seconds(30));
+  EXPECT_EQ(wide.exit_code, 2) << wide.output;
+  EXPECT_NE(wide.output.find("at most 100 at a time"), std::string::npos) << wide.output;
   job.Signal(SIGINT);
   EXPECT_TRUE(job.Wait(seconds(30)).has_value());
 }

@@ -236,6 +236,19 @@ TEST(MetricsPage, ServesTheWholeJobToPrometheus) {
   }
   EXPECT_GT(plotted, 10);
 
+  // A second job asking for the same port is refused, naming the cause
+  // (it never shares the port and half the scrapes).
+  const std::string port = url.substr(url.rfind(':') + 1, url.rfind('/') - url.rfind(':') - 1);
+  auto second_job = testing::Run(
+      {kBin + "/een-launch", "--ps", "1", "--workers", "1", "--metrics-port", port, "--",
+       kBin + "/equivalence_train", "--steps", "3", "--out", base.path() + "/second.bin"},
+      seconds(60));
+  EXPECT_NE(second_job.exit_code, 0) << second_job.output;
+  EXPECT_NE(second_job.output.find("cannot serve metrics on 127.0.0.1:" + port +
+                                   ": Address already in use"),
+            std::string::npos)
+      << second_job.output;
+
   // Anything but /metrics is not found.
   auto other = testing::Run({"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time",
                              "10", url.substr(0, url.rfind('/')) + "/other"},

@@ -144,6 +144,7 @@ void HeartbeatSender::Loop() {
                         r.getCoordinatorMicros());
         }
         incarnation_ = r.getIncarnation();
+        probe_round_ = r.getProbeRound();
         map_epoch_ = r.getMapEpoch();
         if (r.getState() == wire::JobState::SHUTDOWN) SetState(State::kShutdown, "job finished");
         if (r.getState() == wire::JobState::ABORTED) SetState(State::kAborted, r.getReason());

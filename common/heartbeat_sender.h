@@ -63,6 +63,8 @@ class HeartbeatSender {
   // from the heartbeat round trip with the least delay in the last minute
   // (its error is at most half that round trip). 0 before any reply.
   int64_t clock_offset_micros() const { return clock_offset_.load(); }
+  // The probe round the coordinator asks for (0: none): eenctl status --probe.
+  uint64_t probe_round() const { return probe_round_.load(); }
 
  private:
   void Loop();
@@ -74,6 +76,7 @@ class HeartbeatSender {
   Fill fill_;
   FlightRecorder* recorder_;
   std::atomic<int64_t> clock_offset_{0};
+  std::atomic<uint64_t> probe_round_{0};
   // Clock offset estimation (the heartbeat thread's own).
   using Clock = std::chrono::steady_clock;
   void NoteRoundTrip(Clock::time_point sent, Clock::time_point received, int64_t coordinator_us);

@@ -73,6 +73,7 @@ void Coordinator::Node::Take(const Process& process, Clock::time_point now) {
   replication_lag = 0;
   wait.reset();
   rates.Reset();
+  probes.clear();
   liveness.Restart(now);
 }
 
@@ -130,6 +131,7 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
     }
     MaybePublishMetrics();
     MaybeAnswerTraces();
+    MaybeAnswerProbes();
     if (state_ == wire::JobState::RUNNING) {
       CheckLiveness();
       if (MillisSince(last_progress_) >= options_.job.progress_interval.count()) ReportProgress();
@@ -281,6 +283,8 @@ const Coordinator::ControlMessage* Coordinator::ControlMessageOf(wire::Header::W
        {From::kOperator, [](C c, E e, H) { return c.HandleMetricsRequest(e.from); }}},
       {wire::Header::STATUS_REQUEST,
        {From::kOperator, [](C c, E e, H) { return c.HandleStatusRequest(e.from); }}},
+      {wire::Header::PROBE_REQUEST,
+       {From::kOperator, [](C c, E e, H) { return c.HandleProbeRequest(e.from); }}},
       {wire::Header::TRACE_REQUEST,
        {From::kOperator,
         [](C c, E e, H h) { return c.HandleTraceRequest(e.from, h.getTraceRequest()); }}},
@@ -617,6 +621,7 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     n.compute_micros = hb.getComputeMicros();
     n.replication_lag = hb.getReplicationLag();
     n.wait = role == wire::Role::PS && hb.getHasWait() ? WaitOf(hb.getWait(), now) : std::nullopt;
+    if (role == wire::Role::WORKER) NoteProbes(n, hb.getProbes());
     n.loss = hb.getLoss();
     n.loss_given = hb.getLossGiven();
     n.samples = hb.getSamples();
@@ -678,8 +683,9 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
           RoleName(role));
     }
   }
-  return listener_->Send(peer, coordinator_messages::HeartbeatReply(incarnation_, map_epoch_, state,
-                                                                    reason, hb.getSentMicros()));
+  return listener_->Send(peer, coordinator_messages::HeartbeatReply(
+                                   incarnation_, map_epoch_, state, reason, hb.getSentMicros(),
+                                   probe_since_ ? probe_round_ : 0));
 }
 
 Status Coordinator::HandleMapRequest(const transport::PeerId& peer) {

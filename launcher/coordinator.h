@@ -137,6 +137,12 @@ class Coordinator {
     };
     std::optional<Wait> wait;
     ProcessRates rates;  // CPU and bytes per second, from its heartbeats
+    struct Probe {       // worker: its latest probe round's measure of one PS link
+      uint64_t round = 0;
+      int ps = 0;
+      double bytes_per_sec = 0;
+    };
+    std::vector<Probe> probes;
 
     // `process` holds this rank from now: a first registration, a
     // replacement or a spare. It starts with no metrics and a fresh silence.
@@ -377,6 +383,18 @@ class Coordinator {
     std::optional<Clock::time_point> passed;  // when every live worker was past `last`
   };
   std::vector<TraceAsk> trace_asks_;
+  // eenctl status --probe: a round every worker answers by measuring its
+  // link to every PS (coordinator_status.cc).
+  uint64_t probe_round_ = 0;                      // the newest round (0: none yet)
+  std::optional<Clock::time_point> probe_since_;  // while a round is open
+  std::vector<transport::PeerId> probe_asks_;     // eenctl waiting for the round
+  Status HandleProbeRequest(const transport::PeerId& peer);
+  // Answers the round's askers once every live worker measured every PS, or
+  // after kProbeWait; the round then closes.
+  void MaybeAnswerProbes();
+  // The workers' probes of a heartbeat, checked (nothing kept from a lie).
+  void NoteProbes(Node& worker, capnp::List<wire::ProbeResult>::Reader probes);
+  static constexpr std::chrono::seconds kProbeWait{20};
   uint64_t flight_step_ = UINT64_MAX;  // the stalled step whose flight record was written
   std::optional<Clock::time_point> last_stall_record_;  // at most one a minute
   Status HandleTraceRequest(const transport::PeerId& peer, wire::TraceRequest::Reader request);

@@ -35,7 +35,7 @@ Message JobStart(const JobStartFields& f) {
 }
 
 Message HeartbeatReply(uint64_t incarnation, uint64_t map_epoch, wire::JobState state,
-                       const std::string& reason, int64_t echo_micros) {
+                       const std::string& reason, int64_t echo_micros, uint64_t probe_round) {
   wire::Outgoing b;
   auto reply = b.header().initHeartbeatReply();
   reply.setIncarnation(incarnation);
@@ -44,6 +44,7 @@ Message HeartbeatReply(uint64_t incarnation, uint64_t map_epoch, wire::JobState 
   reply.setReason(reason);
   reply.setCoordinatorMicros(FlightRecorder::Micros(std::chrono::steady_clock::now()));
   reply.setEchoMicros(echo_micros);
+  reply.setProbeRound(probe_round);
   return b.Take();
 }
 

@@ -37,8 +37,10 @@ struct JobStartFields {
 Message JobStart(const JobStartFields& fields);
 
 // `echo_micros`: the heartbeat's sentMicros (its sender measures the round trip).
+// `probe_round`: nonzero while eenctl status --probe waits for the workers.
 Message HeartbeatReply(uint64_t incarnation, uint64_t map_epoch, wire::JobState state,
-                       const std::string& reason, int64_t echo_micros = 0);
+                       const std::string& reason, int64_t echo_micros = 0,
+                       uint64_t probe_round = 0);
 Message MapChange(const ShardMap& map);
 Message MembershipPrepare(uint64_t epoch, const std::vector<int>& live);
 // `snapshot_step`: the step every PS snapshots on demand (0: none).

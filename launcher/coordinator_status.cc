@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "common/logging.h"
 #include "common/wire.h"
 #include "launcher/coordinator.h"
 #include "launcher/coordinator_internal.h"
@@ -157,22 +158,33 @@ void Coordinator::BuildStatus(wire::JobStatus::Builder status) const {
   }
 
   // Traffic between hosts: every live worker's bytes to and from each PS.
-  std::map<std::pair<std::string, std::string>, double> links;
+  // And what the newest probe round measured: each worker's link to each
+  // PS, the median over the workers of a host pair.
+  struct Link {
+    double traffic = 0;
+    std::vector<double> probed;
+  };
+  std::map<std::pair<std::string, std::string>, Link> links;
   for (int w : live) {
     const Node& worker = workers_[w];
     for (const auto& [rank, bytes] : worker.rates.per_ps()) {
       if (rank < 0 || rank >= static_cast<int>(ps_.size())) continue;
       const std::string& ps_host = ps_[rank].host;
-      links[{worker.host, ps_host}] += bytes.out;
-      links[{ps_host, worker.host}] += bytes.in;
+      links[{worker.host, ps_host}].traffic += bytes.out;
+      links[{ps_host, worker.host}].traffic += bytes.in;
+    }
+    for (const Node::Probe& probe : worker.probes) {
+      if (probe.round != probe_round_ || probe.ps >= static_cast<int>(ps_.size())) continue;
+      links[{worker.host, ps_[probe.ps].host}].probed.push_back(probe.bytes_per_sec);
     }
   }
   auto link_list = status.initLinks(links.size());
   size_t l = 0;
-  for (const auto& [pair, bytes] : links) {
+  for (const auto& [pair, link] : links) {
     link_list[l].setFrom(pair.first);
     link_list[l].setTo(pair.second);
-    link_list[l].setBytesPerSec(bytes);
+    link_list[l].setBytesPerSec(link.traffic);
+    link_list[l].setProbedBytesPerSec(Median(link.probed));
     l++;
   }
 
@@ -208,6 +220,56 @@ void Coordinator::MaybePublishMetrics() {
   auto status = message.initRoot<wire::JobStatus>();
   BuildStatus(status);
   metrics_server_->Publish(PrometheusText(status.asReader()));
+}
+
+void Coordinator::NoteProbes(Node& worker, capnp::List<wire::ProbeResult>::Reader probes) {
+  if (probes.size() > ps_.size()) return;  // one per PS at most
+  std::vector<Node::Probe> noted;
+  for (auto p : probes) {
+    // At most 1 GiB in at least a microsecond: anything else is a lie.
+    if (p.getPs() < 0 || p.getPs() >= static_cast<int>(ps_.size()) || p.getMicros() == 0 ||
+        p.getBytes() > (uint64_t{1} << 30)) {
+      return;
+    }
+    noted.push_back({p.getRound(), p.getPs(),
+                     static_cast<double>(p.getBytes()) * 1e6 / static_cast<double>(p.getMicros())});
+  }
+  worker.probes = std::move(noted);
+}
+
+Status Coordinator::HandleProbeRequest(const transport::PeerId& peer) {
+  if (state_ != wire::JobState::RUNNING) {
+    return FailedPrecondition("the job is not running: no link to probe");
+  }
+  if (!probe_since_) {  // a new round; a request during one joins it
+    probe_round_++;
+    probe_since_ = Clock::now();
+  }
+  probe_asks_.push_back(peer);
+  return Status::Ok();
+}
+
+void Coordinator::MaybeAnswerProbes() {
+  if (!probe_since_) return;
+  bool measured = true;
+  const std::vector<int> serving = ServingPs();
+  for (const Node& w : workers_) {
+    if (!w.registered || w.lost || w.done) continue;
+    for (int ps : serving) {
+      bool found = false;
+      for (const Node::Probe& p : w.probes)
+        found = found || (p.round == probe_round_ && p.ps == ps);
+      measured = measured && found;
+    }
+  }
+  if (!measured && Clock::now() - *probe_since_ < kProbeWait) return;
+  for (const transport::PeerId& peer : probe_asks_) {
+    wire::Outgoing b;
+    BuildStatus(b.header().initStatusReply());
+    Ignored(listener_->Send(peer, b.Take()), "answering eenctl status --probe");
+  }
+  probe_asks_.clear();
+  probe_since_.reset();
 }
 
 Status Coordinator::HandleStatusRequest(const transport::PeerId& peer) {

@@ -6,12 +6,13 @@
 //     trace with flow arrows from each push to its apply to its pull
 //     (chrome_trace.h), and with --plot each worker's step breakdown drawn.
 //
-//   eenctl status [--json] [--watch [SECONDS]]
+//   eenctl status [--json] [--watch [SECONDS]] [--probe]
 //     the job (step, samples/s, sync, map epoch, uptime), what its step
 //     waits for, every process (host, state, step, heartbeat age, CPU, RSS,
 //     bytes in/out per second, compute, straggler score), every PS's shards
 //     and the traffic between hosts; --json for scripts, --watch to refresh
-//     like top.
+//     like top; --probe first has every worker measure its link to every PS
+//     (4 x 4 MB each), and shows the median per host pair.
 //   eenctl drain --ps K
 //     moves every shard PS K owns to the other PS while training goes on
 //     (they back the shards up first, then take them over), after which
@@ -293,6 +294,10 @@ int main(int argc, char** argv) {
   bool json = false;
   double watch = 0;
   status->add_flag("--json", json, "print JSON for scripts");
+  bool probe = false;
+  status->add_flag("--probe", probe,
+                   "first measure every worker's link to every PS (a few MB each, while "
+                   "training goes on)");
   status->add_option("--watch", watch, "refresh every SECONDS (default 2), like top")
       ->expected(0, 1)
       ->default_str("2")
@@ -342,7 +347,14 @@ int main(int argc, char** argv) {
       bool ended = false;
       std::string screen;
       const int code = Ask(
-          coordinator, secret_file, [](een::wire::Header::Builder h) { h.setStatusRequest(); },
+          coordinator, secret_file,
+          [&](een::wire::Header::Builder h) {
+            if (probe) {
+              h.setProbeRequest();
+            } else {
+              h.setStatusRequest();
+            }
+          },
           [&](een::wire::Header::Reader h) -> std::optional<std::string> {
             if (!h.isStatusReply()) return std::nullopt;
             const auto reply = h.getStatusReply();
@@ -352,7 +364,7 @@ int main(int argc, char** argv) {
             return json ? een::StatusJson(reply, watching ? -1 : 2) : een::StatusText(reply);
           },
           // Refreshing: the screen is cleared just before the new one shows.
-          watching && !json ? "\033[H\033[2J" : "");
+          watching && !json ? "\033[H\033[2J" : "", std::chrono::seconds(probe ? 40 : 10));
       if (!watching || code != 0 || ended) return code;
       answered = true;
       std::fflush(stdout);

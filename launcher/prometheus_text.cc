@@ -170,6 +170,13 @@ std::string PrometheusText(wire::JobStatus::Reader s) {
              fmt::format("from=\"{}\",to=\"{}\"", Escaped(l.getFrom().cStr()),
                          Escaped(l.getTo().cStr())),
              l.getBytesPerSec());
+    if (l.getProbedBytesPerSec() > 0) {
+      page.Add("een_link_probed_bytes_per_second", "gauge",
+               "What the last eenctl status --probe measured from one host to another.",
+               fmt::format("from=\"{}\",to=\"{}\"", Escaped(l.getFrom().cStr()),
+                           Escaped(l.getTo().cStr())),
+               l.getProbedBytesPerSec());
+    }
   }
   return page.Text();
 }

@@ -108,8 +108,11 @@ std::string StatusText(wire::JobStatus::Reader s) {
   out += "\nTRAFFIC between hosts (data plane, last seconds)\n";
   if (s.getLinks().size() == 0) out += "  none measured yet\n";
   for (auto l : s.getLinks()) {
-    out += fmt::format("  {} -> {}{}: {}/s\n", l.getFrom().cStr(), l.getTo().cStr(),
-                       l.getFrom() == l.getTo() ? " (same host)" : "", Bytes(l.getBytesPerSec()));
+    out += fmt::format("  {} -> {}{}: {}/s{}\n", l.getFrom().cStr(), l.getTo().cStr(),
+                       l.getFrom() == l.getTo() ? " (same host)" : "", Bytes(l.getBytesPerSec()),
+                       l.getProbedBytesPerSec() > 0
+                           ? fmt::format("; probed {}/s", Bytes(l.getProbedBytesPerSec()))
+                           : "");
   }
   return out;
 }
@@ -148,7 +151,8 @@ std::string StatusJson(wire::JobStatus::Reader s, int indent) {
   for (auto l : s.getLinks()) {
     links.push_back({{"from", l.getFrom().cStr()},
                      {"to", l.getTo().cStr()},
-                     {"bytesPerSec", l.getBytesPerSec()}});
+                     {"bytesPerSec", l.getBytesPerSec()},
+                     {"probedBytesPerSec", l.getProbedBytesPerSec()}});
   }
   for (auto w : s.getWaits()) {
     json missing = json::array();

@@ -480,6 +480,20 @@ const ParameterServer::DataMessage* ParameterServer::DataMessageOf(wire::Header:
         [](ParameterServer& ps, E e, H h) {
           return ps.HandleReplicate(h.getReplicate(), e.message);
         }}},
+      // eenctl status --probe: bytes to confirm, with no epoch of their own.
+      {wire::Header::PROBE,
+       {[](H) { return uint64_t{0}; },
+        [](H h) { return transport::WorkerIdentity(h.getProbe().getWorker()); },
+        [](ParameterServer& ps, E e, H h) -> Status {
+          // At most a few MiB: a probe is a short test, not a transfer.
+          constexpr size_t kMaxProbeBytes = size_t{16} << 20;
+          if (e.message.payload_count() != 1 || e.message.payload(0).size() > kMaxProbeBytes) {
+            return InvalidArgument("a probe carries one payload frame of at most 16 MiB");
+          }
+          return ps.listener_->Send(e.from,
+                                    ps_messages::ProbeReply(ps.env_.rank, h.getProbe().getRound(),
+                                                            h.getProbe().getWorker()));
+        }}},
       // An answer to a replication: routed with no epoch of its own.
       {wire::Header::REPLICATED,
        {[](H) { return uint64_t{0}; },

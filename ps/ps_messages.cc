@@ -36,6 +36,14 @@ Message Hello(int rank) {
   return b.Take();
 }
 
+Message ProbeReply(int rank, uint64_t round, int worker) {
+  wire::Outgoing b(wire::Role::PS, rank);
+  auto reply = b.header().initProbeReply();
+  reply.setRound(round);
+  reply.setWorker(worker);
+  return b.Take();
+}
+
 Message Leave(int rank) {
   wire::Outgoing b(wire::Role::PS, rank);
   b.header().setLeave();

@@ -23,6 +23,7 @@ Message Register(int rank, const std::string& host, int pid, const std::string& 
                  const std::string& local_address, bool spare, const std::vector<uint64_t>& intact);
 Message Hello(int rank);  // to a restarted coordinator: here is this PS's control connection
 Message Leave(int rank);
+Message ProbeReply(int rank, uint64_t round, int worker);  // eenctl status --probe
 Message MembershipPrepared(int rank, uint64_t epoch, uint64_t max_version);
 Message RolledBack(int rank, uint64_t epoch, uint64_t step);
 

@@ -146,6 +146,23 @@ struct Heartbeat {
   events @17 :List(TraceEvent);    # the flight recorder's, since the last heartbeat
   eventsDropped @18 :UInt64;       # events the recorder had no room for, so far
   sentMicros @19 :Int64;           # the sender's steady clock when sent (echoed back)
+  probes @20 :List(ProbeResult);   # worker: its latest probe round's (eenctl status --probe)
+}
+
+# A worker's measure of its link to one PS: `bytes` sent to it, all
+# confirmed after `micros`.
+struct ProbeResult {
+  round @0 :UInt64;
+  ps @1 :Int32;
+  bytes @2 :UInt64;
+  micros @3 :UInt64;
+}
+
+# worker -> PS: one payload frame of probe bytes; PS -> worker: probeReply,
+# without payload, once it has them all.
+struct Probe {
+  round @0 :UInt64;
+  worker @1 :Int32;
 }
 
 # One timed event of a process's data path (common/flight_recorder.h).
@@ -264,6 +281,8 @@ struct HostLink {
   from @0 :Text;
   to @1 :Text;
   bytesPerSec @2 :Float64;
+  probedBytesPerSec @3 :Float64;   # eenctl status --probe: the median worker's measure
+                                   # (0: not probed)
 }
 
 struct StepWaitReport {
@@ -306,6 +325,8 @@ struct HeartbeatReply {
   mapEpoch @3 :UInt64;             # a newer one than the worker's: a PS was replaced
   coordinatorMicros @4 :Int64;     # the coordinator's steady clock when it answered
   echoMicros @5 :Int64;            # the heartbeat's sentMicros
+  probeRound @6 :UInt64;           # nonzero: workers measure their links to every PS
+                                   # for this round (once each)
 }
 
 struct Barrier {
@@ -482,6 +503,9 @@ struct Header {
     statusReply @39 :JobStatus;
     traceRequest @40 :TraceRequest;  # eenctl -> coordinator (eenctl debug --trace full)
     traceReply @41 :TraceReport;
+    probeRequest @42 :Void;        # eenctl -> coordinator: measure every link, then a status
+    probe @43 :Probe;              # worker -> PS (eenctl status --probe)
+    probeReply @44 :Probe;         # PS -> worker
   }
 }
 

@@ -119,6 +119,14 @@ TEST(EenctlStatus, ShowsEveryProcessAndWhatTheStepWaitsFor) {
   EXPECT_EQ(status["links"][0]["from"], status["links"][0]["to"]);
   EXPECT_GT(status["links"][0]["bytesPerSec"].get<double>(), 0);
 
+  // --probe: every worker measures its link to every PS, while training
+  // goes on; loopback carries far more than 10 MB/s.
+  auto probed = testing::Run({kBin + "/eenctl", "status", "--json", "--probe"}, seconds(60));
+  ASSERT_EQ(probed.exit_code, 0) << probed.output;
+  const nlohmann::json with_probe = nlohmann::json::parse(probed.output);
+  ASSERT_EQ(with_probe["links"].size(), 1u) << probed.output;
+  EXPECT_GT(with_probe["links"][0]["probedBytesPerSec"].get<double>(), 1e7) << probed.output;
+
   // The screen for people says the same, in a line a person reads.
   std::string text;
   const std::regex waits_line(

@@ -51,29 +51,42 @@ Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& e
   // (its start step is the newest change's); others start with everyone.
   EEN_RETURN_IF_ERROR(c->TakeHistory(c->join_history_));
   WorkerClient* self = c.get();
-  EEN_ASSIGN_OR_RETURN(c->heartbeat_, HeartbeatSender::Start(
-                                          env.coordinator, env.heartbeat_interval,
-                                          env.failover_threshold, &c->metrics_,
-                                          [self](wire::Heartbeat::Builder hb) {
-                                            hb.setRole(wire::Role::WORKER);
-                                            hb.setRank(self->rank_);
-                                            hb.setPid(getpid());
-                                            hb.setStep(self->step_.load());
-                                            hb.setLoss(self->loss_.load());
-                                            hb.setLossGiven(self->loss_given_.load());
-                                            hb.setSamples(self->samples_.load());
-                                            hb.setSyncMicros(self->sync_micros_.load());
-                                            hb.setComputeMicros(self->compute_micros_.load());
-                                            std::lock_guard<std::mutex> lock(self->traffic_mu_);
-                                            auto list = hb.initTraffic(self->traffic_.size());
-                                            for (size_t p = 0; p < self->traffic_.size(); ++p) {
-                                              list[p].setPs(static_cast<int32_t>(p));
-                                              list[p].setBytesOut(self->traffic_[p].out);
-                                              list[p].setBytesIn(self->traffic_[p].in);
-                                            }
-                                          },
-                                          &c->recorder_));
+  EEN_ASSIGN_OR_RETURN(
+      c->heartbeat_,
+      HeartbeatSender::Start(
+          env.coordinator, env.heartbeat_interval, env.failover_threshold, &c->metrics_,
+          [self](wire::Heartbeat::Builder hb) { self->FillHeartbeat(hb); }, &c->recorder_));
   return c;
+}
+
+void WorkerClient::FillHeartbeat(wire::Heartbeat::Builder hb) {
+  hb.setRole(wire::Role::WORKER);
+  hb.setRank(rank_);
+  hb.setPid(getpid());
+  hb.setStep(step_.load());
+  hb.setLoss(loss_.load());
+  hb.setLossGiven(loss_given_.load());
+  hb.setSamples(samples_.load());
+  hb.setSyncMicros(sync_micros_.load());
+  hb.setComputeMicros(compute_micros_.load());
+  {
+    std::lock_guard<std::mutex> lock(traffic_mu_);
+    auto list = hb.initTraffic(traffic_.size());
+    for (size_t p = 0; p < traffic_.size(); ++p) {
+      list[p].setPs(static_cast<int32_t>(p));
+      list[p].setBytesOut(traffic_[p].out);
+      list[p].setBytesIn(traffic_[p].in);
+    }
+  }
+  std::lock_guard<std::mutex> lock(probe_mu_);
+  auto list = hb.initProbes(probe_results_.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    const ProbeResult& r = probe_results_[i];
+    list[i].setRound(r.round);
+    list[i].setPs(static_cast<int32_t>(r.ps));
+    list[i].setBytes(r.bytes);
+    list[i].setMicros(r.micros);
+  }
 }
 
 Status WorkerClient::ApplyJobStart(wire::JobStart::Reader js) {
@@ -675,6 +688,75 @@ void WorkerClient::ReportProgress(uint64_t step, std::optional<double> loss, uin
   samples_ = samples;
   sync_micros_ = sync_micros;
   compute_micros_ = compute_micros;
+  MaybeProbe();
+}
+
+void WorkerClient::MaybeProbe() {
+  const uint64_t round = heartbeat_ ? heartbeat_->probe_round() : 0;
+  if (round == 0 || round == probed_round_) return;
+  if (probe_thread_.joinable()) {
+    // The last round's probe may still run: a later step looks again.
+    bool finished = false;
+    {
+      std::lock_guard<std::mutex> lock(probe_mu_);
+      finished = probe_finished_;
+    }
+    if (!finished) return;
+    probe_thread_.join();
+  }
+  probed_round_ = round;
+  probe_finished_ = false;
+  std::vector<std::string> addresses;
+  const std::string host = HostName();
+  for (uint32_t p = 0; p < map_.num_ps(); ++p) addresses.push_back(map_.AddressFor(p, host));
+  probe_thread_ = std::jthread([this, round, addresses, rank = rank_] {
+    std::vector<ProbeResult> results = Probe(round, rank, addresses);
+    std::lock_guard<std::mutex> lock(probe_mu_);
+    probe_results_ = std::move(results);
+    probe_finished_ = true;
+  });
+}
+
+std::vector<WorkerClient::ProbeResult> WorkerClient::Probe(
+    uint64_t round, int rank, const std::vector<std::string>& addresses) {
+  std::vector<ProbeResult> results;
+  for (uint32_t p = 0; p < addresses.size(); ++p) {
+    auto device = transport::DeviceFor(addresses[p]);
+    if (!device.ok()) continue;
+    auto connection = (*device)->Connect(addresses[p]);
+    if (!connection.ok()) continue;
+    const auto start = std::chrono::steady_clock::now();
+    bool sent = true;
+    for (int k = 0; k < kProbeMessages && sent; ++k) {
+      sent = (*connection)->Send(worker_messages::Probe(rank, round, kProbeMessageBytes)).ok();
+    }
+    int confirmed = 0;
+    while (sent && confirmed < kProbeMessages) {
+      auto reply = (*connection)->Receive(std::chrono::seconds(5));
+      if (!reply.ok()) break;
+      bool refused = false;
+      Ignored(wire::Visit(*reply,
+                          [&](wire::Header::Reader h) {
+                            refused = h.isError();
+                            if (h.isProbeReply() && h.getProbeReply().getRound() == round) {
+                              confirmed++;
+                            }
+                            return Status::Ok();
+                          }),
+              "reading a probe's answer");
+      if (refused) break;
+    }
+    if (confirmed < kProbeMessages) {
+      spdlog::warn("probe of ps {} ({}) unanswered: no figure for that link", p, addresses[p]);
+      continue;
+    }
+    const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+    results.push_back({round, p, uint64_t{kProbeMessageBytes} * kProbeMessages,
+                       static_cast<uint64_t>(std::max<int64_t>(micros, 1))});
+  }
+  return results;
 }
 
 void WorkerClient::CountTraffic(size_t ps, uint64_t out, uint64_t in) {

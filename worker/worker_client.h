@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "common/flight_recorder.h"
@@ -238,8 +239,30 @@ class WorkerClient {
     uint64_t out = 0, in = 0;
   };
   void CountTraffic(size_t ps, uint64_t out, uint64_t in);
+  // What every heartbeat carries (on the heartbeat thread): progress,
+  // traffic, probe results.
+  void FillHeartbeat(wire::Heartbeat::Builder hb);
   mutable std::mutex traffic_mu_;
   std::vector<PsTraffic> traffic_;  // guarded by traffic_mu_
+  // eenctl status --probe: when the coordinator announces a round, a
+  // background thread sends kProbeBytes to every PS (kProbeMessages
+  // messages, on connections of its own, while training goes on) and
+  // times until each confirmed them all. Started from ReportProgress.
+  struct ProbeResult {
+    uint64_t round = 0;
+    uint32_t ps = 0;
+    uint64_t bytes = 0, micros = 0;
+  };
+  static constexpr size_t kProbeMessageBytes = size_t{4} << 20;
+  static constexpr int kProbeMessages = 4;
+  void MaybeProbe();
+  static std::vector<ProbeResult> Probe(uint64_t round, int rank,
+                                        const std::vector<std::string>& addresses);
+  uint64_t probed_round_ = 0;  // the training thread's
+  std::mutex probe_mu_;
+  std::vector<ProbeResult> probe_results_;  // guarded by probe_mu_
+  bool probe_finished_ = false;             // guarded by probe_mu_
+  std::jthread probe_thread_;               // joined before the results go
   // Last: its thread reads the fields above, so it must stop before they go.
   std::unique_ptr<HeartbeatSender> heartbeat_;
 };

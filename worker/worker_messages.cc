@@ -45,6 +45,16 @@ Message Done(int rank, uint64_t steps) {
   return b.Take();
 }
 
+Message Probe(int worker, uint64_t round, size_t bytes) {
+  wire::Outgoing b(wire::Role::WORKER, worker);
+  auto probe = b.header().initProbe();
+  probe.setRound(round);
+  probe.setWorker(worker);
+  std::vector<Frame> payload;
+  payload.push_back(Frame::Own(std::vector<std::byte>(bytes)));
+  return b.Take(std::move(payload));
+}
+
 Message Push(const PushFields& f, const std::vector<uint32_t>& chunks, std::vector<Frame> payload) {
   wire::Outgoing b;
   auto push = b.header().initPush();

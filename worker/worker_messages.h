@@ -55,5 +55,7 @@ Message Pull(const PullFields& fields, const std::vector<uint32_t>& chunks);
 
 Message NormQuery(int worker, uint64_t epoch, uint64_t step, uint64_t request_id);
 Message ClipNorm(int worker, uint64_t epoch, uint64_t step, double total_norm);
+// eenctl status --probe: `bytes` of probe payload for a PS to confirm.
+Message Probe(int worker, uint64_t round, size_t bytes);
 
 }  // namespace een::worker_messages

@@ -126,6 +126,14 @@ std::vector<std::pair<std::string, Message>> Messages() {
     hb.setSentMicros(1000);
   });
   add("status-request", [&](wire::Header::Builder h) { h.setStatusRequest(); });
+  add("probe-request", [&](wire::Header::Builder h) { h.setProbeRequest(); });
+  add("probe",
+      [&](wire::Header::Builder h) {
+        auto p = h.initProbe();
+        p.setRound(1);
+        p.setWorker(0);
+      },
+      {PayloadOf(1024)});
   add("trace-request", [&](wire::Header::Builder h) {
     auto r = h.initTraceRequest();
     r.setFirstStep(1);

@@ -709,8 +709,8 @@ void WorkerClient::MaybeProbe() {
   std::vector<std::string> addresses;
   const std::string host = HostName();
   for (uint32_t p = 0; p < map_.num_ps(); ++p) addresses.push_back(map_.AddressFor(p, host));
-  probe_thread_ = std::jthread([this, round, addresses, rank = rank_] {
-    std::vector<ProbeResult> results = Probe(round, rank, addresses);
+  probe_thread_ = std::jthread([this, round, addresses, rank = rank_](std::stop_token stop) {
+    std::vector<ProbeResult> results = Probe(stop, round, rank, addresses);
     std::lock_guard<std::mutex> lock(probe_mu_);
     probe_results_ = std::move(results);
     probe_finished_ = true;
@@ -718,9 +718,9 @@ void WorkerClient::MaybeProbe() {
 }
 
 std::vector<WorkerClient::ProbeResult> WorkerClient::Probe(
-    uint64_t round, int rank, const std::vector<std::string>& addresses) {
+    std::stop_token stop, uint64_t round, int rank, const std::vector<std::string>& addresses) {
   std::vector<ProbeResult> results;
-  for (uint32_t p = 0; p < addresses.size(); ++p) {
+  for (uint32_t p = 0; p < addresses.size() && !stop.stop_requested(); ++p) {
     auto device = transport::DeviceFor(addresses[p]);
     if (!device.ok()) continue;
     auto connection = (*device)->Connect(addresses[p]);
@@ -731,9 +731,11 @@ std::vector<WorkerClient::ProbeResult> WorkerClient::Probe(
       sent = (*connection)->Send(worker_messages::Probe(rank, round, kProbeMessageBytes)).ok();
     }
     int confirmed = 0;
-    while (sent && confirmed < kProbeMessages) {
-      auto reply = (*connection)->Receive(std::chrono::seconds(5));
-      if (!reply.ok()) break;
+    const auto deadline = start + std::chrono::seconds(5);
+    while (sent && confirmed < kProbeMessages && !stop.stop_requested() &&
+           std::chrono::steady_clock::now() < deadline) {
+      auto reply = (*connection)->Receive(std::chrono::milliseconds(500));
+      if (!reply.ok()) continue;
       bool refused = false;
       Ignored(wire::Visit(*reply,
                           [&](wire::Header::Reader h) {
@@ -746,6 +748,7 @@ std::vector<WorkerClient::ProbeResult> WorkerClient::Probe(
               "reading a probe's answer");
       if (refused) break;
     }
+    if (stop.stop_requested()) break;
     if (confirmed < kProbeMessages) {
       spdlog::warn("probe of ps {} ({}) unanswered: no figure for that link", p, addresses[p]);
       continue;

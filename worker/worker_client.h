@@ -245,9 +245,10 @@ class WorkerClient {
   mutable std::mutex traffic_mu_;
   std::vector<PsTraffic> traffic_;  // guarded by traffic_mu_
   // eenctl status --probe: when the coordinator announces a round, a
-  // background thread sends kProbeBytes to every PS (kProbeMessages
-  // messages, on connections of its own, while training goes on) and
-  // times until each confirmed them all. Started from ReportProgress.
+  // background thread sends kProbeMessages of kProbeMessageBytes to every
+  // PS (on connections of its own, while training goes on) and times until
+  // each confirmed them all. Started from ReportProgress; stopped (within
+  // half a second) when the client goes.
   struct ProbeResult {
     uint64_t round = 0;
     uint32_t ps = 0;
@@ -256,7 +257,7 @@ class WorkerClient {
   static constexpr size_t kProbeMessageBytes = size_t{4} << 20;
   static constexpr int kProbeMessages = 4;
   void MaybeProbe();
-  static std::vector<ProbeResult> Probe(uint64_t round, int rank,
+  static std::vector<ProbeResult> Probe(std::stop_token stop, uint64_t round, int rank,
                                         const std::vector<std::string>& addresses);
   uint64_t probed_round_ = 0;  // the training thread's
   std::mutex probe_mu_;

@@ -870,9 +870,8 @@ void Coordinator::Abort(const std::string& reason) {
   spdlog::error("{}", reason);
   std::string verdict = reason;
   if (state_ == wire::JobState::RUNNING && !events_.empty()) {
-    uint64_t step = 0;
-    for (const Node& w : workers_) step = std::max(step, w.step);
-    if (const std::string path = WriteFlightRecord(step, reason, true); !path.empty()) {
+    if (const std::string path = WriteFlightRecord(NewestWorkerStep(), reason, true);
+        !path.empty()) {
       verdict += " (flight record of the last steps: " + path + ")";
     }
   }

@@ -144,6 +144,8 @@ class Coordinator {
     };
     std::vector<Probe> probes;
 
+    // Registered and still taking part: not lost, not done.
+    bool active() const { return registered && !lost && !done; }
     // `process` holds this rank from now: a first registration, a
     // replacement or a spare. It starts with no metrics and a fresh silence.
     void Take(const Process& process, Clock::time_point now);
@@ -287,6 +289,8 @@ class Coordinator {
   void ReleaseBarriers();
   void MaybeFinish();
   std::vector<int> LiveWorkerRanks() const;
+  // The furthest step any worker has reached (0 before any).
+  uint64_t NewestWorkerStep() const;
   void Abort(const std::string& reason);
   // Before the start: tells every registered process why, then aborts.
   void RefuseJob(const std::string& reason);

@@ -86,8 +86,7 @@ void Coordinator::PsLost(Node& p, const std::string& why) {
   counters_.failovers++;
   if (!(options_.job.replicas >= 2 && !rollback_.active() && FailOver(p, why))) {
     if (options_.job.snapshot_every == 0) {
-      uint64_t job_step = 0;
-      for (const Node& w : workers_) job_step = std::max(job_step, w.step);
+      const uint64_t job_step = NewestWorkerStep();
       Abort(fmt::format(
           "{}; the job was at step {}; ending the job ({})", why, job_step,
           options_.job.replicas >= 2

@@ -191,6 +191,12 @@ Status Coordinator::HandleSnapshotRequest(const transport::PeerId& peer) {
   return Status::Ok();
 }
 
+uint64_t Coordinator::NewestWorkerStep() const {
+  uint64_t step = 0;
+  for (const Node& w : workers_) step = std::max(step, w.step);
+  return step;
+}
+
 std::vector<int> Coordinator::LiveWorkerRanks() const {
   std::vector<int> live;
   for (const Node& w : workers_) {

@@ -15,14 +15,14 @@ using transport::Message;
 
 std::vector<bool> Coordinator::UsablePs() const {
   std::vector<bool> usable;
-  for (const Node& p : ps_) usable.push_back(p.registered && !p.lost && !p.done);
+  for (const Node& p : ps_) usable.push_back(p.active());
   return usable;
 }
 
 std::vector<int> Coordinator::ServingPs() const {
   std::vector<int> serving;
   for (const Node& p : ps_) {
-    if (p.registered && !p.lost && !p.done) serving.push_back(p.rank);
+    if (p.active()) serving.push_back(p.rank);
   }
   return serving;
 }
@@ -150,8 +150,7 @@ void Coordinator::BeginRecovery(Node& lost, const std::string& why) {
     Abort(why + "; " + *no);
     return;
   }
-  uint64_t job_step = 0;
-  for (const Node& w : workers_) job_step = std::max(job_step, w.step);
+  const uint64_t job_step = NewestWorkerStep();
   lost.lost = true;
   map_epoch_++;
   rollback_.Begin(snapshots_.complete(), map_epoch_, Clock::now());

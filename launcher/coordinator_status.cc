@@ -52,9 +52,7 @@ void Coordinator::BuildStatus(wire::JobStatus::Builder status) const {
   const Clock::time_point now = Clock::now();
   std::vector<int> live;  // registered workers still training
   for (size_t w = 0; w < workers_.size(); ++w) {
-    if (workers_[w].registered && !workers_[w].lost && !workers_[w].done) {
-      live.push_back(static_cast<int>(w));
-    }
+    if (workers_[w].active()) live.push_back(static_cast<int>(w));
   }
   const Node* lead = live.empty() ? nullptr : &workers_[live.front()];
   double samples_per_second = 0;
@@ -254,7 +252,7 @@ void Coordinator::MaybeAnswerProbes() {
   bool measured = true;
   const std::vector<int> serving = ServingPs();
   for (const Node& w : workers_) {
-    if (!w.registered || w.lost || w.done) continue;
+    if (!w.active()) continue;
     for (int ps : serving) {
       bool found = false;
       for (const Node::Probe& p : w.probes)

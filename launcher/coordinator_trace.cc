@@ -94,7 +94,7 @@ void Coordinator::MaybeAnswerTraces() {
   const Clock::time_point now = Clock::now();
   uint64_t slowest = UINT64_MAX;  // the step every live worker has reached
   for (const Node& w : workers_) {
-    if (w.registered && !w.lost && !w.done) slowest = std::min(slowest, w.step);
+    if (w.active()) slowest = std::min(slowest, w.step);
   }
   for (auto it = trace_asks_.begin(); it != trace_asks_.end();) {
     // Step() returned for `last` once a worker's step is past it.
@@ -108,8 +108,7 @@ void Coordinator::MaybeAnswerTraces() {
     }
     transport::Message answer;
     if (!it->passed) {
-      uint64_t step = 0;
-      for (const Node& w : workers_) step = std::max(step, w.step);
+      const uint64_t step = NewestWorkerStep();
       answer = wire::MakeError(
           wire::ErrorCode::FAILED_PRECONDITION,
           fmt::format("the job ended at step {}, before every worker passed step {}: nothing to "

@@ -1,0 +1,282 @@
+"""een: data-parallel PyTorch training through EEN's sharded parameter servers.
+
+    import een, torch
+    model = Net()
+    dp = een.DataParallel(model, optimizer=een.Adam(lr=1e-3))
+    sampler = een.DistributedSampler(train_set)          # this worker's share
+    loader = torch.utils.data.DataLoader(train_set, batch_size=32, sampler=sampler)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for x, y in loader:
+            loss = torch.nn.functional.cross_entropy(dp(x), y)
+            loss.backward()                     # gradients are pushed as buckets fill
+            dp.step(loss.item(), len(x))        # the parameters are fresh again
+    dp.finish()
+
+Run it under een-launch (`een-launch --ps 2 --workers 4 -- python3 train.py`),
+or alone with EEN_LOCAL=1 to debug in one process. This module is a thin
+binding over libeen_worker: the semantics are those of the C++ API
+een::DataParallel (een/data_parallel.h), which the docstrings below summarise:
+the parameters servers average the workers' gradients and apply the optimizer
+(een.SGD, een.Adam, een.AdamW, een.Adagrad; een.Sum() leaves the optimizer to
+you), buffers (BatchNorm statistics) follow rank 0 or the mean, dp.no_sync()
+accumulates, clipping is a server option, and a lost parameter server with
+snapshots makes dp.step() raise een.RolledBack.
+
+The extension links one LibTorch; importing een checks that this Python's
+torch runs that same LibTorch and says how to rebuild if not.
+"""
+import contextlib
+import os
+
+import torch
+import torch.utils.data
+
+from . import _build
+
+
+def _loaded_libtorch_dir():
+    """The folder of the libtorch_cpu this process has loaded (torch's)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split(None, 5)[-1].strip()
+                if os.path.basename(path).startswith("libtorch_cpu."):
+                    return os.path.dirname(os.path.realpath(path))
+    except OSError:
+        pass
+    return None
+
+
+def _check_torch():
+    built = _build.TORCH_VERSION.split(".")[:2]
+    running = torch.__version__.split("+")[0].split(".")[:2]
+    loaded = _loaded_libtorch_dir()
+    same_dir = loaded is None or loaded == _build.TORCH_LIBDIR
+    if built == running and same_dir:
+        return
+    raise ImportError(
+        "een was built against LibTorch %s in %s, but this Python's torch %s runs the LibTorch "
+        "in %s: one process cannot load both. Rebuild EEN against this torch: cmake -S . -B build "
+        "-DCMAKE_PREFIX_PATH=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') "
+        "-DPython3_EXECUTABLE=$(command -v python3), or run the Python whose torch EEN was built "
+        "with (Debian's python3-torch for a build with Debian's libtorch-dev)"
+        % (_build.TORCH_VERSION, _build.TORCH_LIBDIR, torch.__version__, loaded or "?"))
+
+
+_check_torch()
+
+from . import _een  # noqa: E402  (after the check: a wrong LibTorch must not load)
+
+__version__ = _build.EEN_VERSION
+Error = _een.Error            # what EEN raises; .code (an een.ErrorCode) says which kind
+ErrorCode = _een.ErrorCode
+RolledBack = _een.RolledBack  # dp.step(): the job went back to its last snapshot (.step)
+MembershipChange = _een.MembershipChange
+OptimizerConfig = _een.OptimizerConfig
+
+__all__ = ["DataParallel", "DistributedSampler", "SGD", "Adam", "AdamW", "Adagrad", "Sum",
+           "Error", "ErrorCode", "RolledBack", "position_after", "OptimizerConfig", "MembershipChange"]
+
+
+def _optimizer(kind, clip_grad_norm, **fields):
+    config = _een.OptimizerConfig()
+    config.kind = kind
+    for name, value in fields.items():
+        setattr(config, name, value)
+    config.clip_grad_norm = float(clip_grad_norm)
+    return config
+
+
+def SGD(lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, clip_grad_norm=0.0):
+    """torch.optim.SGD on the parameter servers; clip_grad_norm > 0 clips the
+    mean gradient to that global L2 norm first (as clip_grad_norm_ would)."""
+    return _optimizer(_een.OptimizerKind.SGD, clip_grad_norm, lr=float(lr),
+                      momentum=float(momentum), dampening=float(dampening),
+                      weight_decay=float(weight_decay), nesterov=bool(nesterov))
+
+
+def Adam(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, clip_grad_norm=0.0):
+    """torch.optim.Adam on the parameter servers (its state never lives here)."""
+    return _optimizer(_een.OptimizerKind.ADAM, clip_grad_norm, lr=float(lr),
+                      beta1=float(betas[0]), beta2=float(betas[1]), eps=float(eps),
+                      weight_decay=float(weight_decay))
+
+
+def AdamW(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, clip_grad_norm=0.0):
+    """torch.optim.AdamW on the parameter servers."""
+    return _optimizer(_een.OptimizerKind.ADAMW, clip_grad_norm, lr=float(lr),
+                      beta1=float(betas[0]), beta2=float(betas[1]), eps=float(eps),
+                      weight_decay=float(weight_decay))
+
+
+def Adagrad(lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10,
+            clip_grad_norm=0.0):
+    """torch.optim.Adagrad on the parameter servers."""
+    return _optimizer(_een.OptimizerKind.ADAGRAD, clip_grad_norm, lr=float(lr),
+                      lr_decay=float(lr_decay), weight_decay=float(weight_decay),
+                      initial_accumulator=float(initial_accumulator_value), eps=float(eps))
+
+
+def Sum():
+    """No server optimizer: dp.step() leaves the mean gradient in each .grad
+    for a torch optimizer you step yourself after it."""
+    return _optimizer(_een.OptimizerKind.SUM, 0.0)
+
+
+class DataParallel:
+    """Trains `module` data-parallel through the job's parameter servers.
+
+    Joins the job from the EEN_* environment een-launch sets, and gives every
+    worker rank 0's parameters and buffers. Parameters must be dense,
+    contiguous float32 CPU tensors. buffers: 'broadcast' (rank 0's each
+    step, as DDP), 'average' (the mean over the workers) or 'local'.
+    bucket_bytes: gradient bucket size (DDP's bucket_cap_mb; EEN_BUCKET_BYTES
+    overrides). dp(x) calls the module."""
+
+    def __init__(self, module, optimizer=None, bucket_bytes=25 << 20, buffers="broadcast"):
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError("een.DataParallel needs a torch.nn.Module, got %s" % type(module))
+        if optimizer is None:
+            optimizer = SGD(0.01)
+        if not isinstance(optimizer, _een.OptimizerConfig):
+            raise TypeError(
+                "optimizer=%s: give an EEN optimizer, which the parameter servers apply "
+                "(een.SGD, een.Adam, een.AdamW, een.Adagrad), or een.Sum() and step your torch "
+                "optimizer after dp.step()" % type(optimizer).__name__)
+        self.module = module
+        parameters = list(module.named_parameters())
+        buffer_list = [(n, b) for n, b in module.named_buffers() if b is not None]
+        self._core = _een.DataParallel(parameters, buffer_list, optimizer, int(bucket_bytes),
+                                       str(buffers))
+
+    def __call__(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+    forward = __call__
+
+    @property
+    def rank(self):
+        return self._core.rank()
+
+    @property
+    def world_size(self):
+        return self._core.world_size()
+
+    @property
+    def global_step(self):
+        """Steps completed (after --resume or a rollback: from the snapshot's step)."""
+        return self._core.steps()
+
+    @property
+    def live_count(self):
+        """Workers training now (fewer after a worker is lost under --min-workers)."""
+        return self._core.live_count()
+
+    @property
+    def live_index(self):
+        """This worker's place among the live workers."""
+        return self._core.live_index()
+
+    @property
+    def membership_changes(self):
+        return self._core.membership_changes()
+
+    def step(self, loss=None, samples=0):
+        """Completes one step after loss.backward(): pushes what is left, waits
+        for the parameter servers and puts the new parameters (and buffers) in
+        the module. `loss` (a float or a tensor) and `samples` (this worker's
+        batch size) feed een-launch's progress line. Raises een.RolledBack when
+        the job went back to its last snapshot: carry on from dp.global_step."""
+        if isinstance(loss, torch.Tensor):
+            loss = loss.detach().item()
+        self._core.step(None if loss is None else float(loss), int(samples))
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Gradient accumulation, as DDP's no_sync(): backward() inside only adds
+        to .grad; the first backward() after it pushes the sum."""
+        guard = self._core.no_sync()
+        try:
+            yield
+        finally:
+            guard.close()
+
+    @property
+    def learning_rate(self):
+        return self._core.learning_rate()
+
+    @learning_rate.setter
+    def learning_rate(self, lr):
+        """Every worker sets the same value at the same step (a schedule)."""
+        self._core.set_learning_rate(float(lr))
+
+    @property
+    def grad_norm(self):
+        """With clip_grad_norm: the last step's norm of the mean gradient."""
+        return self._core.grad_norm()
+
+    def barrier(self):
+        self._core.barrier()
+
+    def finish(self):
+        """Leaves the job; the others go on without this worker (DDP's join())."""
+        self._core.finish()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.finish()
+        return False
+
+
+class DistributedSampler(torch.utils.data.Sampler):
+    """This worker's share of a dataset, as torch.utils.data.DistributedSampler:
+    each epoch the indices are shuffled with seed + epoch (the same order on
+    every worker), padded to a multiple of num_replicas (or cut, drop_last)
+    and worker `rank` takes every num_replicas-th from its rank on. So batch s
+    of all workers together is the global batch of one-process training.
+    num_replicas and rank default to the job's (EEN_WORLD_SIZE, EEN_RANK).
+    `dataset` may be a dataset or its length."""
+
+    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
+                 drop_last=False):
+        size = dataset if isinstance(dataset, int) else len(dataset)
+        if num_replicas is None:
+            num_replicas = int(os.environ.get("EEN_WORLD_SIZE", "1"))
+        if rank is None:
+            rank = int(os.environ.get("EEN_RANK", "0"))
+        if num_replicas < 1 or not 0 <= rank < num_replicas or size < 0:
+            raise ValueError("DistributedSampler: rank %d of %d workers over %d samples is "
+                             "invalid (0 <= rank < num_replicas)" % (rank, num_replicas, size))
+        self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
+        self._core = _een.DistributedSampler(size, rank, num_replicas, bool(shuffle), int(seed),
+                                             bool(drop_last))
+
+    def set_epoch(self, epoch):
+        self.epoch = int(epoch)
+        self._core.set_epoch(self.epoch)
+
+    def __iter__(self):
+        return iter(self._core.indices())
+
+    def __len__(self):
+        return self._core.num_samples()
+
+    def permutation(self):
+        """The whole dataset's order this epoch."""
+        return self._core.permutation()
+
+    def batch(self, position, index, count, batch_size):
+        """One step's batch when `count` workers train: positions [position,
+        position + count * batch_size) form the global batch and the worker at
+        `index` takes position + index + i * count (see position_after)."""
+        return self._core.batch(int(position), int(index), int(count), int(batch_size))
+
+
+def position_after(steps, world_size, membership_changes, dataset_size, batch_size):
+    """(epoch, position) where the data stands after `steps` steps: where a
+    worker that starts mid-job (resume, rollback, replacement) carries on."""
+    return _een.position_after(int(steps), int(world_size), list(membership_changes),
+                               int(dataset_size), int(batch_size))

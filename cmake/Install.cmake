@@ -63,9 +63,10 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # A user builds against the headers of LibTorch (and runs Python programs
-# with Debian's torch); gnuplot draws `eenctl debug --plot`.
+# with Debian's torch); gnuplot draws `eenctl debug --plot`; the samples
+# need CLI11, zlib and the dataset.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libtorch-dev (>= ${Torch_VERSION_MAJOR}.${Torch_VERSION_MINOR})")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3-torch, cmake, pkg-config, g++")
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "gnuplot-nox, dataset-fashion-mnist")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "gnuplot-nox, libcli11-dev, zlib1g-dev, dataset-fashion-mnist")
 set(CPACK_GENERATOR DEB)
 include(CPack)

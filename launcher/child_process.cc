@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -11,8 +12,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "common/transport/registry.h"
+#include "launcher/say.h"
 
 namespace een {
 
@@ -43,8 +46,21 @@ Status OpenTerminal(int fds[2]) {
 
 Status ChildProcess::Start() {
   int fds[2];
-  if (spec_.terminal) {
-    EEN_RETURN_IF_ERROR(OpenTerminal(fds));
+  bool terminal = spec_.terminal;
+  if (terminal) {
+    if (Status s = OpenTerminal(fds); !s.ok()) {
+      // A container or chroot without /dev/pts: a pipe carries the output
+      // as well; only programs that buffer when not on a terminal print later.
+      static bool warned = false;
+      if (!std::exchange(warned, true)) {
+        Say("no pseudo-terminal for the processes' output (" + s.message() +
+            "): reading it through pipes instead, so a program's lines may come in blocks "
+            "(mount devpts on /dev/pts, or flush stdout in the program)");
+      }
+      terminal = false;
+    }
+  }
+  if (terminal) {
   } else if (pipe2(fds, O_CLOEXEC) != 0) {
     return Internal(std::string("pipe: ") + std::strerror(errno));
   }

@@ -58,4 +58,18 @@ if [[ -n "$(find "$prefix" -name '_een*.so')" ]]; then
   grep -q 'job finished: 2 of 2 workers succeeded' "$work/py.out"
   echo "   the Python job finished"
 fi
+step "cpack -G DEB: the Debian package holds the same files, for /usr"
+cpack -G DEB -B "$work/deb" --config "$build/CPackConfig.cmake" >"$work/cpack.log" \
+  || { cat "$work/cpack.log"; exit 1; }
+deb=$(ls "$work"/deb/een_*.deb)
+contents=$(dpkg-deb -c "$deb")
+for file in usr/bin/een-launch usr/bin/een-ps usr/bin/een-coordinator usr/bin/eenctl \
+            usr/include/een/data_parallel.h usr/lib/cmake/EEN/EENConfig.cmake \
+            usr/lib/pkgconfig/een.pc usr/lib/libeen_worker.so \
+            usr/share/een/samples/CMakeLists.txt; do
+  grep -q " ./$file\$" <<<"$contents" || { echo "FAIL: $(basename "$deb") lacks /$file"; exit 1; }
+done
+dpkg-deb -f "$deb" Depends | grep -q 'libtorch-dev' \
+  || { echo "FAIL: $(basename "$deb") does not depend on libtorch-dev"; exit 1; }
+echo "   $(basename "$deb"): $(grep -c . <<<"$contents") entries, depends on $(dpkg-deb -f "$deb" Depends | cut -c1-60)..."
 echo "PASS"

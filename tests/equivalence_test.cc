@@ -82,7 +82,8 @@ TEST_P(Equivalence, FourWorkersMatchOneProcessWithTheGlobalBatch) {
   std::remove(Temp("start").c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Optimizers, Equivalence, ::testing::Values("sgd", "adam"));
+// sum: the PS only averages; each worker steps torch::optim::SGD on the mean.
+INSTANTIATE_TEST_SUITE_P(Optimizers, Equivalence, ::testing::Values("sgd", "adam", "sum"));
 
 TEST(Determinism, TwoIdenticalRunsAreBitwiseIdentical) {
   auto a = Distributed("adam", "first");

@@ -1,6 +1,7 @@
 // equivalence_train: the same 20 training steps two ways, for the
 // equivalence test.
-//   under een-launch: W workers, batch b each, server optimizer;
+//   under een-launch: W workers, batch b each, server optimizer (or, sum, the
+//   mean gradient and torch::optim::SGD on each worker);
 //   with --reference: one process, batch W*b over the same samples,
 //   torch::optim. Under een-launch --resume it continues from the
 //   snapshot's step. Both write the final parameters (raw float32, in
@@ -42,7 +43,8 @@ int main(int argc, char** argv) {
   std::string optimizer = "sgd", out;
   bool reference = false;
   int workers = 4, batch = 8, steps = 20;
-  app.add_option("--optimizer", optimizer)->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--optimizer", optimizer, "sum: the PS only averages, torch's SGD steps here")
+      ->check(CLI::IsMember({"sgd", "adam", "sum"}));
   app.add_option("--out", out)->required();
   app.add_flag("--reference", reference, "single process, global batch, torch::optim");
   app.add_option("--workers", workers, "workers the reference stands for");
@@ -67,13 +69,14 @@ int main(int argc, char** argv) {
   auto y = torch::randint(0, 4, {n}, torch::kLong);
   torch::manual_seed(7);
   auto net = std::make_shared<Mlp>();
-  const auto config =
-      optimizer == "sgd" ? een::OptimizerConfig::SGD(0.1, 0.9) : een::OptimizerConfig::Adam(1e-2);
+  const auto config = optimizer == "sgd"   ? een::OptimizerConfig::SGD(0.1, 0.9)
+                      : optimizer == "sum" ? een::OptimizerConfig::Sum()
+                                           : een::OptimizerConfig::Adam(1e-2);
   try {
     if (reference) {
       een::DistributedSampler all(n, 0, 1, true, 3);
       std::unique_ptr<torch::optim::Optimizer> opt;
-      if (optimizer == "sgd") {
+      if (optimizer == "sgd" || optimizer == "sum") {
         opt = std::make_unique<torch::optim::SGD>(net->parameters(),
                                                   torch::optim::SGDOptions(0.1).momentum(0.9));
       } else {
@@ -105,6 +108,11 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the test's gate
       }
       een::DataParallel dp(*net, options);
+      std::unique_ptr<torch::optim::SGD> own;  // sum mode: .grad holds the mean after Step()
+      if (optimizer == "sum") {
+        own = std::make_unique<torch::optim::SGD>(net->parameters(),
+                                                  torch::optim::SGDOptions(0.1).momentum(0.9));
+      }
       een::DistributedSampler sampler(n, dp.rank(), dp.world_size(), true, 3);
       const int64_t per_epoch = static_cast<int64_t>(sampler.num_samples()) / batch;
       std::vector<size_t> mine;
@@ -131,6 +139,7 @@ int main(int argc, char** argv) {
                                                              y.index_select(0, take));
             loss.backward();
             dp.Step(loss.item<double>(), batch);
+            if (own) own->step();
           }
           break;
         } catch (const een::RolledBack& back) {

@@ -19,6 +19,10 @@
 #include "common/optimizer_wire.h"
 #include "common/transport/auth.h"
 #include "worker/bucket_layout.h"
+#include "worker/device/device_copies.h"
+#include "worker/device/fake_device_copies.h"
+#include "worker/device/gradient_stager.h"
+#include "worker/device/host_pinning.h"
 #include "worker/local_optimizer.h"
 #include "worker/timeline.h"
 #include "worker/worker_client.h"
@@ -171,6 +175,26 @@ class DataParallel::Impl {
   std::unique_ptr<Timeline> timeline_;
   bool in_step_ = false;  // pushes from Step() came after backward
   std::mutex mu_;         // hooks may run on autograd's threads
+
+  // The device path (worker/device/), for a model on a GPU: gradients go to
+  // the host buckets through asynchronous copies (the stager pushes a bucket
+  // once its copies completed), pulls land in host mirrors and go back with
+  // copies the next forward waits for. EEN_FAKE_DEVICE_COPIES=1 (tests)
+  // sends CPU parameters this way through a fake device.
+  void SetUpDevicePath();
+  // Before a pull writes the mirrors: the last copies out of them are done.
+  void BeforePull();
+  // After a pull: each mirror it wrote back to its tensor (or, `gradients`,
+  // a parameter's .grad), the next forward fenced behind them; then buffers.
+  void StorePulled(bool gradients);
+  std::optional<c10::Device> device_;  // the parameters' device when not the CPU
+  bool fake_device_ = false;
+  std::unique_ptr<DeviceCopies> copies_;
+  std::unique_ptr<GradientStager> stager_;  // after copies_: goes first
+  std::vector<torch::Tensor> mirrors_;      // per tensor: float32 host values (pulls land here)
+  std::vector<uint8_t> mirror_pulled_;      // per tensor: a pull wrote its mirror since
+  std::vector<uint8_t> staged_;             // per tensor: its gradient was staged this step
+  std::vector<void*> pinned_;               // host memory pinned for the copies
 };
 
 DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options) {
@@ -227,6 +251,7 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   client_ = std::move(joined).value();
   optimizer_ = client_->optimizer();
   BuildBuckets(options.bucket_bytes);
+  if (device_ || fake_device_) SetUpDevicePath();
 
   // Every worker starts from rank 0's values, or from the snapshot.
   step_ = client_->start_step();
@@ -265,17 +290,33 @@ void DataParallel::Impl::HookGradients() {
 
 DataParallel::Impl::~Impl() {
   for (auto& [accumulator, key] : accumulators_) accumulator->del_post_hook(key);
+  stager_.reset();  // waits for the copies in flight
+  if (copies_) copies_->WaitToDevice();
+  copies_.reset();
+  for (void* p : pinned_) UnpinHostMemory(p);
 }
 
 void DataParallel::Impl::Register(torch::nn::Module& module, BufferSync buffers) {
+  std::optional<std::pair<std::string, c10::Device>> first;  // the first parameter's device
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     const torch::Tensor& p = item.value();
     if (p.numel() == 0) continue;  // nothing to keep in step
-    if (p.scalar_type() != torch::kFloat || !p.is_cpu() || !p.is_contiguous() || p.is_sparse()) {
+    const bool half = p.scalar_type() == torch::kHalf || p.scalar_type() == torch::kBFloat16;
+    if (!(p.scalar_type() == torch::kFloat || (half && !p.is_cpu())) || !p.is_contiguous() ||
+        p.is_sparse()) {
       throw Error("een: parameter '" + item.key() +
-                  "' must be a dense contiguous float32 CPU "
-                  "tensor (got " +
+                  "' must be a dense contiguous tensor: float32 on the CPU, or float32, bfloat16 "
+                  "or float16 on a GPU (got " +
                   std::string(c10::toString(p.scalar_type())) + " on " + p.device().str() + ")");
+    }
+    if (!first) {
+      first.emplace(item.key(), p.device());
+      if (!p.is_cpu()) device_ = p.device();
+    } else if (first->second != p.device()) {
+      throw Error("een: parameters on two devices ('" + first->first + "' on " +
+                  first->second.str() + ", '" + item.key() + "' on " + p.device().str() +
+                  "): a worker trains on one device; move the whole module there first "
+                  "(module->to(device))");
     }
     tensors_.push_back(
         {p, item.key(), p.requires_grad() ? TensorKind::kParameter : TensorKind::kFrozen});
@@ -286,10 +327,10 @@ void DataParallel::Impl::Register(torch::nn::Module& module, BufferSync buffers)
     for (const auto& item : module.named_buffers(/*recurse=*/true)) {
       const torch::Tensor& b = item.value();
       if (!b.defined() || b.numel() == 0) continue;
-      if (!b.is_cpu() || b.is_sparse() || b.is_complex() || b.scalar_type() == torch::kBool) {
+      if (b.is_sparse() || b.is_complex() || b.scalar_type() == torch::kBool) {
         throw Error("een: buffer '" + item.key() + "' (" +
                     std::string(c10::toString(b.scalar_type())) + " on " + b.device().str() +
-                    ") cannot be kept in step: buffers must be real-valued CPU tensors; keep "
+                    ") cannot be kept in step: buffers must be real-valued tensors; keep "
                     "this module's buffers local with DataParallelOptions::buffers = "
                     "BufferSync::kLocal");
       }
@@ -300,6 +341,12 @@ void DataParallel::Impl::Register(torch::nn::Module& module, BufferSync buffers)
   bool trainable = false;
   for (const Registered& r : tensors_) trainable |= r.kind == TensorKind::kParameter;
   if (!trainable) throw Error("een: the module has no trainable parameters");
+  if (const char* fake = std::getenv("EEN_FAKE_DEVICE_COPIES"); fake && *fake) {
+    if (std::string(fake) != "0" && std::string(fake) != "1") {
+      throw Error("een: EEN_FAKE_DEVICE_COPIES='" + std::string(fake) + "' must be 0 or 1");
+    }
+    fake_device_ = std::string(fake) == "1" && !device_;
+  }
   push_staging_ = std::make_shared<std::vector<float>>(staging_numel_);
   pull_staging_.assign(staging_numel_, 0.0f);
 }
@@ -326,6 +373,10 @@ float* DataParallel::Impl::Destination(uint32_t c, bool gradients) {
   const Chunk& chunk = client_->map().chunks()[c];
   Registered& r = tensors_[chunk.tensor];
   if (IsBuffer(r.kind)) return pull_staging_.data() + r.staging + chunk.offset;
+  if (!mirrors_.empty()) {  // the device path: the host mirror, copied back after the pull
+    mirror_pulled_[chunk.tensor] = 1;
+    return mirrors_[chunk.tensor].data_ptr<float>() + chunk.offset;
+  }
   if (gradients && r.kind == TensorKind::kParameter) {
     return r.tensor.mutable_grad().data_ptr<float>() + chunk.offset;
   }
@@ -338,6 +389,7 @@ void DataParallel::Impl::PushInitialValues() {
   std::vector<uint32_t> chunks;
   std::vector<const float*> data;
   std::vector<float> buffer_values;
+  torch::Tensor host_values;
   size_t at = 0;
   for (uint32_t t = 0; t < tensors_.size(); ++t) {
     const Registered& r = tensors_[t];
@@ -346,6 +398,9 @@ void DataParallel::Impl::PushInitialValues() {
       buffer_values.resize(static_cast<size_t>(r.tensor.numel()));
       GatherBuffer(r.tensor, buffer_values.data());
       source = buffer_values.data();
+    } else if (!r.tensor.is_cpu()) {  // on the device: a host float32 copy first
+      host_values = r.tensor.detach().to(torch::kCPU, torch::kFloat).contiguous();
+      source = host_values.data_ptr<float>();
     } else {
       source = r.tensor.data_ptr<float>();
     }
@@ -394,6 +449,61 @@ void DataParallel::Impl::StoreBuffers() {
   }
 }
 
+void DataParallel::Impl::SetUpDevicePath() {
+  copies_ = fake_device_ ? std::make_unique<FakeDeviceCopies>(FakeDeviceCopies::Mode::kThread)
+                         : MakeDeviceCopies(*device_);
+  mirrors_.resize(tensors_.size());
+  mirror_pulled_.assign(tensors_.size(), 0);
+  std::vector<std::pair<void*, size_t>> host;  // what the copies read and write on the host
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    host.emplace_back(bucket_data_[b], layout_->buckets()[b].numel * sizeof(float));
+  }
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    if (IsBuffer(tensors_[t].kind)) continue;
+    mirrors_[t] = torch::empty({tensors_[t].tensor.numel()}, torch::kFloat);
+    host.emplace_back(mirrors_[t].data_ptr(), mirrors_[t].nbytes());
+  }
+  if (device_) {  // page-locked, so the copies are asynchronous DMA
+    for (const auto& [data, bytes] : host) {
+      if (bytes == 0) continue;
+      if (Status s = PinHostMemory(data, bytes); !s.ok()) {
+        spdlog::warn(
+            "cannot pin host memory for copies to and from {} ({}): they will not "
+            "overlap backward",
+            device_->str(), s.message());
+        break;
+      }
+      pinned_.push_back(data);
+    }
+  }
+  stager_ = std::make_unique<GradientStager>(*layout_, bucket_data_, *copies_, [this](uint32_t t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Arrived(t);
+  });
+  spdlog::info("parameters on {}: gradients staged to host buckets with asynchronous copies{}",
+               device_ ? device_->str() : std::string("the CPU through a fake device (tests)"),
+               device_ && pinned_.empty() ? " (not pinned)" : "");
+}
+
+void DataParallel::Impl::BeforePull() {
+  if (copies_) copies_->WaitToDevice();
+}
+
+void DataParallel::Impl::StorePulled(bool gradients) {
+  if (copies_) {
+    for (size_t t = 0; t < tensors_.size(); ++t) {
+      if (!mirror_pulled_[t]) continue;
+      mirror_pulled_[t] = 0;
+      Registered& r = tensors_[t];
+      const bool grad = gradients && r.kind == TensorKind::kParameter;
+      copies_->ToDevice(mirrors_[t].data_ptr<float>(),
+                        grad ? r.tensor.mutable_grad() : r.tensor.detach());
+    }
+    copies_->FenceCurrentStream();
+  }
+  StoreBuffers();
+}
+
 void DataParallel::Impl::BuildBuckets(size_t bucket_bytes) {
   layout_ = std::make_unique<BucketLayout>(client_->map(), bucket_bytes);
   buckets_.clear();
@@ -412,6 +522,7 @@ void DataParallel::Impl::ResetBuckets() {
     buckets_[b].pending = layout_->buckets()[b].tensors.size();
   }
   arrived_.assign(tensors_.size(), false);
+  staged_.assign(tensors_.size(), 0);
 }
 
 void DataParallel::Impl::Arrived(size_t t) {
@@ -433,7 +544,7 @@ void DataParallel::Impl::OnGradient(size_t t) {
   }
   if (!backward_seen_) backward_begin_ = std::chrono::steady_clock::now();
   backward_seen_ = true;
-  if (arrived_[t]) {
+  if (arrived_[t] || (t < staged_.size() && staged_[t])) {
     throw Error("een: the gradient of '" + tensors_[t].name + "' arrived twice in step " +
                 std::to_string(step_) +
                 "; call Step() after each backward(), or accumulate "
@@ -452,6 +563,11 @@ void DataParallel::Impl::OnGradient(size_t t) {
     arrived_[t] = true;
     return;
   }
+  if (stager_) {  // the device path: copied into the buckets while backward goes on
+    staged_[t] = 1;
+    stager_->Stage(static_cast<uint32_t>(t), grad.detach());
+    return;
+  }
   torch::Tensor g = grad;
   if (!g.is_cpu() || g.scalar_type() != torch::kFloat) g = g.to(torch::kCPU, torch::kFloat);
   g = g.contiguous();
@@ -466,13 +582,14 @@ bool DataParallel::Impl::SameAsPushed(size_t t) const {
     return false;
   }
   if (local_) {  // bitwise, as a job compares (NaN equals itself)
-    const torch::Tensor now = g.contiguous(), then = local_grads_[t].contiguous();
+    const torch::Tensor now = g.cpu().contiguous(), then = local_grads_[t].cpu().contiguous();
     return now.sizes() == then.sizes() && now.scalar_type() == then.scalar_type() &&
            std::memcmp(now.data_ptr(), then.data_ptr(), now.nbytes()) == 0;
   }
   // Changes through .data() (clip_grad_norm_ uses it) keep the version: a
   // few elements of each chunk are compared with what was pushed.
-  if (g.scalar_type() != torch::kFloat || !g.is_contiguous()) return true;
+  // (On a device only the version counts: reading it back would cost a sync.)
+  if (g.scalar_type() != torch::kFloat || !g.is_contiguous() || !g.is_cpu()) return true;
   const float* now = g.data_ptr<float>();
   for (const BucketLayout::Segment& s : layout_->segments(t)) {
     const float* pushed = bucket_data_[s.bucket] + s.bucket_offset;
@@ -540,6 +657,7 @@ void DataParallel::Impl::PushBucket(uint32_t bucket) {
 }
 
 Status DataParallel::Impl::TryPullInto(uint64_t version, bool gradients) {
+  BeforePull();
   if (gradients) {
     for (Registered& r : tensors_) {
       if (r.kind == TensorKind::kParameter && !r.tensor.grad().defined()) {
@@ -549,26 +667,28 @@ Status DataParallel::Impl::TryPullInto(uint64_t version, bool gradients) {
   }
   EEN_RETURN_IF_ERROR(
       client_->Pull(version, gradients, [&](uint32_t c) { return Destination(c, gradients); }));
-  StoreBuffers();
+  StorePulled(gradients);
   return Status::Ok();
 }
 
 void DataParallel::Impl::JoinPull() {
+  BeforePull();
   auto pulled = client_->PullRecovering(
       step_, [&](uint32_t c) { return Destination(c, false); }, /*frozen_too=*/true,
       /*max_recoveries=*/std::numeric_limits<int>::max());
   ThrowIfError(pulled.status(), "pulling parameters");
   step_ = *pulled;
-  StoreBuffers();
+  StorePulled(false);
 }
 
 void DataParallel::Impl::PullInto(uint64_t version, bool gradients) {
   // Everything, frozen parameters too: joining, or back to a snapshot.
+  BeforePull();
   ThrowIfError(client_->Pull(
                    version, gradients, [&](uint32_t c) { return Destination(c, gradients); },
                    /*frozen_too=*/true),
                gradients ? "pulling mean gradients" : "pulling parameters");
-  StoreBuffers();
+  StorePulled(gradients);
 }
 
 void DataParallel::Impl::Recover() {
@@ -661,6 +781,7 @@ void DataParallel::Impl::Step(std::optional<double> loss, int64_t samples) {
   if (local_) return LocalStep(samples);
   if (!trace_path_.empty()) WriteTrace();
   const auto start = std::chrono::steady_clock::now();
+  if (stager_) stager_->Drain();  // every staged gradient is in its bucket (and pushed)
   {
     std::lock_guard<std::mutex> lock(mu_);
     CheckStepAllowed();

@@ -23,8 +23,15 @@
 // and the buffers as `buffers` says. Frozen parameters keep rank 0's values.
 // Buffers and frozen parameters are part of snapshots, --resume, rollback
 // and failover, and a worker that joins later gets them.
-// Parameters must be dense, contiguous float32 CPU tensors; buffers may be
-// any real dtype (they travel as float32: integers are exact up to 2^24).
+// Parameters must be dense and contiguous, all on one device: float32 on the
+// CPU, or float32, bfloat16 or float16 on a GPU (module->to(torch::kCUDA)).
+// On a GPU, each gradient is copied into pinned host buckets on a side
+// stream as backward produces it (ordered by CUDA events, overlapping the
+// rest of backward; a bucket is pushed once its copies completed), and
+// pulled parameters go back with copies the next forward waits for through
+// an event; the PS keeps float32 values (--wire-dtype sets what travels).
+// Buffers may be any real dtype on any device (they travel as float32:
+// integers are exact up to 2^24).
 // Step() with no backward() since the last step is an error (it would push
 // zero gradients that still move Adam's parameters). Gradients are read from
 // .grad once backward has accumulated them (so no_sync() accumulation works)

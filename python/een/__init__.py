@@ -128,8 +128,9 @@ class DataParallel:
     """Trains `module` data-parallel through the job's parameter servers.
 
     Joins the job from the EEN_* environment een-launch sets, and gives every
-    worker rank 0's parameters and buffers. Parameters must be dense,
-    contiguous float32 CPU tensors. buffers: 'broadcast' (rank 0's each
+    worker rank 0's parameters and buffers. Parameters must be dense and
+    contiguous on one device: float32 on the CPU, or float32/bfloat16/float16
+    on a GPU (a CUDA build). buffers: 'broadcast' (rank 0's each
     step, as DDP), 'average' (the mean over the workers) or 'local'.
     bucket_bytes: gradient bucket size (DDP's bucket_cap_mb; EEN_BUCKET_BYTES
     overrides). dp(x) calls the module."""

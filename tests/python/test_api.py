@@ -60,7 +60,7 @@ class Api(unittest.TestCase):
             een.DataParallel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
         with self.assertRaisesRegex(TypeError, "torch.nn.Module"):
             een.DataParallel(lambda x: x)
-        with self.assertRaisesRegex(een.Error, "float32 CPU"):
+        with self.assertRaisesRegex(een.Error, "float32 on the CPU"):
             een.DataParallel(torch.nn.Linear(3, 1).double())
         with self.assertRaisesRegex(een.Error, "buffers="):
             een.DataParallel(model, buffers="sometimes")

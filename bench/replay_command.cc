@@ -49,6 +49,15 @@ RoleUsage ReadWorkerReports(const std::string& dir, int workers, int steps) {
   return u;
 }
 
+// gloo_allreduce.py: installed beside the binaries (PREFIX/share/een/bench),
+// else in this source tree.
+std::string GlooScript() {
+  const auto installed =
+      std::filesystem::path(BinDir()).parent_path() / "share/een/bench/gloo_allreduce.py";
+  if (std::filesystem::exists(installed)) return installed.string();
+  return std::string(EEN_BENCH_SOURCE_DIR) + "/gloo_allreduce.py";
+}
+
 // gloo all_reduce of the trace's tensors with `processes` processes: its
 // step times, or none (and a line saying why) when torch is missing or it failed.
 std::vector<double> RunGloo(const ReplayOptions& o, int processes, const std::string& work) {
@@ -59,8 +68,8 @@ std::vector<double> RunGloo(const ReplayOptions& o, int processes, const std::st
     return {};
   }
   std::ostringstream g;
-  g << "/usr/bin/python3 " << EEN_BENCH_SOURCE_DIR << "/gloo_allreduce.py " << o.trace_path << ' '
-    << processes << ' ' << o.steps << ' ' << o.warmup << " > " << work << "/gloo.txt 2>&1";
+  g << "/usr/bin/python3 " << GlooScript() << ' ' << o.trace_path << ' ' << processes << ' '
+    << o.steps << ' ' << o.warmup << " > " << work << "/gloo.txt 2>&1";
   if (std::system(g.str().c_str()) != 0) {
     std::printf("gloo all_reduce: failed (see %s/gloo.txt)\n", work.c_str());
     return {};

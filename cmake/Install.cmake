@@ -7,6 +7,8 @@
 #   lib/pkgconfig/  een.pc (pkg-config --cflags --libs een)
 #   lib/python3/dist-packages/een   the Python module (when built)
 #   share/een/samples               the samples' sources, buildable on their own
+#   share/een/traces, models        what `een-bench replay` replays
+#   share/een/bench                 its gloo reference (gloo_allreduce.py)
 # and `cpack -G DEB` (in the build folder) packs the same for /usr as
 # een_VERSION_ARCH.deb. Included last by the top-level CMakeLists.txt.
 include(GNUInstallDirs)
@@ -52,6 +54,10 @@ install(FILES ${PROJECT_BINARY_DIR}/een.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/p
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/samples/ DESTINATION ${CMAKE_INSTALL_DATADIR}/een/samples
         PATTERN "traces" EXCLUDE PATTERN "models" EXCLUDE)
+# What `een-bench replay` reads: the real models' traces, and the gloo reference.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/samples/traces ${PROJECT_SOURCE_DIR}/samples/models
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/een)
+install(FILES ${PROJECT_SOURCE_DIR}/bench/gloo_allreduce.py DESTINATION ${CMAKE_INSTALL_DATADIR}/een/bench)
 
 set(CPACK_PACKAGE_NAME een)
 set(CPACK_PACKAGE_VENDOR "EEN")

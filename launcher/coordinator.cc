@@ -430,6 +430,7 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
   nodes[rank] = n;
   spdlog::info("registered {}", Describe(n));
   if (role == wire::Role::WORKER) {
+    RecordJoined(n);
     MaybeRefuseMismatchedModels();  // this one agrees, but one before it may not
     if (state_ != wire::JobState::STARTING) return Status::Ok();
   }

@@ -76,6 +76,7 @@ struct CoordinatorOptions {
   std::string snapshot_dir;  // with snapshots: where the membership history goes too
   std::string verdict_path;  // "": none; else the reason the job was aborted is written there
   std::string lost_path;     // "": none; else each worker declared lost appends "RANK PID" there
+  std::string joined_path;   // "": none; else each worker that joins appends "RANK PID" there
   ElasticNodes elastic;      // per-node launch with --nnodes MIN:MAX (else disabled)
   std::string job_settings;  // per-node launch: node 0's JobWideSettings ("": not checked)
   std::string flight_dir = "/tmp";  // where flight records go (a step stalls, the job fails)
@@ -264,6 +265,8 @@ class Coordinator {
   std::vector<LocalRoute> LocalRoutes() const;
   // `what`: who, and why it counts as lost.
   void WorkerLost(Node& worker, const std::string& what);
+  // Appends the worker to --joined-file (een-launch: which replacements joined).
+  void RecordJoined(const Node& worker);
   // A worker process registering while the job runs, in place of a lost
   // one: it joins at the step the PS agree on (a membership change).
   Status AcceptReplacementWorker(const transport::PeerId& peer, wire::Register::Reader reg);

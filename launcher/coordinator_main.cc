@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", o.state_path, "RocksDB for this coordinator's own state");
   app.add_option("--verdict-file", o.verdict_path, "where to write why the job was aborted");
   app.add_option("--lost-file", o.lost_path, "where to add each worker declared lost (RANK PID)");
+  app.add_option("--joined-file", o.joined_path,
+                 "where to add each worker that joins, replacements too (RANK PID)");
   app.add_option("--metrics-port", o.job.metrics_port,
                  "serve the job's Prometheus metrics at http://HOST:PORT/metrics (0: any port)")
       ->check(CLI::Range(0, 65535));

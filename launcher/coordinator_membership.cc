@@ -72,9 +72,16 @@ Status Coordinator::AcceptReplacementWorker(const transport::PeerId& peer,
   spdlog::info("{} joins the running job{}: it trains from the step every PS agrees on",
                Describe(w),
                grows ? fmt::format(" as a new worker ({} in all)", workers_.size()) : "");
+  RecordJoined(w);
   WantMembershipChange();
   SaveState();
   return Status::Ok();
+}
+
+void Coordinator::RecordJoined(const Node& w) {
+  if (!options_.joined_path.empty()) {  // een-launch stops a replacement that never joined
+    std::ofstream(options_.joined_path, std::ios::app) << w.rank << ' ' << w.pid << '\n';
+  }
 }
 
 void Coordinator::WorkerLost(Node& w, const std::string& what) {

@@ -83,6 +83,8 @@ ProcessSpec JobPlan::Coordinator(bool restore, int ready_fd) const {
                                    VerdictPath(),
                                    "--lost-file",
                                    LostPath(),
+                                   "--joined-file",
+                                   JoinedPath(),
                                    "--ready-fd",
                                    std::to_string(ready_fd)};
   if (config_.resume) argv.push_back("--resume");

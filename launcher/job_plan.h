@@ -66,6 +66,8 @@ class JobPlan {
   std::string VerdictPath() const { return run_dir_ + "/verdict"; }
   // "rank pid" lines: the worker processes the coordinator declared lost.
   std::string LostPath() const { return run_dir_ + "/lost"; }
+  // Where the coordinator adds each worker that joins (RANK PID per line).
+  std::string JoinedPath() const { return run_dir_ + "/joined"; }
 
  private:
   std::map<std::string, std::string> RoleEnvironment(const std::string& role, int rank) const;

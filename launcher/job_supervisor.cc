@@ -260,6 +260,16 @@ bool JobSupervisor::DeclaredLost(const RoleProcess& worker) const {
   return false;
 }
 
+bool JobSupervisor::Joined(const RoleProcess& worker) const {
+  std::ifstream in(plan_.JoinedPath());
+  int rank;
+  pid_t pid;
+  while (in >> rank >> pid) {
+    if (pid == worker.pid()) return true;
+  }
+  return false;
+}
+
 std::string JobSupervisor::CoordinatorVerdict() const {
   std::ifstream in(plan_.VerdictPath());
   std::string verdict{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -584,18 +594,26 @@ int JobSupervisor::Run() {
         if (IsWorker(i)) workers_done &= slots_[i]->exited();
       }
       // A worker that finished (Finish()) may go on with its own work
-      // (saving, evaluating): only those declared lost are not waited for.
+      // (saving, evaluating): only those declared lost, and replacements
+      // that never joined (they started too late), are not waited for.
+      const auto never_joined = [&](size_t i) {
+        return i < replacement.size() && replacement[i] && !Joined(*slots_[i]);
+      };
       bool only_lost_left = !workers_done && stragglers_expired;
       for (size_t i = 0; only_lost_left && i < slots_.size(); ++i) {
-        if (IsWorker(i)) only_lost_left = slots_[i]->exited() || DeclaredLost(*slots_[i]);
+        if (IsWorker(i)) {
+          only_lost_left = slots_[i]->exited() || DeclaredLost(*slots_[i]) || never_joined(i);
+        }
       }
       if (only_lost_left) {
         for (size_t i = 0; i < slots_.size(); ++i) {
           if (!IsWorker(i) || slots_[i]->exited()) continue;
           ++lost_workers;
           Say(slots_[i]->label() + " (pid " + std::to_string(slots_[i]->pid()) +
-              ") is still running though the coordinator declared it lost and finished the job "
-              "without it; stopping it");
+              (never_joined(i) ? "), a replacement, had not joined when the coordinator finished "
+                                 "the job (it started too late to take part); stopping it"
+                               : ") is still running though the coordinator declared it lost and "
+                                 "finished the job without it; stopping it"));
         }
         workers_done = true;
       }

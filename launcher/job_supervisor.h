@@ -88,6 +88,8 @@ class JobSupervisor {
   std::string CoordinatorVerdict() const;
   // Whether the coordinator declared this worker process lost.
   bool DeclaredLost(const RoleProcess& worker) const;
+  // Whether the coordinator saw this worker process join (its --joined-file).
+  bool Joined(const RoleProcess& worker) const;
   void TellCoordinatorWorkerExited(int rank, const RoleProcess& worker);
   // Before a replacement starts: tells the coordinator that `process` ended
   // (`what`), so it is lost at once and its rank free; waits for the answer:

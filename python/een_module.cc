@@ -66,6 +66,34 @@ std::shared_ptr<torch::nn::Module> MirrorModule(const NamedTensors& parameters,
   return root;
 }
 
+// een::Error's messages name the C++ API; Python programs see its Python names.
+std::string PythonNames(std::string message) {
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"OptimizerConfig::WithClipGradNorm(max_norm)",
+       "een.SGD/een.Adam(..., clip_grad_norm=max_norm)"},
+      {"OptimizerConfig::Sum()", "een.Sum()"},
+      {"torch::nn::utils::clip_grad_norm_", "torch.nn.utils.clip_grad_norm_"},
+      {"set_learning_rate()", "dp.learning_rate = ..."},
+      {"DataParallelOptions::buffers = BufferSync::kLocal",
+       "een.DataParallel(..., buffers='local')"},
+      {"dp.no_sync()", "\x01"},
+      {"no_sync()", "\x01"},
+      {"\x01", "dp.no_sync()"},
+      {"Step()", "dp.step()"},
+      {"Finish()", "dp.finish()"},
+      {"Barrier()", "dp.barrier()"},
+      {"module->to(device)", "module.to(device)"},
+      {"sparse=false", "sparse=False"},
+  };
+  for (const auto& [from, to] : kNames) {
+    const std::string f(from), t(to);
+    for (size_t at = 0; (at = message.find(f, at)) != std::string::npos; at += t.size()) {
+      message.replace(at, f.size(), t);
+    }
+  }
+  return message;
+}
+
 een::BufferSync ParseBuffers(const std::string& mode) {
   if (mode == "broadcast") return een::BufferSync::kBroadcast;
   if (mode == "average") return een::BufferSync::kAverage;
@@ -88,16 +116,12 @@ class PyDataParallel {
     dp_ = std::make_unique<een::DataParallel>(*mirror_, options);
   }
 
-  een::DataParallel& dp() {
-    if (!dp_)
-      throw een::Error("een: this DataParallel was finished", een::Error::Code::kJobFinished);
-    return *dp_;
-  }
+  een::DataParallel& dp() { return *dp_; }
   void Finish() {
-    if (!dp_) return;
     py::gil_scoped_release release;
     dp_->Finish();
   }
+  void Abandon() { dp_->Abandon(); }
 
  private:
   std::shared_ptr<torch::nn::Module> mirror_;
@@ -141,12 +165,12 @@ PYBIND11_MODULE(_een, m) {
     try {
       std::rethrow_exception(p);
     } catch (const een::RolledBack& e) {
-      py::object exc = py::handle(rolled_back.ptr())(e.what());
+      py::object exc = py::handle(rolled_back.ptr())(PythonNames(e.what()));
       exc.attr("step") = e.step();
       exc.attr("code") = py::cast(e.code());
       PyErr_SetObject(rolled_back.ptr(), exc.ptr());
     } catch (const een::Error& e) {
-      py::object exc = py::handle(error.ptr())(e.what());
+      py::object exc = py::handle(error.ptr())(PythonNames(e.what()));
       exc.attr("code") = py::cast(e.code());
       PyErr_SetObject(error.ptr(), exc.ptr());
     }
@@ -236,5 +260,6 @@ PYBIND11_MODULE(_een, m) {
              py::gil_scoped_release release;
              dp.Barrier();
            })
-      .def("finish", &PyDataParallel::Finish);
+      .def("finish", &PyDataParallel::Finish)
+      .def("abandon", &PyDataParallel::Abandon);
 }

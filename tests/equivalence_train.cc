@@ -31,7 +31,7 @@ struct Mlp : torch::nn::Module {
 void Save(Mlp& net, const std::string& path) {
   std::ofstream out(path, std::ios::binary);
   for (const auto& p : net.parameters()) {
-    auto t = p.detach().contiguous();
+    auto t = p.detach().to(torch::kCPU, torch::kFloat).contiguous();
     out.write(reinterpret_cast<const char*>(t.data_ptr<float>()), t.numel() * sizeof(float));
   }
 }
@@ -57,6 +57,8 @@ int main(int argc, char** argv) {
   int slow_rank = -1, slow_ms = 0;  // a straggler: this worker sleeps before every step
   app.add_option("--slow-rank", slow_rank);
   app.add_option("--slow-ms", slow_ms);
+  std::string device = "cpu";  // "cuda": the model and data on the GPU (bench/gpu/run.sh)
+  app.add_option("--device", device, "where the model trains (cpu, cuda, cuda:1, ...)");
   std::string join_after;
   app.add_option("--join-after", join_after, "create DataParallel once this file exists");
   CLI11_PARSE(app, argc, argv);
@@ -65,10 +67,12 @@ int main(int argc, char** argv) {
   // Synthetic, fixed data: the same on every process.
   torch::manual_seed(1234);
   const int64_t n = 4096;
-  auto x = torch::randn({n, 20});
-  auto y = torch::randint(0, 4, {n}, torch::kLong);
+  const torch::Device dev(device);
+  auto x = torch::randn({n, 20}).to(dev);
+  auto y = torch::randint(0, 4, {n}, torch::kLong).to(dev);
   torch::manual_seed(7);
   auto net = std::make_shared<Mlp>();
+  net->to(dev);
   const auto config = optimizer == "sgd"   ? een::OptimizerConfig::SGD(0.1, 0.9)
                       : optimizer == "sum" ? een::OptimizerConfig::Sum()
                                            : een::OptimizerConfig::Adam(1e-2);
@@ -93,7 +97,7 @@ int main(int argc, char** argv) {
         }
         const int64_t at = (s % per_epoch) * global;
         std::vector<int64_t> idx(order.begin() + at, order.begin() + at + global);
-        auto take = torch::tensor(idx, torch::kLong);
+        auto take = torch::tensor(idx, torch::kLong).to(dev);
         opt->zero_grad();
         torch::nn::functional::cross_entropy(net->forward(x.index_select(0, take)),
                                              y.index_select(0, take))
@@ -133,7 +137,7 @@ int main(int argc, char** argv) {
             }
             const int64_t at = (s % per_epoch) * batch;
             std::vector<int64_t> idx(mine.begin() + at, mine.begin() + at + batch);
-            auto take = torch::tensor(idx, torch::kLong);
+            auto take = torch::tensor(idx, torch::kLong).to(dev);
             net->zero_grad();
             auto loss = torch::nn::functional::cross_entropy(net->forward(x.index_select(0, take)),
                                                              y.index_select(0, take));

@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
@@ -68,6 +70,9 @@ void ThrowIfError(const Status& s, const std::string& where) {
 
 }  // namespace
 
+// One DataParallel per process in a job (a second would join as the same rank).
+std::atomic<bool> g_joined{false};
+
 class DataParallel::Impl {
  public:
   Impl(torch::nn::Module& module, DataParallelOptions options);
@@ -86,6 +91,9 @@ class DataParallel::Impl {
   bool SumMode() const { return optimizer_.kind == OptimizerConfig::Kind::kSum; }
 
   std::unique_ptr<WorkerClient> client_;  // null in local mode
+  bool left_ = false;                     // Finish() or Abandon() was called
+  // Throws if this worker has left the job (a call after Finish()).
+  void CheckNotLeft(const char* call) const;
   // EEN_LOCAL=1: the optimizer steps here; no job, no PS, world size 1.
   std::unique_ptr<LocalOptimizer> local_;
   double grad_norm_ = NAN;  // the last step's total gradient norm (clipping only)
@@ -145,6 +153,8 @@ class DataParallel::Impl {
   // the parameter only holds it weakly, as DDP's reducer knows).
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> accumulators_;
   bool backward_seen_ = false;  // a gradient arrived since the last Step()
+  std::string hook_error_;      // what a gradient hook found wrong; thrown by Step()
+  bool joined_ = false;         // this one holds g_joined
   bool no_sync_ = false;        // inside DataParallel::no_sync(): gradients stay in .grad
   // The .grad each parameter's push was read from, and its version then: a
   // change before Step() (clip_grad_norm_, ...) would be lost.
@@ -228,6 +238,13 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   }
   auto env = JobEnvironment::FromProcess("this program");
   ThrowIfError(env.status(), "cannot join a job");
+  if (g_joined.exchange(true)) {
+    throw Error(
+        "een: a DataParallel already exists in this process: a worker process trains one model "
+        "through one DataParallel (Finish() and destroy it before making another)",
+        Error::Code::kFailedPrecondition);
+  }
+  joined_ = true;
   if (spdlog::get("een:worker " + std::to_string(env->rank)) == nullptr) {
     ThrowIfError(InitLogging("worker " + std::to_string(env->rank)), "cannot join a job");
   }
@@ -289,6 +306,7 @@ void DataParallel::Impl::HookGradients() {
 }
 
 DataParallel::Impl::~Impl() {
+  if (joined_) g_joined = false;
   for (auto& [accumulator, key] : accumulators_) accumulator->del_post_hook(key);
   stager_.reset();  // waits for the copies in flight
   if (copies_) copies_->WaitToDevice();
@@ -302,8 +320,12 @@ void DataParallel::Impl::Register(torch::nn::Module& module, BufferSync buffers)
     const torch::Tensor& p = item.value();
     if (p.numel() == 0) continue;  // nothing to keep in step
     const bool half = p.scalar_type() == torch::kHalf || p.scalar_type() == torch::kBFloat16;
-    if (!(p.scalar_type() == torch::kFloat || (half && !p.is_cpu())) || !p.is_contiguous() ||
-        p.is_sparse()) {
+    if (!p.is_sparse() && !p.is_contiguous()) {
+      throw Error("een: parameter '" + item.key() +
+                  "' is not contiguous (a transposed or sliced view?): make it so before "
+                  "creating DataParallel (param.data = param.data.contiguous())");
+    }
+    if (!(p.scalar_type() == torch::kFloat || (half && !p.is_cpu())) || p.is_sparse()) {
       throw Error("een: parameter '" + item.key() +
                   "' must be a dense contiguous tensor: float32 on the CPU, or float32, bfloat16 "
                   "or float16 on a GPU (got " +
@@ -544,18 +566,25 @@ void DataParallel::Impl::OnGradient(size_t t) {
   }
   if (!backward_seen_) backward_begin_ = std::chrono::steady_clock::now();
   backward_seen_ = true;
+  if (!hook_error_.empty()) return;  // Step() says what went wrong first
   if (arrived_[t] || (t < staged_.size() && staged_[t])) {
-    throw Error("een: the gradient of '" + tensors_[t].name + "' arrived twice in step " +
-                std::to_string(step_) +
-                "; call Step() after each backward(), or accumulate "
-                "several backward passes inside dp.no_sync()");
+    // Thrown by Step(): an exception from an autograd hook would reach the
+    // program as the engine's error, not as een::Error.
+    hook_error_ = "een: the gradient of '" + tensors_[t].name + "' arrived twice in step " +
+                  std::to_string(step_) +
+                  "; call Step() after each backward(), or accumulate "
+                  "several backward passes inside dp.no_sync()";
+    return;
   }
   if (!trace_path_.empty()) arrival_.push_back(t);
   if (timeline_) timeline_->BackwardBegins(Timeline::Clock::now());
   const torch::Tensor& grad = tensors_[t].tensor.grad();
   if (!grad.defined()) return;  // no gradient after all: counts as zero at Step()
   if (grad.is_sparse()) {
-    throw Error("een: sparse gradient for '" + tensors_[t].name + "' is not supported");
+    hook_error_ = "een: sparse gradient for '" + tensors_[t].name +
+                  "' is not supported: give that layer dense gradients (an Embedding with "
+                  "sparse=false)";
+    return;
   }
   pushed_grads_[t] = {grad.unsafeGetTensorImpl(), grad._version()};
   if (local_) {  // nothing to push: kept to check at Step() as a job would
@@ -711,6 +740,10 @@ void DataParallel::Impl::RollBack(uint64_t step) {
     in_step_ = false;
     backward_seen_ = false;
     ResetBuckets();
+    // The abandoned step's gradients must not add to the redone step's.
+    for (Registered& r : tensors_) {
+      if (r.kind == TensorKind::kParameter) r.tensor.mutable_grad().reset();
+    }
   }
   client_->ReportProgress(step_, std::nullopt, samples_, 0, 0);
   last_step_end_.reset();
@@ -737,6 +770,7 @@ void DataParallel::Impl::WriteTrace() {
 }
 
 void DataParallel::Impl::CheckStepAllowed() {
+  if (!hook_error_.empty()) throw Error(std::exchange(hook_error_, ""));
   if (no_sync_) {
     throw Error(
         "een: Step() inside dp.no_sync(): end the scope and run the last backward() "
@@ -867,8 +901,23 @@ std::vector<MembershipChange> DataParallel::membership_changes() const {
   if (!impl_->client_) return {};
   return impl_->client_->membership_changes();
 }
-void DataParallel::Step(double loss, int64_t samples) { impl_->Step(loss, samples); }
-void DataParallel::Step() { impl_->Step(std::nullopt, 0); }
+void DataParallel::Impl::CheckNotLeft(const char* call) const {
+  if (left_) {
+    throw Error(std::string("een: ") + call +
+                    " after Finish(): this worker has left the job (the others go on "
+                    "without it)",
+                Error::Code::kJobFinished);
+  }
+}
+
+void DataParallel::Step(double loss, int64_t samples) {
+  impl_->CheckNotLeft("Step()");
+  impl_->Step(loss, samples);
+}
+void DataParallel::Step() {
+  impl_->CheckNotLeft("Step()");
+  impl_->Step(std::nullopt, 0);
+}
 void DataParallel::set_learning_rate(double lr) { impl_->SetLearningRate(lr); }
 double DataParallel::learning_rate() const { return impl_->LearningRate(); }
 double DataParallel::grad_norm() const { return impl_->grad_norm_; }
@@ -882,10 +931,16 @@ DataParallel::NoSync::~NoSync() {
   if (dp_) dp_->impl_->SetNoSync(false);
 }
 void DataParallel::Barrier() {
+  impl_->CheckNotLeft("Barrier()");
   if (impl_->client_) ThrowIfError(impl_->client_->Barrier(), "barrier");
 }
 void DataParallel::Finish() {
+  impl_->left_ = true;
   if (impl_->client_) ThrowIfError(impl_->client_->Finish(), "finishing");
+}
+void DataParallel::Abandon() {
+  impl_->left_ = true;
+  if (impl_->client_) impl_->client_->Abandon();
 }
 
 }  // namespace een

@@ -114,8 +114,9 @@ class DataParallel {
   // batch size) feed the launcher's progress line (a NaN loss shows as nan
   // there; Step() without a loss shows "loss -"). Throws een::RolledBack
   // when a lost PS made the job go back to its last complete snapshot: the
-  // module then holds that step's parameters and step() says which step;
-  // carry on from there (as after --resume).
+  // module then holds that step's parameters, step() says which step and
+  // every .grad is cleared (the abandoned step's gradients must not add to
+  // the redone one's); carry on from there (as after --resume).
   void Step(double loss, int64_t samples = 0);
   void Step();
 
@@ -156,7 +157,15 @@ class DataParallel {
   // without clipping.
   double grad_norm() const;
   void Barrier();
+  // Leaves the job: the others go on without this worker. Step() and
+  // Barrier() afterwards throw (kJobFinished).
   void Finish();
+  // Leaves the job as a failing worker: no "done", so the job treats this
+  // worker as lost (a replacement under --max-restarts, the others going on
+  // under --min-workers, else the job fails naming it). The destructor does
+  // this when it runs while an exception unwinds; Python's een does it when
+  // an exception leaves a `with` block or the program.
+  void Abandon();
 
  private:
   class Impl;

@@ -28,6 +28,8 @@ torch runs that same LibTorch and says how to rebuild if not.
 """
 import contextlib
 import os
+import sys
+import weakref
 
 import torch
 import torch.utils.data
@@ -141,15 +143,17 @@ class DataParallel:
         if optimizer is None:
             optimizer = SGD(0.01)
         if not isinstance(optimizer, _een.OptimizerConfig):
+            given = optimizer.__name__ if isinstance(optimizer, type) else type(optimizer).__name__
             raise TypeError(
                 "optimizer=%s: give an EEN optimizer, which the parameter servers apply "
                 "(een.SGD, een.Adam, een.AdamW, een.Adagrad), or een.Sum() and step your torch "
-                "optimizer after dp.step()" % type(optimizer).__name__)
+                "optimizer after dp.step()" % given)
         self.module = module
         parameters = list(module.named_parameters())
         buffer_list = [(n, b) for n, b in module.named_buffers() if b is not None]
         self._core = _een.DataParallel(parameters, buffer_list, optimizer, int(bucket_bytes),
                                        str(buffers))
+        _live.add(self)
 
     def __call__(self, *args, **kwargs):
         return self.module(*args, **kwargs)
@@ -224,12 +228,41 @@ class DataParallel:
         """Leaves the job; the others go on without this worker (DDP's join())."""
         self._core.finish()
 
+    def abandon(self):
+        """Leaves the job as a failing worker: the job treats it as lost (a
+        replacement under --max-restarts, the others going on under
+        --min-workers, else the job fails naming it). Done for you when an
+        exception leaves a `with` block or the program."""
+        self._core.abandon()
+
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.finish()
+    def __exit__(self, exc_type, exc, traceback):
+        if exc_type is None or (issubclass(exc_type, SystemExit) and exc.code in (None, 0)):
+            self.finish()
+        else:
+            self.abandon()
         return False
+
+
+# Every DataParallel not yet collected: an exception that ends the program
+# abandons them (the job must see a failed worker, not a finished one, as a
+# C++ program unwinding from an exception shows it).
+_live = weakref.WeakSet()
+_previous_excepthook = sys.excepthook
+
+
+def _abandon_on_uncaught(exc_type, exc, traceback):
+    for dp in list(_live):
+        try:
+            dp.abandon()
+        except Exception:  # noqa: BLE001  (the program is failing anyway)
+            pass
+    _previous_excepthook(exc_type, exc, traceback)
+
+
+sys.excepthook = _abandon_on_uncaught
 
 
 class DistributedSampler(torch.utils.data.Sampler):

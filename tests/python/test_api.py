@@ -76,9 +76,34 @@ class Api(unittest.TestCase):
         self.assertEqual(dp.learning_rate, 0.5)
         with self.assertRaises(een.Error):
             dp.learning_rate = float("nan")
+        model(torch.ones(2, 3)).sum().backward()
+        model(torch.ones(2, 3)).sum().backward()  # twice: the hook defers it to dp.step()
+        with self.assertRaisesRegex(een.Error, "arrived twice.*dp.no_sync"):
+            dp.step()
         self.assertTrue(issubclass(een.RolledBack, een.Error))
         self.assertTrue(issubclass(een.Error, RuntimeError))
         dp.finish()
+
+    def test_errors_name_the_python_api_and_a_finished_worker_cannot_step(self):
+        model = torch.nn.Linear(3, 1)
+        dp = een.DataParallel(model, optimizer=een.SGD(0.1))
+        model(torch.ones(2, 3)).sum().backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3)
+        with self.assertRaises(een.Error) as caught:
+            dp.step()
+        message = str(caught.exception)
+        self.assertIn("clip_grad_norm=max_norm", message)
+        self.assertIn("dp.learning_rate = ...", message)
+        self.assertNotIn("OptimizerConfig::", message)
+        dp.finish()
+        with self.assertRaises(een.Error) as caught:
+            dp.step()
+        self.assertEqual(caught.exception.code, een.ErrorCode.JOB_FINISHED)
+        self.assertIn("dp.step() after dp.finish()", str(caught.exception))
+        with self.assertRaisesRegex(een.Error, r"not contiguous.*\.contiguous\(\)"):
+            bad = torch.nn.Linear(4, 3)
+            bad.weight = torch.nn.Parameter(torch.randn(3, 4).t())
+            een.DataParallel(bad)
 
     def test_a_torch_that_runs_another_libtorch_is_refused_at_import(self):
         saved = een._build.TORCH_LIBDIR

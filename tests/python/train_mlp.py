@@ -42,6 +42,9 @@ def main():
     parser.add_argument("--workers", type=int, default=4, help="workers the reference stands for")
     parser.add_argument("--reference", action="store_true")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--fail-rank", type=int, default=-1,
+                        help="this worker raises an exception at --fail-step (a bug)")
+    parser.add_argument("--fail-step", type=int, default=3)
     args = parser.parse_args()
     torch.manual_seed(7)
     model = Mlp()
@@ -57,17 +60,22 @@ def main():
         return 0
 
     import een
-    dp = een.DataParallel(model, optimizer=een.SGD(args.lr) if args.optimizer == "sgd"
-                          else een.Adam(lr=args.lr))
-    rows = slice(dp.rank * args.batch, (dp.rank + 1) * args.batch)
-    while dp.global_step < args.steps:
-        x, y = global_batch(dp.global_step, dp.world_size * args.batch)
-        loss = torch.nn.functional.mse_loss(dp(x[rows]), y[rows])
-        loss.backward()
-        dp.step(loss.item(), args.batch)
-    if dp.rank == 0:
-        save(model, args.out)
-    dp.finish()
+    with een.DataParallel(model, optimizer=een.SGD(args.lr) if args.optimizer == "sgd"
+                          else een.Adam(lr=args.lr)) as dp:
+        rows = slice(dp.rank * args.batch, (dp.rank + 1) * args.batch)
+        # No zero_grad(): dp.step() clears .grad, after a rollback too.
+        while dp.global_step < args.steps:
+            if dp.rank == args.fail_rank and dp.global_step == args.fail_step:
+                raise ValueError("a bug in worker %d at step %d" % (dp.rank, dp.global_step))
+            x, y = global_batch(dp.global_step, dp.world_size * args.batch)
+            loss = torch.nn.functional.mse_loss(dp(x[rows]), y[rows])
+            loss.backward()
+            try:
+                dp.step(loss.item(), args.batch)
+            except een.RolledBack as back:
+                print("rolled back to step %d" % back.step, flush=True)
+        if dp.rank == 0:
+            save(model, args.out)
     return 0
 
 

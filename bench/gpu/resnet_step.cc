@@ -47,8 +47,12 @@ struct BottleneckImpl : torch::nn::Module {
     out = bn3(conv3(out));
     return torch::relu(out + (downsample ? downsample->forward(x) : x));
   }
-  Conv2d conv1, conv2, conv3;
-  BatchNorm2d bn1, bn2, bn3;
+  Conv2d conv1;
+  BatchNorm2d bn1;
+  Conv2d conv2;
+  BatchNorm2d bn2;
+  Conv2d conv3;
+  BatchNorm2d bn3;
   torch::nn::Sequential downsample{nullptr};
 };
 TORCH_MODULE(Bottleneck);
@@ -75,7 +79,7 @@ struct ResNet50Impl : torch::nn::Module {
   torch::Tensor forward(torch::Tensor x) {
     x = torch::max_pool2d(torch::relu(bn1(conv1(x))), 3, 2, 1);
     for (auto& layer : layers) x = layer->forward(x);
-    return fc(torch::adaptive_avg_pool2d(x, 1).flatten(1));
+    return fc(torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1));
   }
   Conv2d conv1;
   BatchNorm2d bn1;
@@ -133,7 +137,8 @@ int main(int argc, char** argv) {
     std::unique_ptr<een::DataParallel> dp;
     std::unique_ptr<torch::optim::Adam> adam;
     if (local) {
-      adam = std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(1e-4));
+      adam =
+          std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(1e-4));
     } else {
       dp = std::make_unique<een::DataParallel>(
           *net, een::DataParallelOptions{.optimizer = een::OptimizerConfig::Adam(1e-4)});

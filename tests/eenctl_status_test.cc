@@ -197,8 +197,12 @@ TEST(MetricsPage, ServesTheWholeJobToPrometheus) {
   };
   std::string second = scrape();
   const std::string kSnapshots = "een_ps_snapshots_written_total{role=\"ps\",rank=\"1\"";
+  // Traffic per host pair is a rate over about 2 s of heartbeats: on a
+  // busy machine it appears later than the rest.
+  const std::string kTraffic = "# TYPE een_link_bytes_per_second ";
   while ((push_bytes(second) <= push_bytes(first) || Sample(second, "een_sync_seconds_count") < 1 ||
-          second.find(kSnapshots) == std::string::npos) &&
+          second.find(kSnapshots) == std::string::npos ||
+          second.find(kTraffic) == std::string::npos) &&
          std::chrono::steady_clock::now() < deadline) {
     job.WaitForOutput("progress: step", seconds(2), job.output().size());
     second = scrape();

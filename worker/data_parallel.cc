@@ -68,10 +68,19 @@ void ThrowIfError(const Status& s, const std::string& where) {
   if (!s.ok()) throw Error("een: " + where + ": " + s.message(), PublicCode(s.code()));
 }
 
-}  // namespace
-
 // One DataParallel per process in a job (a second would join as the same rank).
 std::atomic<bool> g_joined{false};
+
+// Holds that one place: given back with the DataParallel, or when its
+// constructor throws (a program may try again).
+struct JoinedSlot {
+  bool held = false;
+  ~JoinedSlot() {
+    if (held) g_joined = false;
+  }
+};
+
+}  // namespace
 
 class DataParallel::Impl {
  public:
@@ -154,7 +163,7 @@ class DataParallel::Impl {
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> accumulators_;
   bool backward_seen_ = false;  // a gradient arrived since the last Step()
   std::string hook_error_;      // what a gradient hook found wrong; thrown by Step()
-  bool joined_ = false;         // this one holds g_joined
+  JoinedSlot joined_;           // in a job: this process's one DataParallel
   bool no_sync_ = false;        // inside DataParallel::no_sync(): gradients stay in .grad
   // The .grad each parameter's push was read from, and its version then: a
   // change before Step() (clip_grad_norm_, ...) would be lost.
@@ -244,7 +253,7 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
         "through one DataParallel (Finish() and destroy it before making another)",
         Error::Code::kFailedPrecondition);
   }
-  joined_ = true;
+  joined_.held = true;
   if (spdlog::get("een:worker " + std::to_string(env->rank)) == nullptr) {
     ThrowIfError(InitLogging("worker " + std::to_string(env->rank)), "cannot join a job");
   }
@@ -306,7 +315,6 @@ void DataParallel::Impl::HookGradients() {
 }
 
 DataParallel::Impl::~Impl() {
-  if (joined_) g_joined = false;
   for (auto& [accumulator, key] : accumulators_) accumulator->del_post_hook(key);
   stager_.reset();  // waits for the copies in flight
   if (copies_) copies_->WaitToDevice();

@@ -249,25 +249,28 @@ void JobSupervisor::StopAll() {
   }
 }
 
-bool JobSupervisor::DeclaredLost(const RoleProcess& worker) const {
-  if (link_ && link_->DeclaredLost(worker.pid())) return true;
-  std::ifstream in(plan_.LostPath());
+namespace {
+
+// Whether one of the coordinator's "RANK PID" lines at `path` names `pid`.
+bool ListsPid(const std::string& path, pid_t pid) {
+  std::ifstream in(path);
   int rank;
-  pid_t pid;
-  while (in >> rank >> pid) {
-    if (pid == worker.pid()) return true;
+  pid_t listed;
+  while (in >> rank >> listed) {
+    if (listed == pid) return true;
   }
   return false;
 }
 
+}  // namespace
+
+bool JobSupervisor::DeclaredLost(const RoleProcess& worker) const {
+  if (link_ && link_->DeclaredLost(worker.pid())) return true;
+  return ListsPid(plan_.LostPath(), worker.pid());
+}
+
 bool JobSupervisor::Joined(const RoleProcess& worker) const {
-  std::ifstream in(plan_.JoinedPath());
-  int rank;
-  pid_t pid;
-  while (in >> rank >> pid) {
-    if (pid == worker.pid()) return true;
-  }
-  return false;
+  return ListsPid(plan_.JoinedPath(), worker.pid());
 }
 
 std::string JobSupervisor::CoordinatorVerdict() const {

@@ -15,6 +15,7 @@
 
 #include "support/files.h"
 #include "support/job_output.h"
+#include "support/scratch_folder.h"
 #include "support/subprocess.h"
 
 namespace een {
@@ -27,13 +28,6 @@ const std::map<std::string, std::string> kFake = {{"EEN_FAKE_DEVICE_COPIES", "1"
 
 class DevicePath : public ::testing::Test {
  protected:
-  void SetUp() override {
-    base_ = "/tmp/een-device-path-test-" + std::to_string(getpid());
-    std::filesystem::remove_all(base_);
-    std::filesystem::create_directories(base_);
-  }
-  void TearDown() override { std::filesystem::remove_all(base_); }
-
   // equivalence_train's final parameters (raw float32) under een-launch.
   std::string Train(const std::string& name, const std::vector<std::string>& launch,
                     const std::vector<std::string>& program,
@@ -49,7 +43,8 @@ class DevicePath : public ::testing::Test {
     }
     return testing::ReadBytes(base_ + "/" + name);
   }
-  std::string base_;
+  testing::ScratchFolder scratch_{"device-path-test"};
+  const std::string base_ = scratch_.path();
 };
 
 TEST_F(DevicePath, ServerOptimizersAndSumModeAreBitwiseTheCpuPaths) {

@@ -201,6 +201,8 @@ class DataParallel::Impl {
   // copies the next forward waits for. EEN_FAKE_DEVICE_COPIES=1 (tests)
   // sends CPU parameters this way through a fake device.
   void SetUpDevicePath();
+  // Every parameter's .grad undefined, as optimizer.zero_grad() leaves it.
+  void ClearGradients();
   // Before a pull writes the mirrors: the last copies out of them are done.
   void BeforePull();
   // After a pull: each mirror it wrote back to its tensor (or, `gradients`,
@@ -515,6 +517,12 @@ void DataParallel::Impl::SetUpDevicePath() {
                device_ && pinned_.empty() ? " (not pinned)" : "");
 }
 
+void DataParallel::Impl::ClearGradients() {
+  for (Registered& r : tensors_) {
+    if (r.kind == TensorKind::kParameter) r.tensor.mutable_grad().reset();
+  }
+}
+
 void DataParallel::Impl::BeforePull() {
   if (copies_) copies_->WaitToDevice();
 }
@@ -748,10 +756,7 @@ void DataParallel::Impl::RollBack(uint64_t step) {
     in_step_ = false;
     backward_seen_ = false;
     ResetBuckets();
-    // The abandoned step's gradients must not add to the redone step's.
-    for (Registered& r : tensors_) {
-      if (r.kind == TensorKind::kParameter) r.tensor.mutable_grad().reset();
-    }
+    ClearGradients();  // the abandoned step's must not add to the redone step's
   }
   client_->ReportProgress(step_, std::nullopt, samples_, 0, 0);
   last_step_end_.reset();
@@ -808,11 +813,7 @@ void DataParallel::Impl::LocalStep(int64_t samples) {
     torch::NoGradGuard no_grad;
     grad_norm_ = local_->Step();
   }
-  if (!SumMode()) {
-    for (Registered& r : tensors_) {
-      if (r.kind == TensorKind::kParameter) r.tensor.mutable_grad().reset();
-    }
-  }
+  if (!SumMode()) ClearGradients();
   for (torch::Tensor& g : local_grads_) g = torch::Tensor();
   arrived_.assign(tensors_.size(), false);
   step_++;
@@ -860,11 +861,7 @@ void DataParallel::Impl::Step(std::optional<double> loss, int64_t samples) {
     Recover();
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (!client_->sum_mode()) {  // pushed and applied: cleared, as optimizer.zero_grad() would
-    for (Registered& r : tensors_) {
-      if (r.kind == TensorKind::kParameter) r.tensor.mutable_grad().reset();
-    }
-  }
+  if (!client_->sum_mode()) ClearGradients();  // pushed and applied
   ResetBuckets();
   in_step_ = false;
   if (timeline_) timeline_->StepEnds();

@@ -123,23 +123,35 @@ void* OpenSocket(void* context, int type) {
   return s;
 }
 
-// Refused connections: once per peer address in the log, all counted.
+// Refused connections: once per listener and kind in the log, all counted.
+// A peer without credentials often sees the mechanism mismatch first and
+// hangs up, so this side sees the handshake dropped (EPIPE), not the
+// mismatch: that too is a connection never admitted.
 void NoteRefused(const std::string& listener, const HandshakeMonitor::Event& e) {
   static std::mutex mu;
   static std::set<std::string> logged;
-  if (!e.mismatch && !e.crypto) return;  // a wrong PLAIN secret: the ZAP handler logged it
+  // A wrong PLAIN secret: the ZAP handler logged it.
+  if (!e.mismatch && !e.crypto && !e.dropped) return;
   ++g_refused_connections;
+  const char* kind = e.crypto ? "/key" : e.mismatch ? "/mechanism" : "/dropped";
   std::lock_guard<std::mutex> lock(mu);
-  if (logged.size() < 1000 &&
-      logged.insert(listener + e.address + (e.crypto ? "/key" : "/mechanism")).second) {
+  if (logged.size() < 1000 && logged.insert(listener + e.address + kind).second) {
+    std::string why;
+    if (e.crypto) {
+      why =
+          "that does not hold this job's secret (its encrypted handshake does not open "
+          "with the job's key)";
+    } else if (e.mismatch) {
+      why = "without this job's credentials or mechanism (" + kMechanismHint + ")";
+    } else {
+      why =
+          "that hung up during the handshake, before proving it holds this job's secret "
+          "(a peer without this job's credentials or mechanism, or one that stopped)";
+    }
     spdlog::warn(
         "refused a connection on {} from a peer {}; further refusals are only counted "
         "({} so far)",
-        listener,
-        e.crypto ? "that does not hold this job's secret (its encrypted handshake "
-                   "does not open with the job's key)"
-                 : "without this job's credentials or mechanism (" + kMechanismHint + ")",
-        RefusedConnections());
+        listener, why, RefusedConnections());
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <set>
 
+#include "common/consistency.h"
 #include "common/transport/registry.h"
 #include "common/wire_dtype.h"
 
@@ -60,6 +61,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
                                                 "max_restarts",
                                                 "spare_ps",
                                                 "wire_dtype",
+                                                "consistency",
                                                 "insecure",
                                                 "metrics_port",
                                                 "flight_dir",
@@ -108,6 +110,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
       }
       if (key == "host") host = v.as<std::string>();
       if (key == "wire_dtype") wire_dtype = v.as<std::string>();
+      if (key == "consistency") consistency = v.as<std::string>();
       if (key == "insecure") insecure = v.as<bool>();
       if (key == "flight_dir") flight_dir = v.as<std::string>();
       if (key == "metrics_port") {
@@ -169,6 +172,13 @@ Status JobConfig::Validate() const {
                             int64_t{1} << 40));
   if (Result<WireType> t = ParseWireType(wire_dtype); !t.ok()) {
     return InvalidArgument("wire_dtype: " + t.status().message());
+  }
+  if (Result<Consistency> c = Consistency::Parse(consistency); !c.ok()) {
+    return InvalidArgument("consistency: " + c.status().message());
+  } else if (c->per_arrival() && (snapshot_every > 0 || resume)) {
+    return InvalidArgument("consistency: " + consistency +
+                           " does not take snapshots yet; use bsp with snapshot_every/resume, "
+                           "or replicas 2 to survive a lost PS");
   }
   if (replicas != 1 && replicas != 2) {
     return InvalidArgument("replicas: " + std::to_string(replicas) +

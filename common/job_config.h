@@ -34,6 +34,7 @@ struct JobConfig {
   std::string transport = "tcp";
   bool transport_set = false;
   std::string wire_dtype = "fp32";  // gradients and parameters on the wire: fp32 | bf16 | fp16
+  std::string consistency = "bsp";  // bsp | ssp:K | async (common/consistency.h)
   std::string host = "127.0.0.1";
   ShardingOptions sharding;
   int replicas = 1;             // copies of each shard: 1 (loss -> rollback) or 2 (failover)

@@ -514,6 +514,7 @@ Status Coordinator::SendJobStart(const Node& n, bool rebuild, uint64_t join_step
       .rollback_epoch = rollback_.epoch(),
       .rebuild = rebuild,
       .history = &membership_.history(),
+      .consistency = options_.job.consistency,
   };
   if (join_step > 0) {
     start.resume = true;  // parameters come from the PS, not from this worker

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-restarts", o.job.max_restarts,
                  "replacement workers een-launch may start: a loss below --min-workers waits "
                  "for one instead of ending the job");
+  app.add_option("--consistency", o.job.consistency, "bsp, ssp:K or async");
   app.add_option("--replicas", o.job.replicas, "copies of each shard: 1 or 2")
       ->check(CLI::Range(1, 2));
   app.add_option("--failover-threshold-ms", threshold)->check(CLI::PositiveNumber);

@@ -27,6 +27,7 @@ Message JobStart(const JobStartFields& f) {
   js.setStartStep(f.start_step);
   js.setRollbackEpoch(f.rollback_epoch);
   js.setRebuild(f.rebuild);
+  js.setConsistency(f.consistency);
   auto history = js.initHistory(f.history->size());
   for (size_t k = 0; k < f.history->size(); ++k) {
     wire::MembershipToWire((*f.history)[k], history[k]);

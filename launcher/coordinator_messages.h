@@ -33,6 +33,7 @@ struct JobStartFields {
   uint64_t rollback_epoch = 0;
   bool rebuild = false;  // a PS joining a running job: its chunks come as images
   const std::vector<MembershipChange>* history = nullptr;
+  std::string consistency = "bsp";
 };
 Message JobStart(const JobStartFields& fields);
 

@@ -76,7 +76,7 @@ void Coordinator::BuildStatus(wire::JobStatus::Builder status) const {
   status.setStep(lead ? lead->step : 0);
   status.setSamplesPerSecond(samples_per_second);
   status.setSyncMs(lead ? lead->sync_micros / 1000.0 : 0);
-  status.setConsistency("bsp");
+  status.setConsistency(options_.job.consistency);
   status.setMapEpoch(map_epoch_);
   status.setUptimeMs(static_cast<uint64_t>(MillisSince(created_)));
   status.setNumPs(static_cast<int32_t>(ps_.size()));

@@ -137,6 +137,11 @@ int main(int argc, char** argv) {
   app.add_option("--wire-dtype", wire_dtype,
                  "gradients and parameters on the wire: fp32, bf16 or fp16 (default fp32; the "
                  "PS keep fp32 master values)");
+  std::string consistency;
+  app.add_option("--consistency", consistency,
+                 "bsp (default: every step waits for every worker), ssp:K (a worker may start "
+                 "step t once every worker completed step t-K; gradients applied as they "
+                 "arrive) or async (no waiting)");
   app.add_option("--host", host, "address the roles listen on (default 127.0.0.1)");
   app.add_option("--backend", backend,
                  "where roles run: auto (slurm inside an srun step, else local), local (every role "
@@ -270,6 +275,7 @@ int main(int argc, char** argv) {
   }
   if (*every_opt) config.snapshot_every = static_cast<uint64_t>(snapshot_every);
   if (!wire_dtype.empty()) config.wire_dtype = wire_dtype;
+  if (!consistency.empty()) config.consistency = consistency;
   if (*replicas_opt) config.replicas = replicas;
   if (*metrics_opt) config.metrics_port = metrics_port;
   if (!flight_dir.empty()) config.flight_dir = flight_dir;

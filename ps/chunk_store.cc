@@ -1,5 +1,6 @@
 #include "ps/chunk_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -53,6 +54,8 @@ Status ChunkStore::AddSlots(const std::vector<uint32_t>& chunks, uint32_t ps) {
     if (!s.state.empty()) optimizer_->InitState(s.state.data(), n);
     s.contributions.resize(num_workers_);
     s.contribution_types.resize(num_workers_, WireType::kF32);
+    s.worker_steps = join_step_;  // a worker's first step counts from its join
+    s.applied_at.assign(num_workers_, 0);
     slot_of_[c] = static_cast<int32_t>(slots_.size());
     slots_.push_back(std::move(s));
   }
@@ -112,7 +115,7 @@ Result<ChunkStore::Adoption> ChunkStore::Adopt(const ShardMap& next, uint32_t ps
 }
 
 Result<bool> ChunkStore::ApplyReplica(uint32_t chunk, uint64_t step, const transport::Frame& mean,
-                                      double lr, double norm) {
+                                      double lr, double norm, int worker, uint64_t worker_step) {
   if (!BacksUp(chunk))
     return InvalidArgument("chunk " + std::to_string(chunk) + " is not backed up here");
   Slot& s = slots_[slot_of_[chunk]];
@@ -128,6 +131,16 @@ Result<bool> ChunkStore::ApplyReplica(uint32_t chunk, uint64_t step, const trans
     return FailedPrecondition("replicated step " + std::to_string(step) + " of chunk " +
                               std::to_string(chunk) + ", but the backup is at step " +
                               std::to_string(s.version));
+  }
+  if (consistency_.per_arrival()) {
+    if (worker < 0 || worker >= num_workers_) {
+      return InvalidArgument("replicated gradient of chunk " + std::to_string(chunk) +
+                             " names worker " + std::to_string(worker));
+    }
+    s.worker_steps[worker] = worker_step + 1;
+    s.applied_at[worker] = s.version + 1;
+    s.last_worker = worker;
+    s.last_worker_step = worker_step;
   }
   const float* m = reinterpret_cast<const float*>(mean.data());
   if (s.kind == TensorKind::kFrozen) {
@@ -195,7 +208,20 @@ Result<bool> ChunkStore::Contribute(uint32_t chunk, int worker, uint64_t step,
   if (!s.initialized) {
     return FailedPrecondition("chunk " + std::to_string(chunk) + " has no initial values yet");
   }
-  if (step != s.version) {
+  if (consistency_.per_arrival()) {
+    if (step != s.worker_steps[worker]) {
+      return FailedPrecondition("gradient of chunk " + std::to_string(chunk) + " for step " +
+                                std::to_string(step) + " of worker " + std::to_string(worker) +
+                                ", but its next step here is " +
+                                std::to_string(s.worker_steps[worker]));
+    }
+    if (s.kind == TensorKind::kBufferAverage) {
+      return FailedPrecondition("buffers='average' has no per-arrival rule under " +
+                                consistency_.Name() +
+                                ": use buffers='broadcast' (the lowest live rank's values) or "
+                                "'local', or --consistency bsp");
+    }
+  } else if (step != s.version) {
     return FailedPrecondition("gradient of chunk " + std::to_string(chunk) + " for step " +
                               std::to_string(step) + ", but the chunk is at step " +
                               std::to_string(s.version));
@@ -249,6 +275,12 @@ Result<bool> ChunkStore::Contribute(uint32_t chunk, int worker, uint64_t step,
 
 bool ChunkStore::Complete(const Slot& s) const {
   if (s.awaiting_clip) return false;  // complete and aggregated already
+  if (consistency_.per_arrival()) {   // each gradient is a step of its own
+    for (const auto& f : s.contributions) {
+      if (f.data() != nullptr) return true;
+    }
+    return false;
+  }
   bool any = false;
   for (int w = 0; w < num_workers_; ++w) {
     const bool in = s.contributions[w].data() != nullptr;
@@ -273,7 +305,7 @@ std::vector<uint32_t> ChunkStore::RemoveWorker(int worker) {
 Status ChunkStore::AddWorker(int worker, uint64_t step) {
   if (worker < 0) return InvalidArgument("worker rank " + std::to_string(worker) + " out of range");
   for (const Slot& s : slots_) {
-    if (s.primary && s.version > step) {
+    if (!consistency_.per_arrival() && s.primary && s.version > step) {
       return FailedPrecondition("worker " + std::to_string(worker) + " cannot join at step " +
                                 std::to_string(step) + ": a chunk is at step " +
                                 std::to_string(s.version) + " already");
@@ -286,10 +318,18 @@ Status ChunkStore::AddWorker(int worker, uint64_t step) {
     for (Slot& s : slots_) {
       s.contributions.resize(num_workers_);
       s.contribution_types.resize(num_workers_, WireType::kF32);
+      s.worker_steps.resize(num_workers_, 0);
+      s.applied_at.resize(num_workers_, 0);
     }
   }
   live_[worker] = true;
   join_step_[worker] = step;
+  if (consistency_.per_arrival()) {
+    for (Slot& s : slots_) {
+      s.worker_steps[worker] = step;
+      s.applied_at[worker] = 0;
+    }
+  }
   return Status::Ok();
 }
 
@@ -343,6 +383,22 @@ void ChunkStore::Run(const std::vector<StepInputs>& inputs, const std::vector<ui
 }
 
 void ChunkStore::TakeContributions(const Slot& s, StepInputs* in) {
+  if (consistency_.per_arrival()) {  // one gradient: its worker's share of a step
+    for (size_t w = 0; w < s.contributions.size(); ++w) {
+      if (s.contributions[w].data() == nullptr) continue;
+      const std::vector<int> live = LiveWorkers();
+      if (s.kind == TensorKind::kBufferBroadcast) {
+        if (!live.empty() && static_cast<int>(w) != live.front()) return;  // only counted
+        in->divisor = 1;
+      } else {
+        in->divisor = static_cast<float>(std::max<size_t>(1, live.size()));
+      }
+      in->grads.push_back(s.contributions[w].data());
+      in->types.push_back(s.contribution_types[w]);
+      return;
+    }
+    return;
+  }
   for (size_t w = 0; w < s.contributions.size();
        ++w) {  // rank order: the result does not depend on arrival
     if (s.contributions[w].data() == nullptr) continue;
@@ -354,6 +410,15 @@ void ChunkStore::TakeContributions(const Slot& s, StepInputs* in) {
 }
 
 void ChunkStore::Advance(Slot& s, const StepInputs& in) {
+  if (consistency_.per_arrival()) {
+    for (size_t w = 0; w < s.contributions.size(); ++w) {
+      if (s.contributions[w].data() == nullptr) continue;
+      s.last_worker = static_cast<int>(w);
+      s.last_worker_step = s.worker_steps[w];
+      s.worker_steps[w]++;
+      s.applied_at[w] = s.version + 1;
+    }
+  }
   for (auto& f : s.contributions) f = transport::Frame();
   s.version++;
   s.applied_lr = in.lr;
@@ -380,6 +445,8 @@ std::vector<uint32_t> ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks
     TakeContributions(s, &in);
     if (IsBuffer(s.kind)) {  // the new values: into the mean buffer, copied over below
       in.mean_out = MeanBuffer(s, n);
+      // Only counted (ssp/async, not the lowest live rank's): the values stay.
+      if (in.grads.empty()) std::memcpy(in.mean_out, s.values, size_t{n} * sizeof(float));
       continue;
     }
     // The mean is kept when it is pulled (sum mode) or sent to the backup.
@@ -509,6 +576,41 @@ uint64_t ChunkStore::MinVersion() const {
   return slots_.empty() ? 0 : v;
 }
 
+uint64_t ChunkStore::SlowestSteps(uint32_t chunk) const {
+  const Slot& s = SlotOf(chunk);
+  uint64_t slowest = UINT64_MAX;
+  for (int w = 0; w < num_workers_; ++w) {
+    if (live_[w]) slowest = std::min(slowest, s.worker_steps[w]);
+  }
+  return slowest == UINT64_MAX ? 0 : slowest;
+}
+
+uint64_t ChunkStore::NewestWorkerStep() const {
+  uint64_t newest = 0;
+  for (const Slot& s : slots_) {
+    for (uint64_t n : s.worker_steps) newest = std::max(newest, n);
+  }
+  return newest;
+}
+
+Result<bool> ChunkStore::IsRepeat(uint32_t chunk, int worker, uint64_t step) const {
+  const Slot& s = SlotOf(chunk);
+  if (consistency_.per_arrival()) {
+    if (step > s.worker_steps[worker]) {
+      return FailedPrecondition("push of worker " + std::to_string(worker) + " for step " +
+                                std::to_string(step) + " but chunk " + std::to_string(chunk) +
+                                " has applied its steps up to " +
+                                std::to_string(s.worker_steps[worker]));
+    }
+    return step < s.worker_steps[worker];
+  }
+  if (step > s.version) {
+    return FailedPrecondition("push for step " + std::to_string(step) + " but chunk " +
+                              std::to_string(chunk) + " is at step " + std::to_string(s.version));
+  }
+  return step < s.version || HasContribution(chunk, worker);
+}
+
 uint64_t ChunkStore::MaxVersion() const {
   uint64_t v = 0;
   for (const Slot& s : slots_) v = std::max(v, s.version);
@@ -527,7 +629,8 @@ std::vector<ChunkImage> ChunkStore::Capture() const {
 ChunkImage ChunkStore::CaptureChunk(uint32_t c) const {
   const Slot& s = SlotOf(c);
   const uint32_t n = Numel(c);
-  ChunkImage image{c, s.version, std::vector<float>(n * (1 + s.state.size()))};
+  ChunkImage image{c, s.version, std::vector<float>(n * (1 + s.state.size())), {}};
+  if (consistency_.per_arrival()) image.worker_steps = s.worker_steps;
   std::memcpy(image.data.data(), s.values, n * sizeof(float));
   for (size_t k = 0; k < s.state.size(); ++k) {
     std::memcpy(image.data.data() + (k + 1) * n, s.state[k], n * sizeof(float));
@@ -552,6 +655,17 @@ Status ChunkStore::LoadImage(const ChunkImage& image) {
     std::memcpy(s.state[k], image.data.data() + (k + 1) * n, n * sizeof(float));
   }
   s.version = image.version;
+  if (consistency_.per_arrival()) {
+    if (image.worker_steps.size() > size_t(num_workers_)) {
+      return DataLoss("the image of chunk " + std::to_string(image.chunk) + " counts " +
+                      std::to_string(image.worker_steps.size()) + " workers, this PS knows " +
+                      std::to_string(num_workers_));
+    }
+    for (size_t w = 0; w < image.worker_steps.size(); ++w) {
+      s.worker_steps[w] = image.worker_steps[w];
+      s.applied_at[w] = image.version;  // confirmed with the image
+    }
+  }
   s.initialized = true;
   s.wire_fresh = false;
   for (auto& f : s.contributions) f = transport::Frame();

@@ -21,6 +21,14 @@
 // a step keeps the lowest live rank's (broadcast) or their mean (average),
 // with no optimizer. Frozen chunks take an empty contribution each step:
 // their version moves on with the others', their values never change.
+// Under ssp:K and async (SetConsistency) each gradient is applied alone as
+// it arrives: one optimizer step on gradient / live workers (a broadcast
+// buffer takes the lowest live rank's values; others' only count), the
+// version counts those applications, and each chunk keeps, per worker, how
+// many of its steps were applied (WorkerSteps: the next step it may push)
+// and the version its last one made (AppliedAt: what a backup must confirm
+// before that worker's pull is answered). A repeated step is dropped
+// (IsRepeat), so a gradient resent after a failover is applied once.
 // Callers validate messages first; methods here return InvalidArgument or
 // FailedPrecondition for anything inconsistent and change nothing then.
 // Thread safety: single-threaded (the PS event loop).
@@ -32,6 +40,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/consistency.h"
 #include "common/shard_map.h"
 #include "common/status.h"
 #include "common/transport/frame.h"
@@ -68,6 +77,24 @@ class ChunkStore {
   bool AllInitialized() const;
   bool HasContribution(uint32_t chunk, int worker) const;
   bool sum_mode() const { return optimizer_ == nullptr; }
+  // Before any gradient: bsp (the default), ssp:K or async.
+  void SetConsistency(const Consistency& c) { consistency_ = c; }
+  const Consistency& consistency() const { return consistency_; }
+  // ssp/async: worker `worker`'s steps applied to `chunk` (its next step).
+  uint64_t WorkerSteps(uint32_t chunk, int worker) const {
+    return SlotOf(chunk).worker_steps[worker];
+  }
+  uint64_t AppliedAt(uint32_t chunk, int worker) const { return SlotOf(chunk).applied_at[worker]; }
+  // ssp/async: the fewest steps any live worker has applied to `chunk`.
+  uint64_t SlowestSteps(uint32_t chunk) const;
+  // ssp/async: the most steps any worker has applied anywhere here.
+  uint64_t NewestWorkerStep() const;
+  // ssp/async: the worker and step the chunk's last application came from.
+  int LastWorker(uint32_t chunk) const { return SlotOf(chunk).last_worker; }
+  uint64_t LastWorkerStep(uint32_t chunk) const { return SlotOf(chunk).last_worker_step; }
+  // Whether worker `worker`'s gradient of `step` for `chunk` was counted
+  // already (it is dropped); FailedPrecondition for a step out of order.
+  Result<bool> IsRepeat(uint32_t chunk, int worker, uint64_t step) const;
   int num_workers() const { return num_workers_; }
   const Arena& arena() const { return *arenas_.front(); }
   size_t owned_chunks() const { return slots_.size(); }  // held: primary and backup
@@ -89,8 +116,10 @@ class ChunkStore {
   // learning rate the primary used (< 0: the configured one). Returns false
   // for a step already applied (a repeat), FailedPrecondition for a gap.
   // `norm`: the total norm the primary clipped that step with (< 0: unknown).
+  // ssp/async: `worker` and `worker_step` say whose gradient it was.
   Result<bool> ApplyReplica(uint32_t chunk, uint64_t step, const transport::Frame& mean,
-                            double lr = -1, double norm = -1);
+                            double lr = -1, double norm = -1, int worker = -1,
+                            uint64_t worker_step = 0);
   // The learning rate and (clipping) total norm the chunk's last step was applied with.
   double AppliedLr(uint32_t chunk) const { return SlotOf(chunk).applied_lr; }
   double AppliedNorm(uint32_t chunk) const { return SlotOf(chunk).applied_norm; }
@@ -197,6 +226,12 @@ class ChunkStore {
     double sum_squares = 0;
     double applied_norm = 0;  // the total norm the last applied step was clipped with
     bool norm_known = false;  // applied_norm is (false after an image or a snapshot)
+    // ssp/async, per worker: its steps applied here, and the version its
+    // last one made; and whose the last application was.
+    std::vector<uint64_t> worker_steps;
+    std::vector<uint64_t> applied_at;
+    int last_worker = -1;
+    uint64_t last_worker_step = 0;
   };
 
   ChunkStore(const ShardMap& map, int num_workers)
@@ -238,6 +273,7 @@ class ChunkStore {
   double max_norm_ = 0;                    // clip_grad_norm (0: no clipping)
   uint64_t known_norm_step_ = UINT64_MAX;  // the step whose total norm is known
   double known_norm_ = 0;
+  Consistency consistency_;
 };
 
 }  // namespace een::ps

@@ -64,6 +64,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   bool started = false;
   bool resume = false;
   bool rebuild = false;
+  Consistency consistency;
   uint64_t start_step = 0;
   std::vector<int> live;  // the newest membership, for a PS that starts mid-job
   uint64_t membership_epoch = 0, membership_step = 0;
@@ -96,6 +97,9 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
       resume = js.getResume();
       start_step = js.getStartStep();
       rebuild = js.getRebuild();
+      if (js.hasConsistency() && js.getConsistency().size() > 0) {
+        EEN_ASSIGN_OR_RETURN(consistency, Consistency::Parse(js.getConsistency()));
+      }
       if (js.getHistory().size() > 0) {
         auto last = js.getHistory()[js.getHistory().size() - 1];
         membership_epoch = last.getEpoch();
@@ -121,6 +125,18 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   apply_pool_ = std::make_unique<ApplyPool>(env_.ps_threads > 0 ? env_.ps_threads
                                                                 : ApplyPool::DefaultThreads());
   store_->SetApplyPool(apply_pool_.get());
+  if (consistency.per_arrival() && (store_->sum_mode() || store_->clipping())) {
+    return FailedPrecondition(
+        "--consistency " + consistency.Name() + " applies each gradient as it arrives, so " +
+        (store_->sum_mode() ? std::string("sum mode (optimizer on the workers)")
+                            : std::string("clip_grad_norm (it needs the whole step's norm)")) +
+        " is not available with it: use --consistency bsp");
+  }
+  store_->SetConsistency(consistency);
+  if (consistency.per_arrival()) {
+    spdlog::info("consistency {}: each gradient is applied as it arrives, as 1/N of a step",
+                 consistency.Name());
+  }
   epoch_ = map_.epoch();
   if (rebuild) {
     spdlog::info(
@@ -356,7 +372,9 @@ Status ParameterServer::HandleMembershipPrepare(wire::MembershipPrepare::Reader 
     }
   }
   frozen_ = true;
-  freeze_above_ = store_->MaxVersion();
+  // ssp/async: pulls ask for a worker's own step, not a chunk version.
+  freeze_above_ =
+      store_->consistency().per_arrival() ? store_->NewestWorkerStep() : store_->MaxVersion();
   EEN_RETURN_IF_ERROR(control_->Send(
       ps_messages::MembershipPrepared(env_.rank, prepare.getEpoch(), freeze_above_)));
   AfterCompletion(completed);
@@ -627,12 +645,8 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     const uint32_t c = chunks[i];
     if (!store_->Initialized(c))
       return FailedPrecondition("chunk " + std::to_string(c) + " has no initial values yet");
-    if (step > store_->Version(c)) {
-      return FailedPrecondition("push for step " + std::to_string(step) + " but chunk " +
-                                std::to_string(c) + " is at step " +
-                                std::to_string(store_->Version(c)));
-    }
-    if (step == store_->Version(c) && !store_->HasContribution(c, worker)) fresh.push_back(i);
+    EEN_ASSIGN_OR_RETURN(const bool repeat, store_->IsRepeat(c, worker, step));
+    if (!repeat) fresh.push_back(i);
   }
   if (fresh.size() < chunks.size()) {
     spdlog::info("dropped {} repeated chunk(s) of a push from worker {} for step {}",
@@ -799,6 +813,7 @@ Status ParameterServer::QueuePull(PendingPull pull) {
 
 bool ParameterServer::Ready(const PendingPull& p) const {
   if (frozen_ && p.min_version > freeze_above_) return false;
+  if (store_->consistency().per_arrival()) return ReadyPerArrival(p);
   for (uint32_t c : p.chunks) {
     if (!store_->Initialized(c) || store_->Version(c) < p.min_version) return false;
     // Replicated: served only once the backup has this version too.
@@ -810,12 +825,32 @@ bool ParameterServer::Ready(const PendingPull& p) const {
   return true;
 }
 
+bool ParameterServer::ReadyPerArrival(const PendingPull& p) const {
+  const Consistency& consistency = store_->consistency();
+  for (uint32_t c : p.chunks) {
+    if (!store_->Initialized(c)) return false;
+    // The worker's own gradients are in, and confirmed by the backup.
+    if (p.worker < store_->num_workers()) {
+      if (store_->WorkerSteps(c, p.worker) < p.min_version) return false;
+      if (map_.BackupOfChunk(c) != ShardMap::kNoPs &&
+          store_->Acked(c) < static_cast<int64_t>(store_->AppliedAt(c, p.worker))) {
+        return false;
+      }
+    }
+    if (!consistency.Allows(p.min_version, store_->SlowestSteps(c))) return false;
+  }
+  return true;
+}
+
 void ParameterServer::Answer(const PendingPull& p) {
+  const bool per_arrival = store_->consistency().per_arrival();
+  uint64_t slowest = UINT64_MAX;
   uint64_t version = UINT64_MAX;
   std::vector<transport::Frame> payload;
   payload.reserve(p.chunks.size());
   for (const uint32_t c : p.chunks) {
     version = std::min(version, store_->Version(c));
+    if (per_arrival) slowest = std::min(slowest, store_->SlowestSteps(c));
     if (store_->Kind(c) == TensorKind::kFrozen && !p.frozen_values) {
       payload.emplace_back();  // the version is there; the values never change
     } else {
@@ -823,12 +858,15 @@ void ParameterServer::Answer(const PendingPull& p) {
                                     : store_->WireValues(c, p.type));
     }
   }
+  // ssp/async: the version a worker asks for is its own step count.
+  if (per_arrival) version = p.min_version;
   Message m = ps_messages::PullReply({.request_id = p.request_id,
                                       .dtype = wire::DTypeOf(p.type),
                                       .version = p.chunks.empty() ? 0 : version,
                                       .membership_epoch = membership_epoch_,
                                       .membership_step = membership_step_,
-                                      .live_workers = &live_workers_},
+                                      .live_workers = &live_workers_,
+                                      .slowest = slowest == UINT64_MAX ? 0 : slowest},
                                      p.chunks, std::move(payload));
   const size_t bytes = m.payload_bytes();
   if (Status s = listener_->Send(p.peer, std::move(m)); !s.ok()) {

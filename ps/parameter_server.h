@@ -130,6 +130,9 @@ class ParameterServer {
   void AfterCompletion(const std::vector<uint32_t>& applied);
   Status CheckChunks(capnp::List<uint32_t>::Reader chunks);
   bool Ready(const PendingPull& pull) const;
+  // ssp/async: the worker's own steps applied (and confirmed by the backup)
+  // and, under ssp:K, every live worker's step min_version-K.
+  bool ReadyPerArrival(const PendingPull& pull) const;
   void Answer(const PendingPull& pull);
   // Queues a pull that is not ready yet (within the queue's caps).
   Status QueuePull(PendingPull pull);

@@ -78,6 +78,7 @@ Message PullReply(const PullReplyFields& f, const std::vector<uint32_t>& chunks,
   membership.setEpoch(f.membership_epoch);
   membership.setEffectiveStep(f.membership_step);
   SetAll(membership.initLiveWorkers(f.live_workers->size()), *f.live_workers);
+  reply.setSlowest(f.slowest);
   return b.Take(std::move(payload));
 }
 
@@ -96,7 +97,8 @@ Message NormReply(int rank, const NormReplyFields& f, const std::vector<uint32_t
 
 Message Replicate(const ReplicateFields& f, const std::vector<uint32_t>& chunks,
                   const std::vector<uint64_t>& versions, const std::vector<double>& lrs,
-                  const std::vector<double>& norms, std::vector<Frame> payload) {
+                  const std::vector<double>& norms, std::vector<Frame> payload,
+                  const std::vector<int32_t>& workers, const std::vector<uint64_t>& worker_steps) {
   wire::Outgoing b;
   auto header = b.header();
   auto r = f.answer ? header.initReplicated() : header.initReplicate();
@@ -107,6 +109,8 @@ Message Replicate(const ReplicateFields& f, const std::vector<uint32_t>& chunks,
   SetAll(r.initVersions(versions.size()), versions);
   SetAll(r.initLrs(lrs.size()), lrs);
   SetAll(r.initNorms(norms.size()), norms);
+  SetAll(r.initWorkers(workers.size()), workers);
+  SetAll(r.initWorkerSteps(worker_steps.size()), worker_steps);
   return b.Take(std::move(payload));
 }
 

@@ -38,6 +38,7 @@ struct PullReplyFields {
   uint64_t membership_epoch = 0;
   uint64_t membership_step = 0;
   const std::vector<int>* live_workers = nullptr;
+  uint64_t slowest = 0;  // ssp/async: the fewest steps a live worker applied to these chunks
 };
 Message PullReply(const PullReplyFields& fields, const std::vector<uint32_t>& chunks,
                   std::vector<Frame> payload);
@@ -62,6 +63,8 @@ struct ReplicateFields {
 // `lrs`, `norms`: each step's learning rate and clipping norm (mean gradients).
 Message Replicate(const ReplicateFields& fields, const std::vector<uint32_t>& chunks,
                   const std::vector<uint64_t>& versions, const std::vector<double>& lrs,
-                  const std::vector<double>& norms, std::vector<Frame> payload);
+                  const std::vector<double>& norms, std::vector<Frame> payload,
+                  const std::vector<int32_t>& workers = {},
+                  const std::vector<uint64_t>& worker_steps = {});
 
 }  // namespace een::ps_messages

@@ -24,14 +24,16 @@ struct ReplicateBatch {
   std::vector<uint32_t> chunks;
   std::vector<uint64_t> versions;
   std::vector<Frame> frames;
-  std::vector<double> lrs;    // mean gradients: each step's learning rate
-  std::vector<double> norms;  // and the total norm it was clipped with (clipping only)
+  std::vector<double> lrs;             // mean gradients: each step's learning rate
+  std::vector<double> norms;           // and the total norm it was clipped with (clipping only)
+  std::vector<int32_t> workers;        // ssp/async means: whose gradient
+  std::vector<uint64_t> worker_steps;  // and its step; images: steps per worker
 };
 
 Message EncodeReplicate(uint64_t epoch, int from, bool image, ReplicateBatch batch, bool answer) {
   return ps_messages::Replicate({.epoch = epoch, .from = from, .image = image, .answer = answer},
                                 batch.chunks, batch.versions, batch.lrs, batch.norms,
-                                std::move(batch.frames));
+                                std::move(batch.frames), batch.workers, batch.worker_steps);
 }
 
 // Sends each backup PS its batch: the step's mean gradients, or whole
@@ -91,6 +93,10 @@ void ParameterServer::ReplicateSteps(const std::vector<uint32_t>& completed) {
     batch.frames.push_back(store_->MeanGradient(c));
     batch.lrs.push_back(store_->AppliedLr(c));
     if (store_->clipping()) batch.norms.push_back(store_->AppliedNorm(c));
+    if (store_->consistency().per_arrival()) {
+      batch.workers.push_back(store_->LastWorker(c));
+      batch.worker_steps.push_back(store_->LastWorkerStep(c));
+    }
   }
   SendToBackups(std::move(by_backup), epoch_, env_.rank, /*image=*/false,
                 [this](uint32_t ps) { return Peer(ps); });
@@ -108,6 +114,8 @@ void ParameterServer::SendImages(const std::vector<uint32_t>& chunks) {
     batch.versions.push_back(image->version);
     batch.frames.push_back(
         Frame::Borrow(image->data.data(), image->data.size() * sizeof(float), image));
+    batch.worker_steps.insert(batch.worker_steps.end(), image->worker_steps.begin(),
+                              image->worker_steps.end());
     store_->SetAcked(c, -1);  // until the new backup confirms the image
   }
   SendToBackups(std::move(by_backup), epoch_, env_.rank, /*image=*/true,
@@ -120,9 +128,18 @@ Status ParameterServer::HandleReplicate(wire::Replicate::Reader r, const Message
   auto versions = r.getVersions();
   auto lrs = r.getLrs();
   auto norms = r.getNorms();
+  auto workers = r.getWorkers();
+  auto worker_steps = r.getWorkerSteps();
+  const bool per_arrival = store_->consistency().per_arrival();
+  // ssp/async: a mean names its worker and step; an image its steps per worker.
+  const size_t steps_per_chunk = !per_arrival   ? 0
+                                 : r.getImage() ? size_t(store_->num_workers())
+                                                : 1;
   if (chunks.size() != versions.size() || chunks.size() != message.payload_count() ||
       (lrs.size() != 0 && lrs.size() != chunks.size()) ||
-      (norms.size() != 0 && norms.size() != chunks.size())) {
+      (norms.size() != 0 && norms.size() != chunks.size()) ||
+      (per_arrival && !r.getImage() && workers.size() != chunks.size()) ||
+      worker_steps.size() != chunks.size() * steps_per_chunk) {
     return InvalidArgument("replicate lists " + std::to_string(chunks.size()) + " chunks, " +
                            std::to_string(versions.size()) + " versions and " +
                            std::to_string(message.payload_count()) + " frames");
@@ -140,8 +157,11 @@ Status ParameterServer::HandleReplicate(wire::Replicate::Reader r, const Message
     const uint32_t c = chunks[i];
     const Frame& payload = message.payload(i);
     if (r.getImage()) {
-      ChunkImage image{c, versions[i], std::vector<float>(payload.size() / sizeof(float))};
+      ChunkImage image{c, versions[i], std::vector<float>(payload.size() / sizeof(float)), {}};
       std::memcpy(image.data.data(), payload.data(), image.data.size() * sizeof(float));
+      for (size_t w = 0; w < steps_per_chunk; ++w) {
+        image.worker_steps.push_back(worker_steps[i * steps_per_chunk + w]);
+      }
       EEN_RETURN_IF_ERROR(store_->LoadImage(image));
     } else {
       const double lr = lrs.size() ? lrs[i] : -1;
@@ -150,7 +170,10 @@ Status ParameterServer::HandleReplicate(wire::Replicate::Reader r, const Message
       const double norm = norms.size() ? norms[i] : -1;
       if (std::isnan(norm) || std::isinf(norm))
         return InvalidArgument("replicated norm out of range");
-      EEN_ASSIGN_OR_RETURN(bool applied, store_->ApplyReplica(c, versions[i], payload, lr, norm));
+      const int worker = per_arrival ? workers[i] : -1;
+      const uint64_t worker_step = per_arrival ? worker_steps[i] : 0;
+      EEN_ASSIGN_OR_RETURN(bool applied, store_->ApplyReplica(c, versions[i], payload, lr, norm,
+                                                              worker, worker_step));
       (void)applied;  // a repeat is confirmed all the same
     }
     answer.chunks.push_back(c);

@@ -30,6 +30,8 @@ struct ChunkImage {
   uint32_t chunk = 0;
   uint64_t version = 0;
   std::vector<float> data;  // values, then each optimizer state slot
+  // ssp/async: per worker, its steps applied (backup images only, not snapshots).
+  std::vector<uint64_t> worker_steps;
 };
 
 class SnapshotStore {

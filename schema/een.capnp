@@ -113,6 +113,7 @@ struct JobStart {
                                    # images from their primaries (no snapshot to load)
   history @9 :List(Membership);    # every membership change so far, oldest first
                                    # (a worker joining at `startStep` finds its data)
+  consistency @10 :Text;           # "bsp" (empty: bsp), "ssp:K" or "async"
 }
 
 enum JobState {
@@ -374,6 +375,8 @@ struct PullReply {
   dtype @2 :DType;
   chunks @3 :List(UInt32);
   membership @4 :Membership;       # the workers that train from `version` on
+  slowest @5 :UInt64;              # ssp/async: the fewest steps any live worker has
+                                   # applied to these chunks (the answer's staleness)
 }
 
 # Gradient clipping (clipGradNorm > 0). Each PS holds a step's mean
@@ -585,6 +588,9 @@ struct Replicate {
   versions @4 :List(UInt64);
   lrs @5 :List(Float64);           # mean gradients: the learning rate each step was applied with
   norms @6 :List(Float64);         # and the total norm it was clipped with (0: not clipped)
+  workers @7 :List(Int32);         # ssp/async mean gradients: whose gradient each was
+  workerSteps @8 :List(UInt64);    # and its step; images: each chunk's steps applied per
+                                   # worker (chunks x workers, row by row)
 }
 
 # Every PS goes back to its snapshot of `step` and takes map epoch `epoch`.

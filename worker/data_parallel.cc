@@ -926,6 +926,12 @@ void DataParallel::Step() {
 void DataParallel::set_learning_rate(double lr) { impl_->SetLearningRate(lr); }
 double DataParallel::learning_rate() const { return impl_->LearningRate(); }
 double DataParallel::grad_norm() const { return impl_->grad_norm_; }
+std::string DataParallel::consistency() const {
+  return impl_->client_ ? impl_->client_->consistency().Name() : "bsp";
+}
+uint64_t DataParallel::staleness() const {
+  return impl_->client_ ? impl_->client_->Staleness() : 0;
+}
 
 DataParallel::NoSync DataParallel::no_sync() {
   impl_->SetNoSync(true);

@@ -99,6 +99,9 @@ Status WorkerClient::ApplyJobStart(wire::JobStart::Reader js) {
   world_size_ = js.getWorldSize();
   resumed_ = js.getResume();
   start_step_ = js.getStartStep();
+  if (js.hasConsistency() && js.getConsistency().size() > 0) {
+    EEN_ASSIGN_OR_RETURN(consistency_, Consistency::Parse(js.getConsistency()));
+  }
   rollback_epoch_ = js.getRollbackEpoch();
   join_history_.clear();
   for (auto m : js.getHistory()) join_history_.push_back(wire::MembershipFromWire(m));
@@ -140,16 +143,27 @@ Result<WorkerClient::Recovery> WorkerClient::Recover() {
   recoveries_.Add();
   const uint64_t known_rollback = rollback_epoch_;
   Status applied;
+  // The coordinator's map may be the one this worker has: a PS's refusal of
+  // a message sent under an older map can arrive after the worker already
+  // moved on. Then nothing moved (waiting for a newer map would wait for
+  // ever): the step's pushes go again and the PS drop what they counted.
+  bool moved = false;
   EEN_RETURN_IF_ERROR(Request(
       worker_messages::MapRequest(rank_),
       [&](wire::Header::Reader h) {
-        if (!h.isJobStart() || h.getJobStart().getMap().getEpoch() <= map_.epoch()) return false;
-        applied = ApplyJobStart(h.getJobStart());
+        if (!h.isJobStart() || h.getJobStart().getMap().getEpoch() < map_.epoch()) return false;
+        moved = h.getJobStart().getMap().getEpoch() > map_.epoch();
+        if (moved) applied = ApplyJobStart(h.getJobStart());
         return true;
       },
       std::chrono::hours(1), "the shard map after a PS was lost"));
   EEN_RETURN_IF_ERROR(applied);
   stale_seen_ = false;
+  if (!moved) {
+    spdlog::info("shard map epoch {} is still the newest: sending this step's gradients again",
+                 map_.epoch());
+    return Recovery{false, start_step_};
+  }
   Recovery r;
   r.rolled_back = rollback_epoch_ > known_rollback;
   r.step = start_step_;
@@ -546,6 +560,11 @@ Status WorkerClient::PsError(size_t p, wire::Error::Reader error) {
   return StatusOf(error, fmt::format("PS {} refused this worker's request: ", p));
 }
 
+uint64_t WorkerClient::Staleness() const {
+  if (!consistency_.per_arrival() || slowest_ > slowest_version_) return 0;
+  return slowest_version_ - slowest_;
+}
+
 Status WorkerClient::TakePullReply(size_t p, const Message& m, uint64_t min_version,
                                    const std::function<float*(uint32_t)>& destination) {
   return wire::Visit(m, [&](wire::Header::Reader h) -> Status {
@@ -593,6 +612,14 @@ Status WorkerClient::TakePullReply(size_t p, const Message& m, uint64_t min_vers
       recorder_.Record(EventKind::kPullReceived, request->min_version - 1, request->sent,
                        std::chrono::steady_clock::now(), static_cast<uint32_t>(p), chunks[0],
                        chunks.size());
+    }
+    if (consistency_.per_arrival() && chunks.size() > 0) {
+      if (request->min_version != slowest_version_) {
+        slowest_version_ = request->min_version;
+        slowest_ = reply.getSlowest();
+      } else {
+        slowest_ = std::min<uint64_t>(slowest_, reply.getSlowest());
+      }
     }
     outstanding_.erase(request);
     return AdoptMembership(reply.getMembership(), min_version);

@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/consistency.h"
 #include "common/flight_recorder.h"
 #include "common/heartbeat_sender.h"
 #include "common/job_env.h"
@@ -57,6 +58,10 @@ class WorkerClient {
   // Resuming from a snapshot: the PS hold step start_step()'s values already.
   bool resumed() const { return resumed_; }
   uint64_t start_step() const { return start_step_; }
+  const Consistency& consistency() const { return consistency_; }
+  // ssp/async: how many steps the slowest live worker was behind this one
+  // in the last pull's answers (0 under bsp).
+  uint64_t Staleness() const;
   // The workers that train now (a lost one drops out at an agreed step),
   // and this worker's place among them: its share of the data.
   const std::vector<int>& live_workers() const { return live_workers_; }
@@ -214,6 +219,11 @@ class WorkerClient {
   uint64_t membership_epoch_ = 0;
   double lr_ = -1;
   bool resumed_ = false;
+  Consistency consistency_;
+  // ssp/async: the version last pulled and the fewest steps a live worker
+  // had applied to the chunks answered for it.
+  uint64_t slowest_version_ = 0;
+  uint64_t slowest_ = 0;
   bool stale_seen_ = false;  // a PS refused our map epoch
   uint64_t start_step_ = 0;
   uint64_t rollback_epoch_ = 0;  // of the latest rollback the coordinator told us of

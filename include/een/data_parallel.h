@@ -156,6 +156,11 @@ class DataParallel {
   // the mean gradient, before clipping (what clip_grad_norm_ returns); NaN
   // without clipping.
   double grad_norm() const;
+  // The job's --consistency ("bsp", "ssp:K" or "async"), and how many steps
+  // the slowest live worker was behind this one when the values this step
+  // starts from were pulled (0 under bsp; under ssp:K at most K-1).
+  std::string consistency() const;
+  uint64_t staleness() const;
   void Barrier();
   // Leaves the job: the others go on without this worker. Step() and
   // Barrier() afterwards throw (kJobFinished).

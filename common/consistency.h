@@ -1,0 +1,40 @@
+// Consistency: how far workers' steps may drift apart (--consistency).
+//
+// bsp: every step waits for every live worker's gradient; the PS applies
+//   their mean once (bitwise reproducible).
+// ssp:K (K >= 1): each gradient is applied when it arrives, and a worker may
+//   start step t only once every live worker has completed step t-K (its
+//   pull waits for that); ssp:1 keeps BSP's pace.
+// async: each gradient is applied when it arrives; a pull returns the newest
+//   values at once.
+// In ssp and async each arriving gradient is applied as its worker's share
+// of a BSP step (the per-worker mean contribution): one optimizer step on
+// gradient / live workers, so with SGD one gradient from each of N workers
+// moves the values as one BSP step would (from staler gradients). Neither
+// mode is reproducible run to run. A plain value.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace een {
+
+struct Consistency {
+  enum class Kind { kBsp, kSsp, kAsync };
+  Kind kind = Kind::kBsp;
+  uint64_t staleness = 0;  // ssp: K
+
+  static Result<Consistency> Parse(const std::string& text);
+  std::string Name() const;  // as parsed: "bsp", "ssp:2", "async"
+  // Gradients are applied one by one as they arrive (ssp and async).
+  bool per_arrival() const { return kind != Kind::kBsp; }
+  // ssp: a worker at step t (pulling version t) may go on once every live
+  // worker has completed `completed` steps, i.e. step t-K: completed + K > t.
+  bool Allows(uint64_t t, uint64_t slowest_completed) const {
+    return kind != Kind::kSsp || slowest_completed + staleness > t;
+  }
+};
+
+}  // namespace een

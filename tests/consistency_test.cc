@@ -1,0 +1,140 @@
+// ssp:K and async (issue 17): tests/consistency_train.cc's model moves every
+// value by exactly lr/N per applied gradient, so the final values say
+// whether each gradient was applied exactly once; each step checks the
+// staleness its pull reported against the bound.
+//  - ssp:2 with a slowed worker: no step starts more than 1 step ahead of
+//    the slowest (the program exits 3 otherwise), the fast workers do run
+//    ahead (1), and every gradient is applied once.
+//  - async with a slowed worker: the fast workers run far ahead, and every
+//    gradient is applied once.
+//  - replicas 2, a PS SIGKILLed while training, under ssp:3 and async: the
+//    backups take over and every gradient is still applied exactly once
+//    (a gradient resent to the new primary is dropped when counted already).
+//  - a consistency that is not one, or one that cannot work with the job's
+//    optimizer (clipping), is refused naming the fix.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <regex>
+
+#include "support/job_output.h"
+#include "support/scratch_folder.h"
+#include "support/subprocess.h"
+
+namespace een {
+namespace {
+
+using std::chrono::seconds;
+const std::string kBin = EEN_BIN_DIR;
+constexpr int kSteps = 150;
+// kSteps steps of lr 1/64 from zero: every value ends at exactly this.
+const std::string kFinal = "final values: -2.34375";
+
+class Consistency : public ::testing::Test {
+ protected:
+  std::vector<std::string> Job(const std::string& consistency, int replicas, int slow_ms,
+                               long max_staleness = -1) {
+    std::vector<std::string> argv = {kBin + "/een-launch",
+                                     "--ps",
+                                     "2",
+                                     "--workers",
+                                     "4",
+                                     "--replicas",
+                                     std::to_string(replicas),
+                                     "--consistency",
+                                     consistency,
+                                     "--progress-interval",
+                                     "200ms",
+                                     "--",
+                                     kBin + "/consistency_train",
+                                     "--out",
+                                     scratch_ / "params",
+                                     "--steps",
+                                     std::to_string(kSteps),
+                                     "--slow-rank",
+                                     "1",
+                                     "--slow-ms",
+                                     std::to_string(slow_ms)};
+    if (max_staleness >= 0) {
+      argv.push_back("--max-staleness");
+      argv.push_back(std::to_string(max_staleness));
+    }
+    return argv;
+  }
+  // The largest staleness each worker printed.
+  static std::vector<int> Staleness(const std::string& output) {
+    std::vector<int> out(4, -1);
+    std::regex re("worker ([0-9]): [a-z0-9:]+, largest staleness ([0-9]+)");
+    for (auto it = std::sregex_iterator(output.begin(), output.end(), re);
+         it != std::sregex_iterator(); ++it) {
+      out[std::stoi((*it)[1])] = std::stoi((*it)[2]);
+    }
+    return out;
+  }
+  static void ExpectEveryGradientOnce(const std::string& output) {
+    for (int w = 0; w < 4; ++w) {
+      EXPECT_NE(output.find("worker " + std::to_string(w) + " " + kFinal), std::string::npos)
+          << "worker " << w << " did not end with every gradient applied once\n"
+          << output;
+    }
+  }
+  testing::ScratchFolder scratch_{"consistency-test"};
+};
+
+TEST_F(Consistency, SspNeverExceedsItsBoundAndAppliesEachGradientOnce) {
+  auto r = testing::Run(Job("ssp:2", 1, 10, /*max_staleness=*/1), seconds(180));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<int> staleness = Staleness(r.output);
+  for (int w : {0, 2, 3}) EXPECT_EQ(staleness[w], 1) << "worker " << w << "\n" << r.output;
+  EXPECT_EQ(staleness[1], 0) << r.output;  // the slowed worker is never ahead
+  ExpectEveryGradientOnce(r.output);
+}
+
+TEST_F(Consistency, AsyncLetsFastWorkersRunAheadAndAppliesEachGradientOnce) {
+  auto r = testing::Run(Job("async", 1, 10), seconds(180));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<int> staleness = Staleness(r.output);
+  // The slowed worker sleeps 10 ms before each step: the others, unhindered,
+  // are well ahead of it by their end.
+  for (int w : {0, 2, 3}) EXPECT_GT(staleness[w], 10) << "worker " << w << "\n" << r.output;
+  ExpectEveryGradientOnce(r.output);
+}
+
+TEST_F(Consistency, APsLostUnderSspOrAsyncFailsOverAndAppliesEachGradientOnce) {
+  for (const std::string mode : {"ssp:3", "async"}) {
+    SCOPED_TRACE(mode);
+    testing::Subprocess job(Job(mode, 2, 5, mode == "ssp:3" ? 2 : -1));
+    ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
+    const pid_t ps = testing::NewestPid(job.output(), "ps 1");
+    ASSERT_GT(ps, 0) << job.output();
+    const size_t mark = job.output().size();
+    ASSERT_EQ(kill(ps, SIGKILL), 0);
+    auto code = job.Wait(seconds(180));
+    ASSERT_TRUE(code.has_value()) << job.output();
+    ASSERT_EQ(*code, 0) << job.output();
+    const std::string out = job.output().substr(mark);
+    EXPECT_NE(out.find("failing over: its"), std::string::npos) << out;
+    EXPECT_NE(out.find("sending this step's gradients to their new primaries"), std::string::npos)
+        << out;
+    ExpectEveryGradientOnce(job.output());
+  }
+}
+
+TEST_F(Consistency, WhatCannotWorkIsRefusedNamingTheFix) {
+  auto bad = testing::Run({kBin + "/een-launch", "--ps", "1", "--workers", "1", "--consistency",
+                           "ssp:0", "--", "/bin/true"},
+                          seconds(30));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("consistency 'ssp:0' is not one of bsp, ssp:K"), std::string::npos)
+      << bad.output;
+  auto snapshots =
+      testing::Run({kBin + "/een-launch", "--ps", "1", "--workers", "1", "--consistency", "async",
+                    "--snapshot-every", "10", "--", "/bin/true"},
+                   seconds(30));
+  EXPECT_NE(snapshots.exit_code, 0);
+  EXPECT_NE(snapshots.output.find("does not take snapshots yet"), std::string::npos)
+      << snapshots.output;
+}
+
+}  // namespace
+}  // namespace een

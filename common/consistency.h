@@ -31,9 +31,10 @@ struct Consistency {
   // Gradients are applied one by one as they arrive (ssp and async).
   bool per_arrival() const { return kind != Kind::kBsp; }
   // ssp: a worker at step t (pulling version t) may go on once every live
-  // worker has completed `completed` steps, i.e. step t-K: completed + K > t.
+  // worker has completed `completed` steps, i.e. step t-K: completed + K > t
+  // (UINT64_MAX: no worker holds it back).
   bool Allows(uint64_t t, uint64_t slowest_completed) const {
-    return kind != Kind::kSsp || slowest_completed + staleness > t;
+    return kind != Kind::kSsp || slowest_completed >= t || slowest_completed + staleness > t;
   }
 };
 

@@ -25,6 +25,7 @@ using std::chrono::milliseconds;
 using transport::Message;
 
 Coordinator::Coordinator(CoordinatorOptions options) : options_(std::move(options)) {
+  if (auto c = Consistency::Parse(options_.job.consistency); c.ok()) consistency_ = *c;
   std::random_device random;
   incarnation_ = (uint64_t{random()} << 32 | random()) | 1;  // never 0
 }
@@ -259,6 +260,9 @@ const Coordinator::ControlMessage* Coordinator::ControlMessageOf(wire::Header::W
       {wire::Header::BARRIER,
        {From::kAnyone,
         [](C c, E e, H h) { return c.HandleBarrier(e.from, h.getBarrier().getSequence()); }}},
+      {wire::Header::BATCH_CLAIM,
+       {From::kAnyone,
+        [](C c, E e, H h) { return c.HandleBatchClaim(e.from, h.getBatchClaim().getSequence()); }}},
       {wire::Header::DONE,
        {From::kAnyone, [](C c, E e, H h) { return c.HandleDone(e.from, h.getDone()); }}},
       {wire::Header::LEAVE,
@@ -628,6 +632,7 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     n.loss_given = hb.getLossGiven();
     n.samples = hb.getSamples();
     n.sync_micros = hb.getSyncMicros();
+    n.staleness = hb.getStaleness();
     // Metrics are for people: bad ones are dropped, the heartbeat counts.
     if (auto metrics = Metrics::FromWire(hb.getMetrics()); metrics.ok()) {
       n.metrics = std::move(*metrics);
@@ -706,6 +711,12 @@ Status Coordinator::HandleBarrier(const transport::PeerId& peer, uint64_t sequen
   barriers_[sequence].insert(n->rank);
   ReleaseBarriers();
   return Status::Ok();
+}
+
+Status Coordinator::HandleBatchClaim(const transport::PeerId& peer, uint64_t sequence) {
+  Node* n = NodeByControl(peer);
+  if (!n || n->role != wire::Role::WORKER) return InvalidArgument("batch claim from a non-worker");
+  return listener_->Send(peer, coordinator_messages::BatchClaimReply(sequence, next_batch_++));
 }
 
 void Coordinator::ReleaseBarriers() {
@@ -898,9 +909,17 @@ void Coordinator::ReportProgress() {
   const std::vector<int> live = LiveWorkerRanks();  // rank 0 may have finished early
   const Node& lead = workers_[live.empty() ? 0 : live.front()];
   const double rate = seconds > 0 ? (samples - last_progress_samples_) / seconds : 0;
-  spdlog::info("progress: step {} | loss {} | {:.0f} samples/s | sync {:.2f} ms", lead.step,
+  // ssp/async: every live worker's own step and staleness.
+  std::string steps;
+  if (consistency_.per_arrival()) {
+    steps = " | steps";
+    for (int r : live) {
+      steps += fmt::format(" {}:{}(+{})", r, workers_[r].step, workers_[r].staleness);
+    }
+  }
+  spdlog::info("progress: step {} | loss {} | {:.0f} samples/s | sync {:.2f} ms{}", lead.step,
                lead.loss_given ? fmt::format("{:.4f}", lead.loss) : "-", rate,
-               lead.sync_micros / 1000.0);
+               lead.sync_micros / 1000.0, steps);
   last_progress_ = Clock::now();
   last_progress_samples_ = samples;
 }

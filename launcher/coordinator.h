@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "common/consistency.h"
 #include "common/job_config.h"
 #include "common/metrics.h"
 #include "common/shard_map.h"
@@ -123,6 +124,7 @@ class Coordinator {
     bool loss_given = false;  // the program gave `loss` (NaN shows as nan)
     uint64_t samples = 0;
     uint64_t sync_micros = 0;
+    uint64_t staleness = 0;                // ssp/async (see Heartbeat)
     std::vector<uint64_t> snapshot_steps;  // PS, resuming: its intact snapshots
     uint64_t snapshot_step = 0;            // PS: newest snapshot written
     uint64_t chunks_ready = 0;             // PS: map epoch whose chunks it all holds
@@ -180,6 +182,9 @@ class Coordinator {
   Status HandleHeartbeat(const transport::PeerId& peer, wire::Heartbeat::Reader hb);
   Status HandleMapRequest(const transport::PeerId& peer);
   Status HandleBarrier(const transport::PeerId& peer, uint64_t sequence);
+  // DataParallel::NextBatch(): the next batch number, once each (not kept
+  // across a coordinator restart: batches may then be taken again).
+  Status HandleBatchClaim(const transport::PeerId& peer, uint64_t sequence);
   Status HandleDone(const transport::PeerId& peer, uint64_t steps);
   // A worker done with its data (Finish(), or its process exited 0): with
   // others still training, they go on without it (a membership change).
@@ -305,6 +310,7 @@ class Coordinator {
   void SaveHistory();
 
   CoordinatorOptions options_;
+  Consistency consistency_;  // options_.job.consistency, parsed (een-coordinator checks it)
   std::unique_ptr<transport::Listener> listener_;
   std::unique_ptr<MetricsServer> metrics_server_;  // --metrics-port
   Clock::time_point next_metrics_page_;
@@ -377,6 +383,7 @@ class Coordinator {
   Clock::time_point created_ = Clock::now();
   Clock::time_point aborted_at_, shutdown_at_;
   std::map<uint64_t, std::set<int>> barriers_;  // sequence -> worker ranks waiting
+  uint64_t next_batch_ = 0;                     // the batch NextBatch() hands out next
   uint64_t start_step_ = 0;
   Clock::time_point last_progress_ = Clock::now();
   JobCounters counters_;  // eenctl status, /metrics

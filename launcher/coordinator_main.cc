@@ -88,6 +88,10 @@ int main(int argc, char** argv) {
   o.job.heartbeat_interval = std::chrono::milliseconds(heartbeat);
   o.job.startup_timeout = std::chrono::milliseconds(startup);
   o.job.progress_interval = std::chrono::milliseconds(progress);
+  if (auto c = een::Consistency::Parse(o.job.consistency); !c.ok()) {
+    std::fprintf(stderr, "--consistency: %s\n", c.status().message().c_str());
+    return 2;
+  }
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
 

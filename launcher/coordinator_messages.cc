@@ -82,6 +82,14 @@ Message Rollback(uint64_t epoch, uint64_t step) {
   return b.Take();
 }
 
+Message BatchClaimReply(uint64_t sequence, uint64_t index) {
+  wire::Outgoing b;
+  auto reply = b.header().initBatchClaimReply();
+  reply.setSequence(sequence);
+  reply.setIndex(index);
+  return b.Take();
+}
+
 Message BarrierReply(uint64_t sequence) {
   wire::Outgoing b;
   b.header().initBarrierReply().setSequence(sequence);

@@ -49,6 +49,7 @@ Message MembershipCommit(uint64_t epoch, uint64_t step, const std::vector<int>& 
                          uint64_t snapshot_step);
 Message Rollback(uint64_t epoch, uint64_t step);
 Message BarrierReply(uint64_t sequence);
+Message BatchClaimReply(uint64_t sequence, uint64_t index);
 Message DoneReply();
 Message ProcessGoneReply(bool job_started, bool finished);
 // An elastic job's share for one node (NodeStatusReply's `assigned` fields).

@@ -270,6 +270,7 @@ Result<bool> ChunkStore::Contribute(uint32_t chunk, int worker, uint64_t step,
   }
   s.contributions[worker] = std::move(grad);
   s.contribution_types[worker] = type;
+  parked_[worker] = false;  // it steps again
   return Complete(s);
 }
 
@@ -314,6 +315,7 @@ Status ChunkStore::AddWorker(int worker, uint64_t step) {
   if (worker >= num_workers_) {  // a new rank: every step before `step` had no place for it
     num_workers_ = worker + 1;
     live_.resize(num_workers_, false);
+    parked_.resize(num_workers_, false);
     join_step_.resize(num_workers_, 0);
     for (Slot& s : slots_) {
       s.contributions.resize(num_workers_);
@@ -580,9 +582,9 @@ uint64_t ChunkStore::SlowestSteps(uint32_t chunk) const {
   const Slot& s = SlotOf(chunk);
   uint64_t slowest = UINT64_MAX;
   for (int w = 0; w < num_workers_; ++w) {
-    if (live_[w]) slowest = std::min(slowest, s.worker_steps[w]);
+    if (live_[w] && !parked_[w]) slowest = std::min(slowest, s.worker_steps[w]);
   }
-  return slowest == UINT64_MAX ? 0 : slowest;
+  return slowest;
 }
 
 uint64_t ChunkStore::NewestWorkerStep() const {

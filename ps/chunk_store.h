@@ -85,8 +85,14 @@ class ChunkStore {
     return SlotOf(chunk).worker_steps[worker];
   }
   uint64_t AppliedAt(uint32_t chunk, int worker) const { return SlotOf(chunk).applied_at[worker]; }
-  // ssp/async: the fewest steps any live worker has applied to `chunk`.
+  // ssp/async: the fewest steps any live worker has applied to `chunk`
+  // (leaving out parked ones); UINT64_MAX when none is left.
   uint64_t SlowestSteps(uint32_t chunk) const;
+  // ssp: the worker takes no step until its next gradient (it waits at a
+  // barrier): the bound leaves it out until then. Unknown ranks are ignored.
+  void Park(int worker) {
+    if (worker >= 0 && worker < num_workers_) parked_[worker] = true;
+  }
   // ssp/async: the most steps any worker has applied anywhere here.
   uint64_t NewestWorkerStep() const;
   // ssp/async: the worker and step the chunk's last application came from.
@@ -238,6 +244,7 @@ class ChunkStore {
       : map_(map),
         num_workers_(num_workers),
         live_(num_workers, true),
+        parked_(num_workers, false),
         join_step_(num_workers, 0) {}
   // Slots for `chunks`, in one new arena block.
   Status AddSlots(const std::vector<uint32_t>& chunks, uint32_t ps);
@@ -263,6 +270,7 @@ class ChunkStore {
   ShardMap map_;
   int num_workers_;
   std::vector<bool> live_;
+  std::vector<bool> parked_;         // ssp: waiting at a barrier (see Park)
   std::vector<uint64_t> join_step_;  // per worker: the first step it takes part in
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<std::shared_ptr<Arena>> arenas_;  // first: the job's start; then one per Adopt

@@ -766,6 +766,12 @@ Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Re
     return InvalidArgument("pull from worker rank " + std::to_string(pull.getWorker()));
   }
   EEN_RETURN_IF_ERROR(CheckChunks(pull.getChunks()));
+  if (pull.getParked()) {  // ssp: out of the staleness bound until its next gradient
+    if (pull.getChunks().size() != 0) return InvalidArgument("a parked pull lists no chunks");
+    store_->Park(pull.getWorker());
+    AnswerReadyPulls();
+    return Status::Ok();
+  }
   if (pull.getGradients() && (!store_->sum_mode() || pull.getMinVersion() == 0)) {
     return InvalidArgument("gradients can be pulled only in sum mode, for a step that ran");
   }
@@ -866,7 +872,8 @@ void ParameterServer::Answer(const PendingPull& p) {
                                       .membership_epoch = membership_epoch_,
                                       .membership_step = membership_step_,
                                       .live_workers = &live_workers_,
-                                      .slowest = slowest == UINT64_MAX ? 0 : slowest},
+                                      // none holds it back: no staleness
+                                      .slowest = std::min(slowest, version)},
                                      p.chunks, std::move(payload));
   const size_t bytes = m.payload_bytes();
   if (Status s = listener_->Send(p.peer, std::move(m)); !s.ok()) {

@@ -148,6 +148,8 @@ struct Heartbeat {
   eventsDropped @18 :UInt64;       # events the recorder had no room for, so far
   sentMicros @19 :Int64;           # the sender's steady clock when sent (echoed back)
   probes @20 :List(ProbeResult);   # worker: its latest probe round's (eenctl status --probe)
+  staleness @21 :UInt64;           # worker, ssp/async: steps the slowest live worker was
+                                   # behind it at its last pull
 }
 
 # A worker's measure of its link to one PS: `bytes` sent to it, all
@@ -265,6 +267,7 @@ struct ProcessStatus {
   stragglerScore @12 :Float64;     # worker: computeMs / the workers' median (0: unknown)
   metrics @13 :List(Metric);       # from its newest heartbeat
   syncMs @14 :Float64;             # worker: last step's sync
+  staleness @15 :UInt64;           # worker, ssp/async: see Heartbeat
 }
 
 struct PsShards {
@@ -334,6 +337,12 @@ struct Barrier {
   sequence @0 :UInt64;
 }
 
+# DataParallel::NextBatch(): the coordinator hands out 0, 1, 2, ... once each.
+struct BatchClaim {
+  sequence @0 :UInt64;             # the worker's request number (echoed)
+  index @1 :UInt64;                # reply: the batch
+}
+
 enum PushKind {
   gradient @0;
   initial @1;                      # rank 0's starting values
@@ -366,6 +375,9 @@ struct Pull {
   dtype @6 :DType;                 # the answer's payload dtype (the PS keeps fp32)
   frozenValues @7 :Bool;           # frozen chunks: their values (joining, after a rollback);
                                    # false: an empty frame once the version is there
+  parked @8 :Bool;                 # ssp: no chunks, no answer: this worker takes no step
+                                   # until its next gradient (it waits at a barrier), so
+                                   # the staleness bound leaves it out until then
 }
 
 # Followed by one payload frame per chunk id.
@@ -509,6 +521,8 @@ struct Header {
     probeRequest @42 :Void;        # eenctl -> coordinator: measure every link, then a status
     probe @43 :Probe;              # worker -> PS (eenctl status --probe)
     probeReply @44 :Probe;         # PS -> worker
+    batchClaim @45 :BatchClaim;    # worker -> coordinator: the next batch nobody has taken
+    batchClaimReply @46 :BatchClaim;  # coordinator -> worker
   }
 }
 

@@ -10,6 +10,9 @@
 //  - replicas 2, a PS SIGKILLed while training, under ssp:3 and async: the
 //    backups take over and every gradient is still applied exactly once
 //    (a gradient resent to the new primary is dropped when counted already).
+//  - ssp:2 with a worker that stops 10 steps early and waits at the
+//    barrier: the others finish (it is left out of the bound while it
+//    waits), and the values count every worker's steps.
 //  - a consistency that is not one, or one that cannot work with the job's
 //    optimizer (clipping), is refused naming the fix.
 #include <gtest/gtest.h>
@@ -117,6 +120,19 @@ TEST_F(Consistency, APsLostUnderSspOrAsyncFailsOverAndAppliesEachGradientOnce) {
     EXPECT_NE(out.find("sending this step's gradients to their new primaries"), std::string::npos)
         << out;
     ExpectEveryGradientOnce(job.output());
+  }
+}
+
+TEST_F(Consistency, AWorkerWaitingAtABarrierDoesNotHoldTheOthersBackUnderSsp) {
+  std::vector<std::string> argv = Job("ssp:2", 1, 0, /*max_staleness=*/1);
+  argv.insert(argv.end(), {"--short-rank", "2", "--short-by", "10"});
+  auto r = testing::Run(argv, seconds(180));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // (4 * 150 - 10) gradients of 1 / 256 each.
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_NE(r.output.find("worker " + std::to_string(w) + " final values: -2.3046875"),
+              std::string::npos)
+        << r.output;
   }
 }
 

@@ -5,7 +5,10 @@
 // value by exactly lr/N (powers of two: no rounding). So after each of the
 // N workers ran --steps steps, every value is exactly -steps * lr whatever
 // order the gradients came in: one lost or applied twice shows.
-// --slow-rank R --slow-ms X sleeps X ms before each of worker R's steps.
+// --slow-rank R --slow-ms X sleeps X ms before each of worker R's steps;
+// --short-rank R --short-by D makes worker R stop D steps early (it then
+// waits at the barrier while the others still step: under ssp it must not
+// hold them back).
 // Each step checks dp.staleness() against --max-staleness (exit 3 when a
 // pull broke the bound) and the largest seen is printed. At the end every
 // worker waits at a barrier (all gradients are in), takes one step of zero
@@ -23,7 +26,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"consistency_train"};
   std::string out;
-  int steps = 100, slow_rank = -1, slow_ms = 0, numel = 70000;
+  int steps = 100, slow_rank = -1, slow_ms = 0, numel = 70000, short_rank = -1, short_by = 0;
   long max_staleness = -1;
   double lr = 1.0 / 64;
   app.add_option("--out", out)->required();
@@ -32,6 +35,8 @@ int main(int argc, char** argv) {
   app.add_option("--lr", lr);
   app.add_option("--slow-rank", slow_rank);
   app.add_option("--slow-ms", slow_ms);
+  app.add_option("--short-rank", short_rank);
+  app.add_option("--short-by", short_by);
   app.add_option("--max-staleness", max_staleness, "exit 3 when a step's staleness exceeds it");
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);
@@ -49,7 +54,8 @@ int main(int argc, char** argv) {
     options.bucket_bytes = 64 << 10;  // several buckets, several chunks
     een::DataParallel dp(*net, options);
     uint64_t largest = 0;
-    for (int s = 0; s < steps; ++s) {
+    const int mine = dp.rank() == short_rank ? steps - short_by : steps;
+    for (int s = 0; s < mine; ++s) {
       if (dp.rank() == slow_rank) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
       net->zero_grad();
       (net->a.sum() + net->b.sum()).backward();

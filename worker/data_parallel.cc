@@ -108,6 +108,8 @@ class DataParallel::Impl {
   double grad_norm_ = NAN;  // the last step's total gradient norm (clipping only)
   uint64_t step_ = 0;
   uint64_t samples_ = 0;
+  uint64_t local_batches_ = 0;       // NextBatch() in local mode
+  void PullLatest() { JoinPull(); }  // PullParameters()
 
  private:
   struct BucketState {
@@ -926,6 +928,24 @@ void DataParallel::Step() {
 void DataParallel::set_learning_rate(double lr) { impl_->SetLearningRate(lr); }
 double DataParallel::learning_rate() const { return impl_->LearningRate(); }
 double DataParallel::grad_norm() const { return impl_->grad_norm_; }
+uint64_t DataParallel::NextBatch() {
+  impl_->CheckNotLeft("NextBatch()");
+  if (!impl_->client_) return impl_->local_batches_++;
+  Result<uint64_t> index = impl_->client_->ClaimBatch();
+  ThrowIfError(index.status(), "claiming the next batch");
+  return *index;
+}
+void DataParallel::PullParameters() {
+  impl_->CheckNotLeft("PullParameters()");
+  if (!impl_->client_) return;  // local: the values are here
+  if (impl_->client_->sum_mode()) {
+    throw Error(
+        "een: PullParameters(): in sum mode the parameter servers hold mean gradients, "
+        "not parameters (your optimizer keeps them here)",
+        Error::Code::kInvalidArgument);
+  }
+  impl_->PullLatest();
+}
 std::string DataParallel::consistency() const {
   return impl_->client_ ? impl_->client_->consistency().Name() : "bsp";
 }

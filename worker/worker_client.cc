@@ -69,6 +69,7 @@ void WorkerClient::FillHeartbeat(wire::Heartbeat::Builder hb) {
   hb.setSamples(samples_.load());
   hb.setSyncMicros(sync_micros_.load());
   hb.setComputeMicros(compute_micros_.load());
+  hb.setStaleness(staleness_.load());
   {
     std::lock_guard<std::mutex> lock(traffic_mu_);
     auto list = hb.initTraffic(traffic_.size());
@@ -682,6 +683,18 @@ Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t versio
 }
 
 Status WorkerClient::Barrier() {
+  // ssp: a worker waiting here takes no step; it must not hold the others
+  // back (they may need it to move on before they reach the barrier).
+  if (consistency_.kind == Consistency::Kind::kSsp) {
+    for (size_t p = 0; p < ps_.size(); ++p) {
+      EEN_RETURN_IF_ERROR(Send(
+          p,
+          worker_messages::Pull(
+              {.epoch = map_.epoch(), .min_version = step_.load(), .worker = rank_, .parked = true},
+              {}),
+          fmt::format("telling PS {} this worker waits at a barrier", p)));
+    }
+  }
   const uint64_t sequence = ++barrier_sequence_;
   return Request(
       worker_messages::Barrier(rank_, sequence),
@@ -689,6 +702,22 @@ Status WorkerClient::Barrier() {
         return h.isBarrierReply() && h.getBarrierReply().getSequence() == sequence;
       },
       std::chrono::hours(24 * 365), "barrier " + std::to_string(sequence));
+}
+
+Result<uint64_t> WorkerClient::ClaimBatch() {
+  const uint64_t sequence = ++claim_sequence_;
+  uint64_t index = 0;
+  EEN_RETURN_IF_ERROR(Request(
+      worker_messages::BatchClaim(rank_, sequence),
+      [&](wire::Header::Reader h) {
+        if (!h.isBatchClaimReply() || h.getBatchClaimReply().getSequence() != sequence) {
+          return false;
+        }
+        index = h.getBatchClaimReply().getIndex();
+        return true;
+      },
+      env_.failover_threshold * 10, "the next batch"));
+  return index;
 }
 
 Status WorkerClient::Finish() {
@@ -715,6 +744,7 @@ void WorkerClient::ReportProgress(uint64_t step, std::optional<double> loss, uin
   samples_ = samples;
   sync_micros_ = sync_micros;
   compute_micros_ = compute_micros;
+  staleness_ = Staleness();
   MaybeProbe();
 }
 

@@ -93,6 +93,8 @@ class WorkerClient {
   // The learning rate gradient pushes ask the PS to apply (< 0: the configured one).
   void set_learning_rate(double lr) { lr_ = lr; }
   Status Barrier();
+  // The next batch number of the job nobody has taken (see DataParallel::NextBatch).
+  Result<uint64_t> ClaimBatch();
   Status Finish();  // tells the coordinator this worker is done; idempotent
   // Stops heartbeats without saying done (the program is failing): the
   // coordinator and een-launch see a lost worker, not a finished one.
@@ -229,8 +231,10 @@ class WorkerClient {
   uint64_t rollback_epoch_ = 0;  // of the latest rollback the coordinator told us of
   uint64_t next_request_ = 1;
   uint64_t barrier_sequence_ = 0;
+  uint64_t claim_sequence_ = 0;
   bool finished_ = false;
   std::atomic<uint64_t> step_{0}, samples_{0}, sync_micros_{0}, compute_micros_{0};
+  std::atomic<uint64_t> staleness_{0};  // Staleness() at the last ReportProgress
   std::atomic<double> loss_{0};
   std::atomic<bool> loss_given_{false};
   // What this worker did when (pushes, pull answers; DataParallel adds

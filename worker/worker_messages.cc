@@ -39,6 +39,12 @@ Message Barrier(int rank, uint64_t sequence) {
   return b.Take();
 }
 
+Message BatchClaim(int rank, uint64_t sequence) {
+  wire::Outgoing b(wire::Role::WORKER, rank);
+  b.header().initBatchClaim().setSequence(sequence);
+  return b.Take();
+}
+
 Message Done(int rank, uint64_t steps) {
   wire::Outgoing b(wire::Role::WORKER, rank);
   b.header().setDone(steps);
@@ -80,6 +86,7 @@ Message Pull(const PullFields& f, const std::vector<uint32_t>& chunks) {
   pull.setDtype(f.dtype);
   pull.setRequestId(f.request_id);
   pull.setFrozenValues(f.frozen_values);
+  pull.setParked(f.parked);
   SetChunks(pull.initChunks(chunks.size()), chunks);
   return b.Take();
 }

@@ -24,6 +24,7 @@ Message Register(int rank, const std::string& host, int pid, const std::vector<T
                  const OptimizerConfig& optimizer);
 Message MapRequest(int rank);
 Message Barrier(int rank, uint64_t sequence);
+Message BatchClaim(int rank, uint64_t sequence);
 Message Done(int rank, uint64_t steps);
 
 // To a PS (the data plane: no sender; the PS checks `worker` against the
@@ -50,6 +51,7 @@ struct PullFields {
   wire::DType dtype = wire::DType::F32;
   uint64_t request_id = 0;
   bool frozen_values = false;  // frozen chunks' values too (the first pull)
+  bool parked = false;         // ssp: see wire::Pull.parked
 };
 Message Pull(const PullFields& fields, const std::vector<uint32_t>& chunks);
 

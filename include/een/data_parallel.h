@@ -161,6 +161,20 @@ class DataParallel {
   // starts from were pulled (0 under bsp; under ssp:K at most K-1).
   std::string consistency() const;
   uint64_t staleness() const;
+  // A job-wide counter for dealing out data under ssp/async: returns 0, 1,
+  // 2, ... each number to exactly one worker (one round trip to the
+  // coordinator), so a fast worker takes more batches than a slow one and
+  // every batch of an epoch is trained once. With B batches per epoch,
+  // batch k is number k % B of epoch k / B:
+  //   for (uint64_t k; (k = dp.NextBatch()) < epochs * B;) train(k / B, k % B);
+  // Not reproducible (who takes which batch depends on timing); under bsp
+  // the fixed slicing of DistributedSampler keeps BSP's bitwise results.
+  // Not kept across a coordinator restart (batches may then repeat).
+  uint64_t NextBatch();
+  // Pulls the newest parameters and buffers without a step. Under ssp or
+  // async, after a Barrier(), these are the values every worker's
+  // gradients made (what to evaluate or save). Not in sum mode.
+  void PullParameters();
   void Barrier();
   // Leaves the job: the others go on without this worker. Step() and
   // Barrier() afterwards throw (kJobFinished).

@@ -7,11 +7,17 @@
 // the end and prints `test accuracy: NN.N%` on a line of its own, and the
 // mean step time. `fashion_mnist --local` trains the same way in one process
 // with torch's optimizer and no EEN: the reference for EEN's cost per step.
+// Under `een-launch --consistency ssp:K` or `async` the workers deal the
+// batches out with DataParallel::NextBatch() (a fast worker takes more of
+// them), and rank 0 evaluates after a barrier and PullParameters().
+// `--slow-rank R --slow-ms X` makes worker R sleep X ms before each step (a
+// straggler, for bench/README's figures).
 #include <een/data_parallel.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "samples/common/fashion_mnist.h"
 
@@ -112,6 +118,9 @@ int main(int argc, char** argv) {
   app.add_option("--log-every", log_every, "steps between loss lines on rank 0");
   bool local = false;
   app.add_flag("--local", local, "train in this process alone, without EEN (the reference)");
+  int slow_rank = -1, slow_ms = 0;
+  app.add_option("--slow-rank", slow_rank, "this worker sleeps --slow-ms before each step");
+  app.add_option("--slow-ms", slow_ms, "the slowed worker's sleep per step");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -139,9 +148,39 @@ int main(int argc, char** argv) {
     // `een-launch --resume`, a replacement under --max-restarts, a rollback)
     // finds its epoch and position from dp.step() and the membership changes.
     const int64_t n = train.images.size(0);
+    auto straggle = [&] {
+      if (dp.rank() == slow_rank) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+    };
+    // ssp/async: batch k of the job is batch k % B of epoch k / B, of one
+    // permutation per epoch that every worker draws the same.
+    const bool dealt = dp.consistency() != "bsp";
+    if (dealt) {
+      een::DistributedSampler order(n, 0, 1, true, seed);
+      const uint64_t per_epoch = static_cast<uint64_t>((n + batch - 1) / batch);
+      int64_t current = -1;
+      for (uint64_t k; (k = dp.NextBatch()) < uint64_t(epochs) * per_epoch;) {
+        const int64_t epoch = static_cast<int64_t>(k / per_epoch);
+        if (epoch != current) order.set_epoch(current = epoch);
+        straggle();
+        const std::vector<size_t> mine =
+            order.Batch(static_cast<int64_t>(k % per_epoch) * batch, 0, 1, batch);
+        auto loss = BatchLoss(*net, train, mine);
+        loss.backward();
+        const double l = loss.item<double>();
+        dp.Step(l, static_cast<int64_t>(mine.size()));
+        if (dp.rank() == 0 && log_every > 0 && dp.step() % log_every == 0) {
+          std::printf("epoch %lld step %llu loss %.4f (staleness %llu)\n",
+                      static_cast<long long>(epoch + 1), static_cast<unsigned long long>(dp.step()),
+                      l, static_cast<unsigned long long>(dp.staleness()));
+          std::fflush(stdout);
+        }
+      }
+      dp.Barrier();  // every worker's gradients are in
+      if (dp.rank() == 0) dp.PullParameters();
+    }
     // A lost PS (with snapshots on) rolls the job back: Step() throws
     // een::RolledBack and the loop starts again from dp.step().
-    for (bool done = false; !done;) {
+    for (bool done = dealt; !done;) {
       try {
         const een::DataPosition at =
             een::PositionAfter(dp.step(), dp.world_size(), dp.membership_changes(), n, batch);
@@ -152,6 +191,7 @@ int main(int argc, char** argv) {
           double epoch_loss = 0;
           int64_t steps = 0;
           while (position < n) {
+            straggle();
             const int live = dp.live_count();
             const std::vector<size_t> mine = sampler.Batch(position, dp.live_index(), live, batch);
             auto loss = BatchLoss(*net, train, mine);
@@ -186,6 +226,8 @@ int main(int argc, char** argv) {
       std::printf("mean step time: %.3f ms over %llu steps\n",
                   1000 * secs / std::max<uint64_t>(dp.step(), 1),
                   static_cast<unsigned long long>(dp.step()));
+      std::printf("trained %d epochs of %lld images in %.2f s: %.0f samples/s (%s)\n", epochs,
+                  static_cast<long long>(n), secs, epochs * n / secs, dp.consistency().c_str());
       const auto test = een::samples::LoadFashionMnist(false, test_limit);
       std::printf("test accuracy: %.1f%%\n", Evaluate(*net, test));
       std::fflush(stdout);

@@ -9,8 +9,9 @@
 //   values at once.
 // In ssp and async each arriving gradient is applied as its worker's share
 // of a BSP step (the per-worker mean contribution): one optimizer step on
-// gradient / live workers, so with SGD one gradient from each of N workers
-// moves the values as one BSP step would (from staler gradients). Neither
+// it at learning rate / live workers, so one gradient from each of N
+// workers moves the values about as far as one BSP step would (with SGD
+// exactly as the mean of those gradients, from staler values). Neither
 // mode is reproducible run to run. A plain value.
 #pragma once
 

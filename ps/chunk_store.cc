@@ -385,16 +385,15 @@ void ChunkStore::Run(const std::vector<StepInputs>& inputs, const std::vector<ui
 }
 
 void ChunkStore::TakeContributions(const Slot& s, StepInputs* in) {
-  if (consistency_.per_arrival()) {  // one gradient: its worker's share of a step
+  if (consistency_.per_arrival()) {  // one gradient, as it came (the lr is divided)
     for (size_t w = 0; w < s.contributions.size(); ++w) {
       if (s.contributions[w].data() == nullptr) continue;
       const std::vector<int> live = LiveWorkers();
-      if (s.kind == TensorKind::kBufferBroadcast) {
-        if (!live.empty() && static_cast<int>(w) != live.front()) return;  // only counted
-        in->divisor = 1;
-      } else {
-        in->divisor = static_cast<float>(std::max<size_t>(1, live.size()));
+      if (s.kind == TensorKind::kBufferBroadcast && !live.empty() &&
+          static_cast<int>(w) != live.front()) {
+        return;  // only counted
       }
+      in->divisor = 1;
       in->grads.push_back(s.contributions[w].data());
       in->types.push_back(s.contribution_types[w]);
       return;
@@ -458,6 +457,9 @@ std::vector<uint32_t> ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks
     in.state = s.state;
     in.step = s.version + 1;
     if (optimizer_) in.lr = s.step_lr >= 0 ? s.step_lr : optimizer_->configured_lr();
+    // ssp/async: each gradient is 1/N of a step (N live workers).
+    if (consistency_.per_arrival())
+      in.lr /= static_cast<double>(std::max<size_t>(1, LiveWorkers().size()));
     // Values a bf16/fp16 wire pulled before are converted while in cache.
     if (optimizer_ && s.wire_type != WireType::kF32) {
       in.wire_type = s.wire_type;

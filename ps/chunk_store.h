@@ -22,7 +22,7 @@
 // with no optimizer. Frozen chunks take an empty contribution each step:
 // their version moves on with the others', their values never change.
 // Under ssp:K and async (SetConsistency) each gradient is applied alone as
-// it arrives: one optimizer step on gradient / live workers (a broadcast
+// it arrives: one optimizer step at learning rate / live workers (a broadcast
 // buffer takes the lowest live rank's values; others' only count), the
 // version counts those applications, and each chunk keeps, per worker, how
 // many of its steps were applied (WorkerSteps: the next step it may push)

@@ -134,8 +134,10 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   }
   store_->SetConsistency(consistency);
   if (consistency.per_arrival()) {
-    spdlog::info("consistency {}: each gradient is applied as it arrives, as 1/N of a step",
-                 consistency.Name());
+    spdlog::info(
+        "consistency {}: each gradient is applied as it arrives, as 1/N of a step (the "
+        "optimizer at learning rate / live workers)",
+        consistency.Name());
   }
   epoch_ = map_.epoch();
   if (rebuild) {
@@ -236,7 +238,8 @@ Status ParameterServer::Serve(const std::atomic<bool>& stop) {
     if (heartbeat_->state() == HeartbeatSender::State::kShutdown) {
       Ignored(control_->Send(ps_messages::Leave(env_.rank)),
               "telling the coordinator this PS leaves");
-      spdlog::info("job finished; leaving after {} steps", step_.load());
+      spdlog::info("job finished; leaving after {} {}", step_.load(),
+                   store_->consistency().per_arrival() ? "updates (one per gradient)" : "steps");
       return Status::Ok();
     }
     if (heartbeat_->state() == HeartbeatSender::State::kAborted) {

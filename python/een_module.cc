@@ -254,6 +254,20 @@ PYBIND11_MODULE(_een, m) {
            [](PyDataParallel& self, double lr) { self.dp().set_learning_rate(lr); })
       .def("learning_rate", [](PyDataParallel& self) { return self.dp().learning_rate(); })
       .def("grad_norm", [](PyDataParallel& self) { return self.dp().grad_norm(); })
+      .def("consistency", [](PyDataParallel& self) { return self.dp().consistency(); })
+      .def("staleness", [](PyDataParallel& self) { return self.dp().staleness(); })
+      .def("next_batch",
+           [](PyDataParallel& self) {
+             een::DataParallel& dp = self.dp();
+             py::gil_scoped_release release;
+             return dp.NextBatch();
+           })
+      .def("pull_parameters",
+           [](PyDataParallel& self) {
+             een::DataParallel& dp = self.dp();
+             py::gil_scoped_release release;
+             dp.PullParameters();
+           })
       .def("barrier",
            [](PyDataParallel& self) {
              een::DataParallel& dp = self.dp();

@@ -157,7 +157,10 @@ Result<WorkerClient::Recovery> WorkerClient::Recover() {
         if (moved) applied = ApplyJobStart(h.getJobStart());
         return true;
       },
-      std::chrono::hours(1), "the shard map after a PS was lost"));
+      std::chrono::hours(1), "the shard map after a PS was lost",
+      // Asked again each second: an answer that went astray (a role test
+      // once saw a worker wait here for ever) costs a second, not the job.
+      std::chrono::seconds(1)));
   EEN_RETURN_IF_ERROR(applied);
   stale_seen_ = false;
   if (!moved) {

@@ -221,6 +221,28 @@ class DataParallel:
         """With clip_grad_norm: the last step's norm of the mean gradient."""
         return self._core.grad_norm()
 
+    @property
+    def consistency(self):
+        """The job's --consistency: "bsp", "ssp:K" or "async"."""
+        return self._core.consistency()
+
+    @property
+    def staleness(self):
+        """Steps the slowest live worker was behind this one when this step's
+        values were pulled (0 under bsp; under ssp:K at most K-1)."""
+        return self._core.staleness()
+
+    def next_batch(self):
+        """Under ssp/async: the job's next batch number nobody has taken
+        (0, 1, 2, ... once each), so fast workers take more batches:
+        batch k is batch k % B of epoch k // B."""
+        return self._core.next_batch()
+
+    def pull_parameters(self):
+        """Pulls the newest parameters and buffers without a step (under
+        ssp/async, after barrier(): what every worker's gradients made)."""
+        self._core.pull_parameters()
+
     def barrier(self):
         self._core.barrier()
 

@@ -11,12 +11,15 @@
 // batches out with DataParallel::NextBatch() (a fast worker takes more of
 // them), and rank 0 evaluates after a barrier and PullParameters().
 // `--slow-rank R --slow-ms X` makes worker R sleep X ms before each step (a
-// straggler, for bench/README's figures).
+// straggler, for bench/README's figures); `--jitter-ms X` makes every worker
+// sleep X ms before a random quarter of its steps (stragglers that come and
+// go).
 #include <een/data_parallel.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <random>
 #include <thread>
 
 #include "samples/common/fashion_mnist.h"
@@ -121,6 +124,8 @@ int main(int argc, char** argv) {
   int slow_rank = -1, slow_ms = 0;
   app.add_option("--slow-rank", slow_rank, "this worker sleeps --slow-ms before each step");
   app.add_option("--slow-ms", slow_ms, "the slowed worker's sleep per step");
+  int jitter_ms = 0;
+  app.add_option("--jitter-ms", jitter_ms, "every worker sleeps this before a random 1 in 4 steps");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -148,8 +153,12 @@ int main(int argc, char** argv) {
     // `een-launch --resume`, a replacement under --max-restarts, a rollback)
     // finds its epoch and position from dp.step() and the membership changes.
     const int64_t n = train.images.size(0);
+    std::mt19937 jitter(static_cast<uint32_t>(seed * 1000 + dp.rank()));
     auto straggle = [&] {
       if (dp.rank() == slow_rank) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+      if (jitter_ms > 0 && jitter() % 4 == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(jitter_ms));
+      }
     };
     // ssp/async: batch k of the job is batch k % B of epoch k / B, of one
     // permutation per epoch that every worker draws the same.

@@ -12,15 +12,15 @@ Result<Consistency> Consistency::Parse(const std::string& text) {
     c.kind = Kind::kAsync;
     return c;
   }
-  if (text.rfind("ssp:", 0) == 0 && text.size() > 4 && text.size() <= 10 &&
+  if (text.rfind("ssp:", 0) == 0 && text.size() > 4 && text.size() <= 10 && text[4] != '0' &&
       text.find_first_not_of("0123456789", 4) == std::string::npos) {
     c.kind = Kind::kSsp;
     c.staleness = std::strtoull(text.c_str() + 4, nullptr, 10);
     if (c.staleness >= 1) return c;
   }
   return InvalidArgument("consistency '" + text +
-                         "' is not one of bsp, ssp:K (K from 1: a worker may start step t once "
-                         "every worker completed step t-K) or async");
+                         "' is not one of bsp, ssp:K (K from 1 to 999999: a worker may start "
+                         "step t once every worker completed step t-K) or async");
 }
 
 std::string Consistency::Name() const {

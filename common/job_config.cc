@@ -174,7 +174,7 @@ Status JobConfig::Validate() const {
     return InvalidArgument("wire_dtype: " + t.status().message());
   }
   if (Result<Consistency> c = Consistency::Parse(consistency); !c.ok()) {
-    return InvalidArgument("consistency: " + c.status().message());
+    return c.status();
   } else if (c->per_arrival() && (snapshot_every > 0 || resume)) {
     return InvalidArgument("consistency: " + consistency +
                            " does not take snapshots yet; use bsp with snapshot_every/resume, "

@@ -537,7 +537,18 @@ void Coordinator::NoteSnapshots() {
 }
 
 Status Coordinator::StartJob() {
-  if (options_.resume && optimizer_.kind == OptimizerConfig::Kind::kSum) {
+  const bool sum = optimizer_.kind == OptimizerConfig::Kind::kSum;
+  if (consistency_.per_arrival() && (sum || optimizer_.clip_grad_norm > 0)) {
+    const std::string reason =
+        "--consistency " + consistency_.Name() + " applies each gradient as it arrives, so " +
+        (sum ? std::string("sum mode (the optimizer on the workers needs every step's mean)")
+             : std::string("clip_grad_norm (it needs the whole step's norm)")) +
+        " is not available with it: use --consistency bsp, or " +
+        (sum ? "a server optimizer" : "no clipping");
+    RefuseJob(reason);
+    return FailedPrecondition(reason);
+  }
+  if (options_.resume && sum) {
     const std::string reason =
         "cannot resume a sum-mode job: its model and optimizer live in "
         "the workers, which snapshots do not hold";
@@ -911,7 +922,7 @@ void Coordinator::ReportProgress() {
   const double rate = seconds > 0 ? (samples - last_progress_samples_) / seconds : 0;
   // ssp/async: every live worker's own step and staleness.
   std::string steps;
-  if (consistency_.per_arrival()) {
+  if (consistency_.per_arrival() && !live.empty()) {
     steps = " | steps";
     for (int r : live) {
       steps += fmt::format(" {}:{}(+{})", r, workers_[r].step, workers_[r].staleness);

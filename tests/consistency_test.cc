@@ -150,6 +150,17 @@ TEST_F(Consistency, WhatCannotWorkIsRefusedNamingTheFix) {
   EXPECT_NE(snapshots.exit_code, 0);
   EXPECT_NE(snapshots.output.find("does not take snapshots yet"), std::string::npos)
       << snapshots.output;
+  // Clipping needs the whole step: refused at the start, the launcher's
+  // last line saying why (not a PS that stopped because of it).
+  auto clipped = testing::Run(
+      {kBin + "/een-launch", "--ps", "1", "--workers", "2", "--consistency", "async", "--",
+       kBin + "/semantics_train", "--out", scratch_ / "clipped", "--steps", "5", "--clip", "1.0"},
+      seconds(60));
+  EXPECT_NE(clipped.exit_code, 0);
+  const std::string last = clipped.output.substr(clipped.output.rfind("[een-launch]"));
+  EXPECT_NE(last.find("clip_grad_norm (it needs the whole step's norm) is not available"),
+            std::string::npos)
+      << clipped.output;
 }
 
 }  // namespace

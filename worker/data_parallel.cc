@@ -931,6 +931,14 @@ double DataParallel::grad_norm() const { return impl_->grad_norm_; }
 uint64_t DataParallel::NextBatch() {
   impl_->CheckNotLeft("NextBatch()");
   if (!impl_->client_) return impl_->local_batches_++;
+  if (!impl_->client_->consistency().per_arrival()) {
+    // Under bsp every worker must take the same steps: dealt batches would
+    // leave one worker a step short while the others wait for it.
+    throw Error(
+        "een: NextBatch() deals batches out under --consistency ssp:K or async; under bsp "
+        "every worker takes the same steps: use DistributedSampler (Batch(), PositionAfter())",
+        Error::Code::kFailedPrecondition);
+  }
   Result<uint64_t> index = impl_->client_->ClaimBatch();
   ThrowIfError(index.status(), "claiming the next batch");
   return *index;

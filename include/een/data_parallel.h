@@ -167,8 +167,10 @@ class DataParallel {
   // every batch of an epoch is trained once. With B batches per epoch,
   // batch k is number k % B of epoch k / B:
   //   for (uint64_t k; (k = dp.NextBatch()) < epochs * B;) train(k / B, k % B);
-  // Not reproducible (who takes which batch depends on timing); under bsp
-  // the fixed slicing of DistributedSampler keeps BSP's bitwise results.
+  // Not reproducible (who takes which batch depends on timing). Under bsp
+  // it throws (kFailedPrecondition): every worker must take the same steps,
+  // so use DistributedSampler's fixed slicing. A batch dealt to a worker
+  // that is then lost is not trained.
   // Not kept across a coordinator restart (batches may then repeat).
   uint64_t NextBatch();
   // Pulls the newest parameters and buffers without a step. Under ssp or

@@ -126,7 +126,10 @@ TEST(DebugTrace, OneTraceOfEveryProcessWithFlowsFromPushToApplyToPull) {
     ASSERT_EQ(to["ph"], "f");
     EXPECT_TRUE(inside(from)) << from;
     EXPECT_TRUE(inside(to)) << to;
-    EXPECT_LE(from["ts"].get<double>(), to["ts"].get<double>() + 1000) << from << to;
+    // Each process's clock is aligned to the coordinator's from heartbeat
+    // round trips: on a busy machine that is off by a few ms (CI once saw
+    // an arrow 1.14 ms backwards), so an arrow may point back up to 5 ms.
+    EXPECT_LE(from["ts"].get<double>(), to["ts"].get<double>() + 5000) << from << to;
     const std::string name = from["name"];
     links[name]++;
     const std::string a = names.at(from["pid"].get<int>()), b = names.at(to["pid"].get<int>());

@@ -275,13 +275,8 @@ Result<bool> ChunkStore::Contribute(uint32_t chunk, int worker, uint64_t step,
 }
 
 bool ChunkStore::Complete(const Slot& s) const {
-  if (s.awaiting_clip) return false;  // complete and aggregated already
-  if (consistency_.per_arrival()) {   // each gradient is a step of its own
-    for (const auto& f : s.contributions) {
-      if (f.data() != nullptr) return true;
-    }
-    return false;
-  }
+  if (s.awaiting_clip) return false;                           // complete and aggregated already
+  if (consistency_.per_arrival()) return ArrivedFrom(s) >= 0;  // each gradient a step of its own
   bool any = false;
   for (int w = 0; w < num_workers_; ++w) {
     const bool in = s.contributions[w].data() != nullptr;
@@ -354,6 +349,26 @@ std::optional<ChunkStore::Stall> ChunkStore::OldestStall() const {
   return oldest;
 }
 
+int ChunkStore::ArrivedFrom(const Slot& s) const {
+  for (size_t w = 0; w < s.contributions.size(); ++w) {
+    if (s.contributions[w].data() != nullptr) return static_cast<int>(w);
+  }
+  return -1;
+}
+
+int ChunkStore::LowestLive() const {
+  for (int w = 0; w < num_workers_; ++w) {
+    if (live_[w]) return w;
+  }
+  return -1;
+}
+
+int ChunkStore::LiveCount() const {
+  int n = 0;
+  for (int w = 0; w < num_workers_; ++w) n += live_[w] ? 1 : 0;
+  return n;
+}
+
 std::vector<int> ChunkStore::LiveWorkers() const {
   std::vector<int> out;
   for (int w = 0; w < num_workers_; ++w) {
@@ -386,18 +401,13 @@ void ChunkStore::Run(const std::vector<StepInputs>& inputs, const std::vector<ui
 
 void ChunkStore::TakeContributions(const Slot& s, StepInputs* in) {
   if (consistency_.per_arrival()) {  // one gradient, as it came (the lr is divided)
-    for (size_t w = 0; w < s.contributions.size(); ++w) {
-      if (s.contributions[w].data() == nullptr) continue;
-      const std::vector<int> live = LiveWorkers();
-      if (s.kind == TensorKind::kBufferBroadcast && !live.empty() &&
-          static_cast<int>(w) != live.front()) {
-        return;  // only counted
-      }
-      in->divisor = 1;
-      in->grads.push_back(s.contributions[w].data());
-      in->types.push_back(s.contribution_types[w]);
-      return;
-    }
+    const int w = ArrivedFrom(s);
+    if (w < 0) return;
+    const int lowest = LowestLive();
+    if (s.kind == TensorKind::kBufferBroadcast && lowest >= 0 && w != lowest) return;  // counted
+    in->divisor = 1;
+    in->grads.push_back(s.contributions[w].data());
+    in->types.push_back(s.contribution_types[w]);
     return;
   }
   for (size_t w = 0; w < s.contributions.size();
@@ -411,14 +421,11 @@ void ChunkStore::TakeContributions(const Slot& s, StepInputs* in) {
 }
 
 void ChunkStore::Advance(Slot& s, const StepInputs& in) {
-  if (consistency_.per_arrival()) {
-    for (size_t w = 0; w < s.contributions.size(); ++w) {
-      if (s.contributions[w].data() == nullptr) continue;
-      s.last_worker = static_cast<int>(w);
-      s.last_worker_step = s.worker_steps[w];
-      s.worker_steps[w]++;
-      s.applied_at[w] = s.version + 1;
-    }
+  if (const int w = consistency_.per_arrival() ? ArrivedFrom(s) : -1; w >= 0) {
+    s.last_worker = w;
+    s.last_worker_step = s.worker_steps[w];
+    s.worker_steps[w]++;
+    s.applied_at[w] = s.version + 1;
   }
   for (auto& f : s.contributions) f = transport::Frame();
   s.version++;
@@ -458,8 +465,7 @@ std::vector<uint32_t> ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks
     in.step = s.version + 1;
     if (optimizer_) in.lr = s.step_lr >= 0 ? s.step_lr : optimizer_->configured_lr();
     // ssp/async: each gradient is 1/N of a step (N live workers).
-    if (consistency_.per_arrival())
-      in.lr /= static_cast<double>(std::max<size_t>(1, LiveWorkers().size()));
+    if (consistency_.per_arrival()) in.lr /= static_cast<double>(std::max(1, LiveCount()));
     // Values a bf16/fp16 wire pulled before are converted while in cache.
     if (optimizer_ && s.wire_type != WireType::kF32) {
       in.wire_type = s.wire_type;

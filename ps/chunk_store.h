@@ -254,6 +254,11 @@ class ChunkStore {
   uint16_t* WireBuffer(Slot& slot, uint32_t numel);
   const Slot& SlotOf(uint32_t chunk) const { return slots_[slot_of_[chunk]]; }
   bool Complete(const Slot& slot) const;  // every live worker's gradient is in
+  // ssp/async: the worker whose gradient the slot holds (one at most), or -1.
+  int ArrivedFrom(const Slot& slot) const;
+  // Without building LiveWorkers()' vector (each arrival's apply asks).
+  int LowestLive() const;  // -1: none
+  int LiveCount() const;
   // The pieces of `inputs` (one per chunk; those with no gradient skipped)
   // on the apply threads.
   void Run(const std::vector<StepInputs>& inputs, const std::vector<uint32_t>& chunks);

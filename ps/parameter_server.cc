@@ -125,13 +125,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   apply_pool_ = std::make_unique<ApplyPool>(env_.ps_threads > 0 ? env_.ps_threads
                                                                 : ApplyPool::DefaultThreads());
   store_->SetApplyPool(apply_pool_.get());
-  if (consistency.per_arrival() && (store_->sum_mode() || store_->clipping())) {
-    return FailedPrecondition(
-        "--consistency " + consistency.Name() + " applies each gradient as it arrives, so " +
-        (store_->sum_mode() ? std::string("sum mode (optimizer on the workers)")
-                            : std::string("clip_grad_norm (it needs the whole step's norm)")) +
-        " is not available with it: use --consistency bsp");
-  }
+  // (Sum mode and clipping under ssp/async: the coordinator refuses the job.)
   store_->SetConsistency(consistency);
   if (consistency.per_arrival()) {
     spdlog::info(

@@ -1,47 +1,62 @@
 #!/usr/bin/env bash
-# consistency: BSP against ssp:2 and async on Fashion-MNIST (2 PS, 4
-# workers x batch 32, Adam, EPOCHS epochs), measured in one run: first with
-# four equal workers, then with worker 1 slowed to about half speed (it
-# sleeps, before each step, the mean step time the equal BSP run measured:
-# fashion_mnist --slow-rank 1 --slow-ms X), then with every worker sleeping
-# 4X before a random quarter of its steps (--jitter-ms 4X: each at half
-# speed on average, stragglers that come and go). Under ssp/async the workers deal
-# the batches out (DataParallel::NextBatch), so every run trains the same
-# number of samples. Prints samples/s (the whole job's: EPOCHS x 60000 over
-# rank 0's training time), test accuracy, and each run's samples/s against
-# BSP's with the same workers.
+# consistency: BSP against BSP with --dynamic-slicing auto, ssp:2 and async
+# on Fashion-MNIST (2 PS, 4 workers x batch 32, Adam, EPOCHS epochs),
+# measured in one run:
+#   equal:     four equal workers;
+#   halfspeed: worker 1 at half speed per sample (after each forward and
+#              backward it sleeps as long as they took: fashion_mnist
+#              --slow-rank 1 --slow-factor 2, a slower machine);
+#   slowed:    worker 1 sleeps, before each step, the mean step time the
+#              equal BSP run measured (--slow-ms X: a fixed cost per step,
+#              which no slicing of the batch can shorten);
+#   jitter:    every worker sleeps 4X before a random quarter of its steps
+#              (--jitter-ms 4X: stragglers that come and go).
+# Under ssp/async the workers deal the batches out (DataParallel::NextBatch),
+# so every run trains the same number of samples. Prints samples/s (the whole
+# job's: EPOCHS x 60000 over rank 0's training time), rank 0's mean step
+# time, test accuracy, and each run's samples/s against BSP's with the same
+# workers and its step time against the equal workers' BSP step time.
 #   bench/consistency.sh [BUILD_DIR] [EPOCHS]
 set -euo pipefail
 build=${1:-build} epochs=${2:-3}
-run() {  # MODE SLOW_MS JITTER_MS: prints "SAMPLES_PER_S ACCURACY MS_PER_STEP" of one job
-  local out
-  out=$("$build/bin/een-launch" --ps 2 --workers 4 --consistency "$1" -- \
+modes="bsp auto ssp:2 async"
+settings="equal halfspeed slowed jitter"
+run() {  # MODE SLOW_MS JITTER_MS SLOW_FACTOR: prints "SAMPLES_PER_S ACCURACY MS_PER_STEP"
+  local out consistency=$1 slicing=off
+  if [ "$1" = auto ]; then consistency=bsp slicing=auto; fi
+  out=$("$build/bin/een-launch" --ps 2 --workers 4 --consistency "$consistency" \
+    --dynamic-slicing "$slicing" -- \
     "$build/bin/fashion_mnist" --epochs "$epochs" --slow-rank 1 --slow-ms "$2" \
-    --jitter-ms "$3" 2>&1) ||
+    --jitter-ms "$3" --slow-factor "$4" 2>&1) ||
     { echo "$out" >&2; exit 1; }
   echo "$(sed -n 's/.*images in [0-9.]* s: \([0-9]*\) samples\/s.*/\1/p' <<<"$out") \
 $(sed -n 's/.*test accuracy: \([0-9.]*\)%.*/\1/p' <<<"$out") \
 $(sed -n 's/.*mean step time: \([0-9.]*\) ms.*/\1/p' <<<"$out")"
 }
-declare -A rate acc
-step_ms=0  # the equal BSP run's time per step: the slowed worker's sleep
-for workers in equal slowed jitter; do
-  slow=0 jitter=0
-  if [ "$workers" = slowed ]; then slow=$step_ms; fi
-  if [ "$workers" = jitter ]; then jitter=$((4 * step_ms)); fi
-  for mode in bsp ssp:2 async; do
-    read -r r a ms < <(run "$mode" "$slow" "$jitter")
-    rate[$workers/$mode]=$r acc[$workers/$mode]=$a
-    echo "$workers: slow $slow ms, jitter $jitter ms, $mode: $r samples/s, test accuracy $a%"
-    if [ "$workers/$mode" = equal/bsp ]; then step_ms=$(printf '%.0f' "$ms"); fi
+declare -A rate acc step
+step_ms=0  # the equal BSP run's time per step
+for workers in $settings; do
+  slow=0 jitter=0 factor=1
+  if [ "$workers" = halfspeed ]; then factor=2; fi
+  if [ "$workers" = slowed ]; then slow=$(printf '%.0f' "$step_ms"); fi
+  if [ "$workers" = jitter ]; then jitter=$(printf '%.0f' "$(awk "BEGIN {print 4 * $step_ms}")"); fi
+  for mode in $modes; do
+    read -r r a ms < <(run "$mode" "$slow" "$jitter" "$factor")
+    rate[$workers/$mode]=$r acc[$workers/$mode]=$a step[$workers/$mode]=$ms
+    echo "$workers: $mode: $r samples/s, $ms ms/step, test accuracy $a%"
+    if [ "$workers/$mode" = equal/bsp ]; then step_ms=$ms; fi
   done
 done
 echo
-printf '%-8s %-6s %12s %10s %9s\n' workers mode samples/s "vs bsp" accuracy
-for workers in equal slowed jitter; do
-  for mode in bsp ssp:2 async; do
-    printf '%-8s %-6s %12s %9.2fx %8s%%\n' "$workers" "$mode" "${rate[$workers/$mode]}" \
+printf '%-10s %-6s %10s %8s %9s %16s %9s\n' workers mode samples/s "vs bsp" ms/step \
+  "vs equal bsp" accuracy
+for workers in $settings; do
+  for mode in $modes; do
+    printf '%-10s %-6s %10s %7.2fx %9s %15.2fx %8s%%\n' "$workers" "$mode" \
+      "${rate[$workers/$mode]}" \
       "$(awk "BEGIN {print ${rate[$workers/$mode]} / ${rate[$workers/bsp]}}")" \
+      "${step[$workers/$mode]}" \
+      "$(awk "BEGIN {print ${step[$workers/$mode]} / ${step[equal/bsp]}}")" \
       "${acc[$workers/$mode]}"
   done
 done

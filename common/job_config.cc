@@ -62,6 +62,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
                                                 "spare_ps",
                                                 "wire_dtype",
                                                 "consistency",
+                                                "dynamic_slicing",
                                                 "insecure",
                                                 "metrics_port",
                                                 "flight_dir",
@@ -111,6 +112,7 @@ Status JobConfig::LoadYaml(const std::string& path) {
       if (key == "host") host = v.as<std::string>();
       if (key == "wire_dtype") wire_dtype = v.as<std::string>();
       if (key == "consistency") consistency = v.as<std::string>();
+      if (key == "dynamic_slicing") dynamic_slicing = v.as<std::string>();
       if (key == "insecure") insecure = v.as<bool>();
       if (key == "flight_dir") flight_dir = v.as<std::string>();
       if (key == "metrics_port") {
@@ -179,6 +181,15 @@ Status JobConfig::Validate() const {
     return InvalidArgument("consistency: " + consistency +
                            " does not take snapshots yet; use bsp with snapshot_every/resume, "
                            "or replicas 2 to survive a lost PS");
+  }
+  if (dynamic_slicing != "off" && dynamic_slicing != "auto") {
+    return InvalidArgument("dynamic_slicing: '" + dynamic_slicing + "' is not off or auto");
+  }
+  if (dynamic_slicing == "auto" && consistency != "bsp") {
+    return InvalidArgument("dynamic_slicing: auto slices each BSP step's global batch; under " +
+                           consistency +
+                           " a fast worker already takes more batches (DataParallel::NextBatch)"
+                           ": use one or the other");
   }
   if (replicas != 1 && replicas != 2) {
     return InvalidArgument("replicas: " + std::to_string(replicas) +

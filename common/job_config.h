@@ -35,6 +35,9 @@ struct JobConfig {
   bool transport_set = false;
   std::string wire_dtype = "fp32";  // gradients and parameters on the wire: fp32 | bf16 | fp16
   std::string consistency = "bsp";  // bsp | ssp:K | async (common/consistency.h)
+  // off | auto: the coordinator gives each worker a share of the global
+  // batch in proportion to its measured speed (bsp only).
+  std::string dynamic_slicing = "off";
   std::string host = "127.0.0.1";
   ShardingOptions sharding;
   int replicas = 1;             // copies of each shard: 1 (loss -> rollback) or 2 (failover)

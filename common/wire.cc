@@ -63,6 +63,7 @@ transport::Message MakeError(ErrorCode code, const std::string& text, uint64_t r
 MembershipChange MembershipFromWire(Membership::Reader m) {
   MembershipChange change{m.getEffectiveStep(), {}, m.getEpoch()};
   for (int w : m.getLiveWorkers()) change.live.push_back(w);
+  for (uint32_t s : m.getBatchShares()) change.shares.push_back(s);
   return change;
 }
 
@@ -71,6 +72,8 @@ void MembershipToWire(const MembershipChange& change, Membership::Builder m) {
   m.setEffectiveStep(change.step);
   auto live = m.initLiveWorkers(change.live.size());
   for (size_t j = 0; j < change.live.size(); ++j) live.set(j, change.live[j]);
+  auto shares = m.initBatchShares(change.shares.size());
+  for (size_t j = 0; j < change.shares.size(); ++j) shares.set(j, change.shares[j]);
 }
 
 DType DTypeOf(WireType type) {

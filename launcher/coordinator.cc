@@ -519,6 +519,7 @@ Status Coordinator::SendJobStart(const Node& n, bool rebuild, uint64_t join_step
       .rebuild = rebuild,
       .history = &membership_.history(),
       .consistency = options_.job.consistency,
+      .dynamic_slicing = options_.job.dynamic_slicing == "auto",
   };
   if (join_step > 0) {
     start.resume = true;  // parameters come from the PS, not from this worker
@@ -644,6 +645,10 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     n.samples = hb.getSamples();
     n.sync_micros = hb.getSyncMicros();
     n.staleness = hb.getStaleness();
+    if (role == wire::Role::WORKER && options_.job.dynamic_slicing == "auto") {
+      slices_.Observe(rank, n.step, n.compute_micros, hb.getBatchShare(), hb.getGlobalBatch());
+      MaybeReslice();
+    }
     // Metrics are for people: bad ones are dropped, the heartbeat counts.
     if (auto metrics = Metrics::FromWire(hb.getMetrics()); metrics.ok()) {
       n.metrics = std::move(*metrics);
@@ -926,6 +931,13 @@ void Coordinator::ReportProgress() {
     steps = " | steps";
     for (int r : live) {
       steps += fmt::format(" {}:{}(+{})", r, workers_[r].step, workers_[r].staleness);
+    }
+  }
+  // --dynamic-slicing: each live worker's share of the global batch, once not equal.
+  if (membership_.shares().size() == live.size() && !membership_.Outdated(live)) {
+    steps += " | shares";
+    for (size_t i = 0; i < live.size(); ++i) {
+      steps += fmt::format(" {}:{}", live[i], membership_.shares()[i]);
     }
   }
   spdlog::info("progress: step {} | loss {} | {:.0f} samples/s | sync {:.2f} ms{}", lead.step,

@@ -62,6 +62,7 @@
 #include "launcher/process_rates.h"
 #include "launcher/ps_recovery.h"
 #include "launcher/shard_move.h"
+#include "launcher/slice_balancer.h"
 #include "launcher/snapshot_agreement.h"
 #include "launcher/state_store.h"
 #include "schema/een.capnp.h"
@@ -280,9 +281,14 @@ class Coordinator {
   // offered its model (or the start-up time is up), refuses the job naming
   // the first tensor they disagree on and who has what.
   void MaybeRefuseMismatchedModels();
-  // Opens a membership round for the live workers (MembershipRound); it
-  // also serves the snapshot requests waiting so far.
-  void StartMembershipChange();
+  // Opens a membership round for the live workers (MembershipRound) with
+  // batch `shares` (--dynamic-slicing; by default the last round's when the
+  // live workers are the same, else equal); it also serves the snapshot
+  // requests waiting so far.
+  void StartMembershipChange(std::optional<std::vector<uint32_t>> shares = std::nullopt);
+  // --dynamic-slicing auto: a round with new batch shares when the
+  // workers' measured speeds call for them (SliceBalancer).
+  void MaybeReslice();
   // A round wanted now: begun at once, or right after the pending one.
   void WantMembershipChange();
   // The live PS changed (one lost, replaced, added): a pending round waits
@@ -311,6 +317,7 @@ class Coordinator {
 
   CoordinatorOptions options_;
   Consistency consistency_;  // options_.job.consistency, parsed (een-coordinator checks it)
+  SliceBalancer slices_;     // --dynamic-slicing auto
   std::unique_ptr<transport::Listener> listener_;
   std::unique_ptr<MetricsServer> metrics_server_;  // --metrics-port
   Clock::time_point next_metrics_page_;

@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
                  "replacement workers een-launch may start: a loss below --min-workers waits "
                  "for one instead of ending the job");
   app.add_option("--consistency", o.job.consistency, "bsp, ssp:K or async");
+  app.add_option("--dynamic-slicing", o.job.dynamic_slicing, "off or auto")
+      ->check(CLI::IsMember({"off", "auto"}));
   app.add_option("--replicas", o.job.replicas, "copies of each shard: 1 or 2")
       ->check(CLI::Range(1, 2));
   app.add_option("--failover-threshold-ms", threshold)->check(CLI::PositiveNumber);
@@ -90,6 +92,10 @@ int main(int argc, char** argv) {
   o.job.progress_interval = std::chrono::milliseconds(progress);
   if (auto c = een::Consistency::Parse(o.job.consistency); !c.ok()) {
     std::fprintf(stderr, "--consistency: %s\n", c.status().message().c_str());
+    return 2;
+  }
+  if (o.job.dynamic_slicing == "auto" && o.job.consistency != "bsp") {
+    std::fprintf(stderr, "--dynamic-slicing auto needs --consistency bsp\n");
     return 2;
   }
   std::signal(SIGTERM, OnSignal);

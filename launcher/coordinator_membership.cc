@@ -1,9 +1,11 @@
 // Coordinator: which workers train: a lost worker drops out, a replacement
 // or a new worker joins, at a step agreed with every PS. See coordinator.h.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <fstream>
+#include <numeric>
 
 #include "common/logging.h"
 #include "common/wire.h"
@@ -110,14 +112,39 @@ void Coordinator::WorkerLost(Node& w, const std::string& what) {
   SaveState();
 }
 
-void Coordinator::StartMembershipChange() {
+void Coordinator::StartMembershipChange(std::optional<std::vector<uint32_t>> shares) {
   snapshots_.BeginRound();  // a round also serves the snapshot requests waiting so far
-  const MembershipRound::Prepare prepare = membership_.Begin(LiveWorkerRanks());
+  const std::vector<int> live = LiveWorkerRanks();
+  if (!shares) {
+    // Other workers: equal shares until their speeds are measured again.
+    if (membership_.Outdated(live)) {
+      shares.emplace();
+      slices_.Changed();
+    } else {
+      shares = membership_.shares();
+    }
+  }
+  const MembershipRound::Prepare prepare = membership_.Begin(live, std::move(*shares));
   Ignored(SendToPs(
               ServingPs(),
               [&] { return coordinator_messages::MembershipPrepare(prepare.epoch, prepare.live); },
               "the new membership"),
           "sending a membership prepare");
+}
+
+void Coordinator::MaybeReslice() {
+  if (state_ != wire::JobState::RUNNING || membership_.pending() || membership_.interrupted() ||
+      rollback_.active()) {
+    return;
+  }
+  const std::vector<int> live = LiveWorkerRanks();
+  if (membership_.Outdated(live)) return;  // the change of the live workers comes first
+  std::optional<std::vector<uint32_t>> shares = slices_.Propose(live, membership_.shares());
+  if (!shares) return;
+  spdlog::info("dynamic slicing: {}: new shares {} of each global batch", slices_.Describe(live),
+               fmt::join(*shares, ","));
+  slices_.Changed();
+  StartMembershipChange(std::move(shares));
 }
 
 void Coordinator::PsChanged() {
@@ -139,7 +166,14 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
       membership_.Prepared(n->rank, prepared.getEpoch(), prepared.getMaxVersion(), ServingPs());
   if (!commit) return Status::Ok();  // more answers to come, or not this round's
   const uint64_t step = commit->step;
-  if (commit->changed) {
+  if (commit->changed && !commit->shares.empty() && !commit->live.empty() &&
+      membership_.history().back().live == commit->live) {
+    spdlog::info(
+        "membership {}: from step {} the workers ({}) train {} samples of each global "
+        "batch of {} (dynamic slicing)",
+        commit->epoch, step, fmt::join(commit->live, ","), fmt::join(commit->shares, ","),
+        std::accumulate(commit->shares.begin(), commit->shares.end(), uint64_t{0}));
+  } else if (commit->changed) {
     std::string ranks;
     for (int r : commit->live) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
     spdlog::info(
@@ -153,7 +187,7 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
       ServingPs(),
       [&] {
         return coordinator_messages::MembershipCommit(commit->epoch, step, commit->live,
-                                                      snapshot_step);
+                                                      commit->shares, snapshot_step);
       },
       "the membership commit"));
   membership_.Committed(*commit);

@@ -28,6 +28,7 @@ Message JobStart(const JobStartFields& f) {
   js.setRollbackEpoch(f.rollback_epoch);
   js.setRebuild(f.rebuild);
   js.setConsistency(f.consistency);
+  js.setDynamicSlicing(f.dynamic_slicing);
   auto history = js.initHistory(f.history->size());
   for (size_t k = 0; k < f.history->size(); ++k) {
     wire::MembershipToWire((*f.history)[k], history[k]);
@@ -64,13 +65,15 @@ Message MembershipPrepare(uint64_t epoch, const std::vector<int>& live) {
 }
 
 Message MembershipCommit(uint64_t epoch, uint64_t step, const std::vector<int>& live,
-                         uint64_t snapshot_step) {
+                         const std::vector<uint32_t>& shares, uint64_t snapshot_step) {
   wire::Outgoing b;
   auto commit = b.header().initMembershipCommit();
   commit.setEpoch(epoch);
   commit.setEffectiveStep(step);
   SetWorkers(commit.initLiveWorkers(live.size()), live);
   commit.setSnapshotStep(snapshot_step);
+  auto list = commit.initBatchShares(shares.size());
+  for (size_t i = 0; i < shares.size(); ++i) list.set(i, shares[i]);
   return b.Take();
 }
 

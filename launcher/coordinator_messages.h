@@ -34,6 +34,7 @@ struct JobStartFields {
   bool rebuild = false;  // a PS joining a running job: its chunks come as images
   const std::vector<MembershipChange>* history = nullptr;
   std::string consistency = "bsp";
+  bool dynamic_slicing = false;
 };
 Message JobStart(const JobStartFields& fields);
 
@@ -46,7 +47,7 @@ Message MapChange(const ShardMap& map);
 Message MembershipPrepare(uint64_t epoch, const std::vector<int>& live);
 // `snapshot_step`: the step every PS snapshots on demand (0: none).
 Message MembershipCommit(uint64_t epoch, uint64_t step, const std::vector<int>& live,
-                         uint64_t snapshot_step);
+                         const std::vector<uint32_t>& shares, uint64_t snapshot_step);
 Message Rollback(uint64_t epoch, uint64_t step);
 Message BarrierReply(uint64_t sequence);
 Message BatchClaimReply(uint64_t sequence, uint64_t index);

@@ -59,6 +59,8 @@ ProcessSpec JobPlan::Coordinator(bool restore, int ready_fd) const {
                                    std::to_string(config_.replicas),
                                    "--consistency",
                                    config_.consistency,
+                                   "--dynamic-slicing",
+                                   config_.dynamic_slicing,
                                    "--max-restarts",
                                    std::to_string(config_.max_restarts),
                                    "--failover-threshold-ms",
@@ -126,7 +128,8 @@ std::string JobWideSettings(const JobConfig& c) {
          " snapshot-every=" + std::to_string(c.snapshot_every) +
          " resume=" + (c.resume ? "yes" : "no") + " transport=" + c.transport +
          " wire-dtype=" + c.wire_dtype + " consistency=" + c.consistency +
-         " liveness=" + c.liveness + " failover-threshold=" + ms(c.failover_threshold) +
+         " dynamic-slicing=" + c.dynamic_slicing + " liveness=" + c.liveness +
+         " failover-threshold=" + ms(c.failover_threshold) +
          " heartbeat-interval=" + ms(c.heartbeat_interval) + " step-timeout=" + ms(c.step_timeout) +
          " max-chunk-numel=" + std::to_string(c.sharding.max_chunk_numel) +
          " shards-per-ps=" + std::to_string(c.sharding.shards_per_ps);

@@ -142,6 +142,10 @@ int main(int argc, char** argv) {
                  "bsp (default: every step waits for every worker), ssp:K (a worker may start "
                  "step t once every worker completed step t-K; gradients applied as they "
                  "arrive) or async (no waiting)");
+  std::string dynamic_slicing;
+  app.add_option("--dynamic-slicing", dynamic_slicing,
+                 "off (default) or auto: each BSP step's global batch is shared out in "
+                 "proportion to each worker's measured speed (DataParallel::batch_slice)");
   app.add_option("--host", host, "address the roles listen on (default 127.0.0.1)");
   app.add_option("--backend", backend,
                  "where roles run: auto (slurm inside an srun step, else local), local (every role "
@@ -276,6 +280,7 @@ int main(int argc, char** argv) {
   if (*every_opt) config.snapshot_every = static_cast<uint64_t>(snapshot_every);
   if (!wire_dtype.empty()) config.wire_dtype = wire_dtype;
   if (!consistency.empty()) config.consistency = consistency;
+  if (!dynamic_slicing.empty()) config.dynamic_slicing = dynamic_slicing;
   if (*replicas_opt) config.replicas = replicas;
   if (*metrics_opt) config.metrics_port = metrics_port;
   if (!flight_dir.empty()) config.flight_dir = flight_dir;

@@ -13,6 +13,7 @@ void MembershipRound::Restore(uint64_t epoch, std::vector<MembershipChange> hist
   pending_ = false;
   prepared_.clear();
   live_ = history_.empty() ? std::vector<int>() : history_.back().live;
+  shares_ = history_.empty() ? std::vector<uint32_t>() : history_.back().shares;
 }
 
 void MembershipRound::StartJob(std::vector<MembershipChange> before, uint64_t step,
@@ -20,14 +21,17 @@ void MembershipRound::StartJob(std::vector<MembershipChange> before, uint64_t st
   history_ = std::move(before);
   epoch_ = history_.empty() ? 0 : history_.back().epoch + 1;
   live_ = live;
-  history_.push_back({step, std::move(live), epoch_});  // the start: everyone
+  shares_.clear();
+  history_.push_back({step, std::move(live), epoch_});  // the start: everyone, equal shares
 }
 
-MembershipRound::Prepare MembershipRound::Begin(std::vector<int> live) {
+MembershipRound::Prepare MembershipRound::Begin(std::vector<int> live,
+                                                std::vector<uint32_t> shares) {
   ++epoch_;
   pending_ = true;
   interrupted_ = false;
   live_ = std::move(live);
+  shares_ = std::move(shares);
   prepared_.clear();
   return {epoch_, live_};
 }
@@ -44,13 +48,14 @@ std::optional<MembershipRound::Commit> MembershipRound::Prepared(int ps, uint64_
     if (answer == prepared_.end()) return std::nullopt;  // still waiting for it
     step = std::max(step, answer->second + 1);
   }
-  const bool changed = history_.empty() || history_.back().live != live_;
-  return Commit{epoch_, step, live_, changed};
+  const bool changed =
+      history_.empty() || history_.back().live != live_ || history_.back().shares != shares_;
+  return Commit{epoch_, step, live_, shares_, changed};
 }
 
 void MembershipRound::Committed(const Commit& commit) {
   pending_ = false;
-  if (commit.changed) history_.push_back({commit.step, commit.live, commit.epoch});
+  if (commit.changed) history_.push_back({commit.step, commit.live, commit.epoch, commit.shares});
 }
 
 }  // namespace een

@@ -1,7 +1,8 @@
 // MembershipRound: the coordinator's protocol for changing which workers
 // train, agreed with every PS.
 //
-// A round proposes the live workers under a new membership epoch
+// A round proposes the live workers (and, --dynamic-slicing, their shares
+// of the global batch) under a new membership epoch
 // (Begin(): the coordinator sends the Prepare to every live PS). Each PS
 // holds its answers beyond its newest version and says which that is
 // (Prepared()); once every live PS has answered, the change takes effect at
@@ -36,9 +37,10 @@ class MembershipRound {
   };
   struct Commit {
     uint64_t epoch = 0;
-    uint64_t step = 0;      // the first step the new membership trains
-    std::vector<int> live;  // worker ranks, ascending
-    bool changed = false;   // the live set differs from the last committed one
+    uint64_t step = 0;             // the first step the new membership trains
+    std::vector<int> live;         // worker ranks, ascending
+    std::vector<uint32_t> shares;  // of the global batch, in `live`'s order (empty: equal)
+    bool changed = false;          // the live set or the shares differ from the last committed
   };
 
   // Taken up from a restarted coordinator's saved state. `interrupted`: a
@@ -49,8 +51,8 @@ class MembershipRound {
   // resuming): the changes committed before the snapshot's step.
   void StartJob(std::vector<MembershipChange> before, uint64_t step, std::vector<int> live);
 
-  // Opens a round for `live` under the next epoch.
-  Prepare Begin(std::vector<int> live);
+  // Opens a round for `live` (with batch `shares`, empty: equal) under the next epoch.
+  Prepare Begin(std::vector<int> live, std::vector<uint32_t> shares = {});
   // PS `ps` answered the round `epoch` with its newest version. Returns the
   // commit once every PS in `serving` (the PS serving now, ascending) has
   // answered this round; an answer to another round, with none pending, or
@@ -66,6 +68,8 @@ class MembershipRound {
   uint64_t epoch() const { return epoch_; }
   // After the last round: `live` (now) differs from what it agreed.
   bool Outdated(const std::vector<int>& live) const { return live != live_; }
+  // The batch shares of the latest round (empty: equal).
+  const std::vector<uint32_t>& shares() const { return shares_; }
   const std::vector<MembershipChange>& history() const { return history_; }
 
  private:
@@ -73,6 +77,7 @@ class MembershipRound {
   bool pending_ = false;
   bool interrupted_ = false;
   std::vector<int> live_;             // of the latest round
+  std::vector<uint32_t> shares_;      // of the latest round
   std::map<int, uint64_t> prepared_;  // PS rank -> its newest version, this round
   std::vector<MembershipChange> history_;
 };

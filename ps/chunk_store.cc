@@ -410,14 +410,18 @@ void ChunkStore::TakeContributions(const Slot& s, StepInputs* in) {
     in->types.push_back(s.contribution_types[w]);
     return;
   }
+  std::vector<int> from;
   for (size_t w = 0; w < s.contributions.size();
        ++w) {  // rank order: the result does not depend on arrival
     if (s.contributions[w].data() == nullptr) continue;
     in->grads.push_back(s.contributions[w].data());
     in->types.push_back(s.contribution_types[w]);
+    from.push_back(static_cast<int>(w));
     if (s.kind == TensorKind::kBufferBroadcast) break;  // the lowest live rank's values
   }
   in->divisor = static_cast<float>(in->grads.size());
+  // A gradient is the mean over its worker's share of the batch.
+  if (s.kind == TensorKind::kParameter) in->weights = batch_shares_.Weights(s.version + 1, from);
 }
 
 void ChunkStore::Advance(Slot& s, const StepInputs& in) {

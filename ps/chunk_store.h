@@ -48,6 +48,7 @@
 #include "een/optimizer.h"
 #include "ps/apply_pool.h"
 #include "ps/arena.h"
+#include "ps/batch_shares.h"
 #include "ps/optimizer.h"
 #include "ps/snapshot_store.h"
 #include "ps/step_kernel.h"
@@ -185,6 +186,9 @@ class ChunkStore {
   Status AddWorker(int worker, uint64_t step);
   uint64_t JoinStep(int worker) const { return join_step_[worker]; }
   std::vector<int> LiveWorkers() const;
+  // --dynamic-slicing: a committed membership's batch shares; each
+  // parameter gradient then weighs its worker's share (batch_shares.h).
+  Status AddBatchShares(const MembershipChange& change) { return batch_shares_.Add(change); }
   // The step that has waited longest for gradients (some arrived, not all):
   // which chunk, since when, and the workers it still waits for.
   struct Stall {
@@ -287,6 +291,7 @@ class ChunkStore {
   uint64_t known_norm_step_ = UINT64_MAX;  // the step whose total norm is known
   double known_norm_ = 0;
   Consistency consistency_;
+  BatchShares batch_shares_;
 };
 
 }  // namespace een::ps

@@ -68,6 +68,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   uint64_t start_step = 0;
   std::vector<int> live;  // the newest membership, for a PS that starts mid-job
   uint64_t membership_epoch = 0, membership_step = 0;
+  std::vector<MembershipChange> history;  // their batch shares (--dynamic-slicing)
   while (!started) {
     if (stop) return Aborted("stopped before the job started");
     if (!env_.spare && Clock::now() > deadline) {
@@ -106,6 +107,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
         membership_step = last.getEffectiveStep();
         for (int w : last.getLiveWorkers()) live.push_back(w);
       }
+      for (auto m : js.getHistory()) history.push_back(wire::MembershipFromWire(m));
       if (js.getRank() != env_.rank) env_.rank = js.getRank();
       started = true;
       return Status::Ok();
@@ -127,6 +129,9 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   store_->SetApplyPool(apply_pool_.get());
   // (Sum mode and clipping under ssp/async: the coordinator refuses the job.)
   store_->SetConsistency(consistency);
+  for (const MembershipChange& change : history)
+    EEN_RETURN_IF_ERROR(store_->AddBatchShares(change));
+  if (!history.empty()) batch_shares_ = history.back().shares;
   if (consistency.per_arrival()) {
     spdlog::info(
         "consistency {}: each gradient is applied as it arrives, as 1/N of a step (the "
@@ -395,6 +400,9 @@ Status ParameterServer::HandleRollback(uint64_t epoch, uint64_t step) {
 
 Status ParameterServer::HandleMembershipCommit(wire::Membership::Reader commit) {
   if (commit.getEpoch() <= membership_epoch_) return Status::Ok();  // a repeat
+  const MembershipChange change = wire::MembershipFromWire(commit);
+  EEN_RETURN_IF_ERROR(store_->AddBatchShares(change));
+  batch_shares_ = change.shares;
   membership_epoch_ = commit.getEpoch();
   membership_step_ = commit.getEffectiveStep();
   live_workers_.clear();
@@ -869,6 +877,7 @@ void ParameterServer::Answer(const PendingPull& p) {
                                       .membership_epoch = membership_epoch_,
                                       .membership_step = membership_step_,
                                       .live_workers = &live_workers_,
+                                      .batch_shares = &batch_shares_,
                                       // none holds it back: no staleness
                                       .slowest = std::min(slowest, version)},
                                      p.chunks, std::move(payload));

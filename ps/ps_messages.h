@@ -38,6 +38,7 @@ struct PullReplyFields {
   uint64_t membership_epoch = 0;
   uint64_t membership_step = 0;
   const std::vector<int>* live_workers = nullptr;
+  const std::vector<uint32_t>* batch_shares = nullptr;  // null or empty: equal shares
   uint64_t slowest = 0;  // ssp/async: the fewest steps a live worker applied to these chunks
 };
 Message PullReply(const PullReplyFields& fields, const std::vector<uint32_t>& chunks,

@@ -17,7 +17,8 @@ EEN_VECTOR_CLONES void StepRange(const StepInputs& in, size_t begin, size_t end)
   float* state[kMaxState];
   const size_t slots = std::min(in.state.size(), kMaxState);
   const bool reuse_gradient = in.grads.size() == 1 && in.types[0] == WireType::kF32 &&
-                              in.mean_out == nullptr && in.divisor == 1;
+                              in.mean_out == nullptr && in.divisor == 1 && in.weights.empty();
+  const bool weighted = !in.weights.empty();
   // Gradient k's elements [b, b + m) as fp32 (widened into `widened` if needed).
   auto gradient = [&](size_t k, size_t b, size_t m) -> const float* {
     if (in.types[k] == WireType::kF32) return static_cast<const float*>(in.grads[k]) + b;
@@ -31,10 +32,21 @@ EEN_VECTOR_CLONES void StepRange(const StepInputs& in, size_t begin, size_t end)
       mean = static_cast<const float*>(in.grads[0]) + b;  // one worker: its gradient is the mean
     } else {
       float* out = in.mean_out ? in.mean_out + b : block;
-      std::memcpy(out, gradient(0, b, m), m * sizeof(float));
+      if (weighted) {
+        const float* __restrict g = gradient(0, b, m);
+        const float w = in.weights[0];
+        for (size_t i = 0; i < m; ++i) out[i] = g[i] * w;
+      } else {
+        std::memcpy(out, gradient(0, b, m), m * sizeof(float));
+      }
       for (size_t k = 1; k < in.grads.size(); ++k) {
         const float* __restrict g = gradient(k, b, m);
-        for (size_t i = 0; i < m; ++i) out[i] += g[i];
+        if (weighted) {
+          const float w = in.weights[k];
+          for (size_t i = 0; i < m; ++i) out[i] += g[i] * w;
+        } else {
+          for (size_t i = 0; i < m; ++i) out[i] += g[i];
+        }
       }
       if (in.divisor != 1) {
         const float d = in.divisor;

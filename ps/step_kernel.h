@@ -2,7 +2,8 @@
 //
 // For elements [begin, end) of a chunk: sums the workers' gradients in the
 // order given (rank order; bf16/fp16 gradients widened to fp32 first),
-// divides by `divisor` (DDP's mean), writes the
+// each first multiplied by its weight when `weights` are given (a worker's
+// share of the batch, --dynamic-slicing), divides by `divisor` (DDP's mean), writes the
 // mean to `mean_out` when asked (sum mode, replication), and applies
 // `optimizer` to the values and state, one block of a few KiB at a time, so
 // each gradient, value and state byte crosses the memory bus once; with
@@ -24,6 +25,7 @@ namespace een::ps {
 struct StepInputs {
   std::vector<const void*> grads;        // each the whole chunk, in rank order; at least one
   std::vector<WireType> types;           // each gradient's dtype (bf16/fp16 are widened)
+  std::vector<float> weights;            // per gradient, or empty: each weighs 1
   float divisor = 1;                     // number of contributions
   float* mean_out = nullptr;             // whole chunk, or null
   const Optimizer* optimizer = nullptr;  // null: sum mode (mean only)

@@ -202,6 +202,7 @@ PYBIND11_MODULE(_een, m) {
       .def_readonly("step", &een::MembershipChange::step)
       .def_readonly("live", &een::MembershipChange::live)
       .def_readonly("epoch", &een::MembershipChange::epoch)
+      .def_readonly("shares", &een::MembershipChange::shares)
       .def("__repr__", [](const een::MembershipChange& c) {
         return "MembershipChange(step=" + std::to_string(c.step) +
                ", live_count=" + std::to_string(c.live.size()) +
@@ -216,6 +217,7 @@ PYBIND11_MODULE(_een, m) {
       .def("indices", &een::DistributedSampler::indices)
       .def("permutation", &een::DistributedSampler::permutation)
       .def("batch", &een::DistributedSampler::Batch)
+      .def("slice", &een::DistributedSampler::Slice)
       .def("num_samples", &een::DistributedSampler::num_samples);
   m.def("position_after",
         [](uint64_t steps, int world_size, const std::vector<een::MembershipChange>& changes,
@@ -256,6 +258,12 @@ PYBIND11_MODULE(_een, m) {
       .def("grad_norm", [](PyDataParallel& self) { return self.dp().grad_norm(); })
       .def("consistency", [](PyDataParallel& self) { return self.dp().consistency(); })
       .def("staleness", [](PyDataParallel& self) { return self.dp().staleness(); })
+      .def("dynamic_slicing", [](PyDataParallel& self) { return self.dp().dynamic_slicing(); })
+      .def("batch_slice",
+           [](PyDataParallel& self, uint64_t batch) {
+             een::DataParallel::BatchSlice s = self.dp().batch_slice(batch);
+             return py::make_tuple(s.offset, s.count);
+           })
       .def("next_batch",
            [](PyDataParallel& self) {
              een::DataParallel& dp = self.dp();

@@ -114,6 +114,7 @@ struct JobStart {
   history @9 :List(Membership);    # every membership change so far, oldest first
                                    # (a worker joining at `startStep` finds its data)
   consistency @10 :Text;           # "bsp" (empty: bsp), "ssp:K" or "async"
+  dynamicSlicing @11 :Bool;        # --dynamic-slicing: memberships carry batch shares
 }
 
 enum JobState {
@@ -150,6 +151,9 @@ struct Heartbeat {
   probes @20 :List(ProbeResult);   # worker: its latest probe round's (eenctl status --probe)
   staleness @21 :UInt64;           # worker, ssp/async: steps the slowest live worker was
                                    # behind it at its last pull
+  batchShare @22 :UInt32;          # worker, --dynamic-slicing: the samples of its last
+                                   # step's slice (computeMicros is their time)
+  globalBatch @23 :UInt32;         # and the global batch it was a slice of
 }
 
 # A worker's measure of its link to one PS: `bytes` sent to it, all
@@ -429,6 +433,9 @@ struct Membership {
   effectiveStep @1 :UInt64;
   liveWorkers @2 :List(Int32);
   snapshotStep @3 :UInt64;         # in a commit: every PS snapshots this step (on demand)
+  batchShares @4 :List(UInt32);    # --dynamic-slicing: each live worker's samples of the
+                                   # global batch (their sum), in liveWorkers' order;
+                                   # empty: every worker its own batch (equal shares)
 }
 
 # Coordinator -> every PS, when a worker is lost: stop waiting for it now,

@@ -43,6 +43,31 @@ TEST(DistributedSampler, BatchesTogetherAreTheGlobalBatch) {
   }
 }
 
+// --dynamic-slicing: uneven slices that tile the global batch are the
+// same samples as the equal strided batches, and wrap at the epoch's end.
+TEST(DistributedSampler, SlicesOfAnyShareTogetherAreTheGlobalBatch) {
+  const size_t n = 100;
+  DistributedSampler sampler(n, 0, 4, true, 3);
+  for (uint64_t position : {0u, 40u, 90u}) {
+    std::multiset<size_t> sliced, batched;
+    const std::vector<uint64_t> shares = {9, 2, 3, 2};  // 16 = 4 workers x 4
+    uint64_t offset = 0;
+    for (uint64_t count : shares) {
+      const auto slice = sampler.Slice(position, offset, count);
+      EXPECT_EQ(slice.size(), count);
+      sliced.insert(slice.begin(), slice.end());
+      offset += count;
+    }
+    for (int r = 0; r < 4; ++r) {
+      const auto batch = sampler.Batch(position, r, 4, 4);
+      batched.insert(batch.begin(), batch.end());
+    }
+    EXPECT_EQ(sliced, batched) << "position " << position;
+  }
+  // Far past the end: positions wrap, no overflow.
+  EXPECT_EQ(sampler.Slice(UINT64_MAX - 3, UINT64_MAX - 5, 3).size(), 3u);
+}
+
 TEST(DistributedSampler, EpochsShuffleDifferentlyAndPadEvenly) {
   DistributedSampler s(10, 1, 4, true, 1);
   auto e0 = s.indices();

@@ -954,6 +954,22 @@ void DataParallel::PullParameters() {
   }
   impl_->PullLatest();
 }
+bool DataParallel::dynamic_slicing() const {
+  return impl_->client_ && impl_->client_->dynamic_slicing();
+}
+DataParallel::BatchSlice DataParallel::batch_slice(uint64_t batch) {
+  impl_->CheckNotLeft("batch_slice()");
+  if (batch == 0) throw Error("een: batch_slice(0): a batch has at least one sample");
+  if (!impl_->client_) return {0, batch};
+  const uint64_t live = impl_->client_->live_workers().size();
+  if (batch > (uint64_t{1} << 31) / std::max<uint64_t>(live, 1)) {
+    throw Error("een: batch_slice(" + std::to_string(batch) + "): a global batch over 2^31 samples",
+                Error::Code::kInvalidArgument);
+  }
+  Result<WorkerClient::Slice> slice = impl_->client_->SliceOf(batch * live, impl_->step_);
+  ThrowIfError(slice.status(), "batch_slice()");
+  return {slice->offset, slice->count};
+}
 std::string DataParallel::consistency() const {
   return impl_->client_ ? impl_->client_->consistency().Name() : "bsp";
 }

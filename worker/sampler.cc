@@ -48,6 +48,17 @@ std::vector<size_t> DistributedSampler::Batch(uint64_t position, int index, int 
   return out;
 }
 
+std::vector<size_t> DistributedSampler::Slice(uint64_t position, uint64_t offset,
+                                              uint64_t count) const {
+  if (size_ == 0) throw Error("DistributedSampler::Slice: the dataset is empty");
+  std::vector<size_t> out(count);
+  // Modulo first: position, offset and i are each below 2^63 in practice,
+  // and their remainders sum without overflow.
+  const uint64_t start = (position % size_ + offset % size_) % size_;
+  for (uint64_t i = 0; i < count; ++i) out[i] = order_[(start + i % size_) % size_];
+  return out;
+}
+
 namespace {
 
 // `n` more steps of `per_step` positions each (per_step >= 1), in closed

@@ -70,6 +70,8 @@ void WorkerClient::FillHeartbeat(wire::Heartbeat::Builder hb) {
   hb.setSyncMicros(sync_micros_.load());
   hb.setComputeMicros(compute_micros_.load());
   hb.setStaleness(staleness_.load());
+  hb.setBatchShare(reported_share_.load());
+  hb.setGlobalBatch(reported_global_.load());
   {
     std::lock_guard<std::mutex> lock(traffic_mu_);
     auto list = hb.initTraffic(traffic_.size());
@@ -104,6 +106,7 @@ Status WorkerClient::ApplyJobStart(wire::JobStart::Reader js) {
     EEN_ASSIGN_OR_RETURN(consistency_, Consistency::Parse(js.getConsistency()));
   }
   rollback_epoch_ = js.getRollbackEpoch();
+  dynamic_slicing_ = js.getDynamicSlicing();
   join_history_.clear();
   for (auto m : js.getHistory()) join_history_.push_back(wire::MembershipFromWire(m));
   map_ = std::move(map);
@@ -636,11 +639,57 @@ Status WorkerClient::TakeHistory(const std::vector<MembershipChange>& history) {
       if (w < 0) return Internal("membership history lists worker " + std::to_string(w));
       world_size_ = std::max(world_size_, w + 1);
     }
+    if (!h.shares.empty() && h.shares.size() != h.live.size()) {
+      return Internal("membership history gives batch shares that do not match its workers");
+    }
     changes_.push_back(h);
     membership_epoch_ = h.epoch;
     live_workers_ = h.live;
+    shares_ = h.shares;
   }
   return Status::Ok();
+}
+
+Result<WorkerClient::Slice> WorkerClient::SliceOf(uint64_t global_batch, uint64_t step) {
+  const std::vector<int>* workers = &live_workers_;
+  const std::vector<uint32_t>* shares = &shares_;
+  for (const MembershipChange& c : changes_) {
+    if (c.step > step) break;  // oldest first
+    workers = &c.live;
+    shares = &c.shares;
+  }
+  const auto at = std::find(workers->begin(), workers->end(), rank_);
+  if (at == workers->end()) return FailedPrecondition("this worker does not train now");
+  const int index = static_cast<int>(at - workers->begin());
+  const uint64_t live = workers->size();
+  Slice slice;
+  if (shares->empty()) {
+    if (global_batch % live != 0) {
+      return InvalidArgument(fmt::format(
+          "a global batch of {} samples does not split evenly over the {} live workers: pass "
+          "live_count() * your per-worker batch",
+          global_batch, live));
+    }
+    slice.count = global_batch / live;
+    slice.offset = slice.count * static_cast<uint64_t>(index);
+  } else {
+    uint64_t sum = 0;
+    for (size_t i = 0; i < shares->size(); ++i) {
+      if (static_cast<int>(i) < index) slice.offset += (*shares)[i];
+      sum += (*shares)[i];
+    }
+    if (sum != global_batch) {
+      return InvalidArgument(fmt::format(
+          "--dynamic-slicing: this step's shares sum to a global batch of {} samples, but {} "
+          "was asked for: every worker must ask for the same global batch (live_count() * "
+          "its per-worker batch)",
+          sum, global_batch));
+    }
+    slice.count = (*shares)[index];
+  }
+  slice_count_ = slice.count;
+  slice_global_ = global_batch;
+  return slice;
 }
 
 int WorkerClient::live_index() const {
@@ -671,10 +720,26 @@ Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t versio
       joined += (joined.empty() ? "" : ", ") + std::to_string(w);
     }
   }
+  std::vector<uint32_t> shares;
+  for (uint32_t s : m.getBatchShares()) shares.push_back(s);
+  if (!shares.empty() && shares.size() != live.size()) {
+    return Internal("membership gives batch shares that do not match its workers");
+  }
   membership_epoch_ = m.getEpoch();
-  if (live == live_workers_) return Status::Ok();  // a round for an on-demand snapshot
+  if (live == live_workers_ && shares == shares_) {
+    return Status::Ok();  // a round for an on-demand snapshot
+  }
+  if (live == live_workers_) {
+    shares_ = std::move(shares);
+    changes_.push_back({m.getEffectiveStep(), live_workers_, m.getEpoch(), shares_});
+    spdlog::info(
+        "from step {} this worker trains {} samples of each global batch", m.getEffectiveStep(),
+        shares_.empty() ? std::string("an equal share") : std::to_string(shares_[live_index()]));
+    return Status::Ok();
+  }
   live_workers_ = std::move(live);
-  changes_.push_back({m.getEffectiveStep(), live_workers_, m.getEpoch()});
+  shares_ = std::move(shares);
+  changes_.push_back({m.getEffectiveStep(), live_workers_, m.getEpoch(), shares_});
   spdlog::warn(
       "{}{}{}: from step {} the {} live workers share the data (this worker takes part "
       "{} of {})",
@@ -748,6 +813,8 @@ void WorkerClient::ReportProgress(uint64_t step, std::optional<double> loss, uin
   sync_micros_ = sync_micros;
   compute_micros_ = compute_micros;
   staleness_ = Staleness();
+  reported_share_ = static_cast<uint32_t>(std::min<uint64_t>(slice_count_, UINT32_MAX));
+  reported_global_ = static_cast<uint32_t>(std::min<uint64_t>(slice_global_, UINT32_MAX));
   MaybeProbe();
 }
 

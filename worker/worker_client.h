@@ -67,6 +67,21 @@ class WorkerClient {
   const std::vector<int>& live_workers() const { return live_workers_; }
   const std::vector<MembershipChange>& membership_changes() const { return changes_; }
   int live_index() const;
+  // --dynamic-slicing: the job gives each live worker a share of every
+  // step's global batch (in live_workers() order; empty: equal shares).
+  bool dynamic_slicing() const { return dynamic_slicing_; }
+  const std::vector<uint32_t>& batch_shares() const { return shares_; }
+  // The slice of step `step` (0-based: the steps completed before it) of a
+  // global batch of `global_batch` samples: the first sample (offset) and
+  // how many, by the newest membership change at or before that step (so
+  // a step trained again after a rollback takes the slice it had). Equal
+  // shares without --dynamic-slicing (or before the first shares).
+  // Fails if the shares sum to another global batch (the workers disagree
+  // on the batch size). Noted for the heartbeat's speed measurement.
+  struct Slice {
+    uint64_t offset = 0, count = 0;
+  };
+  Result<Slice> SliceOf(uint64_t global_batch, uint64_t step);
 
   // Buffer chunks always travel as fp32 (values, not gradients); a frozen
   // chunk's step push carries no bytes (its data pointer may be null).
@@ -219,6 +234,9 @@ class WorkerClient {
   };
   std::optional<InitialValues> initial_;
   uint64_t membership_epoch_ = 0;
+  bool dynamic_slicing_ = false;
+  std::vector<uint32_t> shares_;                 // of the membership in force (see batch_shares())
+  uint64_t slice_count_ = 0, slice_global_ = 0;  // the last SliceOf()
   double lr_ = -1;
   bool resumed_ = false;
   Consistency consistency_;
@@ -235,6 +253,8 @@ class WorkerClient {
   bool finished_ = false;
   std::atomic<uint64_t> step_{0}, samples_{0}, sync_micros_{0}, compute_micros_{0};
   std::atomic<uint64_t> staleness_{0};  // Staleness() at the last ReportProgress
+  // The slice the last reported step trained (--dynamic-slicing).
+  std::atomic<uint32_t> reported_share_{0}, reported_global_{0};
   std::atomic<double> loss_{0};
   std::atomic<bool> loss_given_{false};
   // What this worker did when (pushes, pull answers; DataParallel adds

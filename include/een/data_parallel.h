@@ -110,6 +110,26 @@ class DataParallel {
   // --max-restarts`, a resume, a rollback) finds its epoch and position.
   std::vector<MembershipChange> membership_changes() const;
 
+  // --dynamic-slicing auto (een-launch): the job measures each worker's
+  // compute time per sample and gives each live worker a share of every
+  // step's global batch (live_count() * batch samples, unchanged) in
+  // proportion to its speed; the shares change at the same step on every
+  // worker (as live_count() does) when a worker slows down or recovers, and
+  // each worker's mean gradient weighs its share of the samples on the PS,
+  // so a step's result is the global batch's mean gradient, whoever took
+  // how much of it. batch_slice(b) is this step's slice: the first sample
+  // of the global batch and how many; take them with
+  // DistributedSampler::Slice(position, offset, count) and advance the
+  // position by live_count() * b as before. Every worker passes the same b.
+  // Without --dynamic-slicing (dynamic_slicing() false) the slices are
+  // equal: offset live_index() * b, count b.
+  struct BatchSlice {
+    uint64_t offset = 0;
+    uint64_t count = 0;
+  };
+  bool dynamic_slicing() const;
+  BatchSlice batch_slice(uint64_t batch);
+
   // Completes one step after backward(). `loss` and `samples` (this worker's
   // batch size) feed the launcher's progress line (a NaN loss shows as nan
   // there; Step() without a loss shows "loss -"). Throws een::RolledBack

@@ -12,12 +12,16 @@
 namespace een {
 
 // From step `step` on, the workers `live` train (a worker was lost, or a
-// replacement joined); committed as membership epoch `epoch` (0: the start).
+// replacement joined, or --dynamic-slicing gave them new shares of the
+// global batch); committed as membership epoch `epoch` (0: the start).
 // (In this order, so the older {step, live_count} form does not compile.)
 struct MembershipChange {
   uint64_t step = 0;
   std::vector<int> live;  // ascending worker ranks
   uint64_t epoch = 0;
+  // --dynamic-slicing: each live worker's samples of the global batch, in
+  // `live`'s order (their sum is the global batch); empty: equal shares.
+  std::vector<uint32_t> shares;
   int live_count() const { return static_cast<int>(live.size()); }
 };
 

@@ -47,6 +47,11 @@ class DistributedSampler {
   // wrapping around at the end of the epoch. With every worker live this is
   // exactly the `batch` indices that indices() gives for that step.
   std::vector<size_t> Batch(uint64_t position, int index, int count, size_t batch) const;
+  // One step's slice under --dynamic-slicing (DataParallel::batch_slice()):
+  // positions [position + offset, position + offset + count) of the
+  // permutation, wrapping around at the end of the epoch. The live workers'
+  // slices together are the same global batch as Batch()'s.
+  std::vector<size_t> Slice(uint64_t position, uint64_t offset, uint64_t count) const;
   size_t num_samples() const;  // per worker
 
  private:

@@ -232,6 +232,18 @@ class DataParallel:
         values were pulled (0 under bsp; under ssp:K at most K-1)."""
         return self._core.staleness()
 
+    @property
+    def dynamic_slicing(self):
+        """Whether the job runs with --dynamic-slicing auto."""
+        return self._core.dynamic_slicing()
+
+    def batch_slice(self, batch):
+        """This step's slice (offset, count) of the global batch of
+        live_count * batch samples: proportional to this worker's speed under
+        --dynamic-slicing auto, else (live_index * batch, batch). Take
+        sampler.slice(position, offset, count)."""
+        return self._core.batch_slice(int(batch))
+
     def next_batch(self):
         """Under ssp/async: the job's next batch number nobody has taken
         (0, 1, 2, ... once each), so fast workers take more batches:
@@ -329,6 +341,11 @@ class DistributedSampler(torch.utils.data.Sampler):
         position + count * batch_size) form the global batch and the worker at
         `index` takes position + index + i * count (see position_after)."""
         return self._core.batch(int(position), int(index), int(count), int(batch_size))
+
+    def slice(self, position, offset, count):
+        """One step's slice under --dynamic-slicing (dp.batch_slice()): positions
+        [position + offset, position + offset + count) of the permutation."""
+        return self._core.slice(int(position), int(offset), int(count))
 
 
 def position_after(steps, world_size, membership_changes, dataset_size, batch_size):

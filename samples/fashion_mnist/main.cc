@@ -10,8 +10,13 @@
 // Under `een-launch --consistency ssp:K` or `async` the workers deal the
 // batches out with DataParallel::NextBatch() (a fast worker takes more of
 // them), and rank 0 evaluates after a barrier and PullParameters().
-// `--slow-rank R --slow-ms X` makes worker R sleep X ms before each step (a
-// straggler, for bench/README's figures); `--jitter-ms X` makes every worker
+// Under `een-launch --dynamic-slicing auto` each worker takes its
+// dp.batch_slice() of every step's global batch (a slow worker a smaller
+// one). `--slow-rank R --slow-ms X` makes worker R sleep X ms before each
+// step (a straggler, for bench/README's figures), `--slow-rank R
+// --slow-factor F` makes it F times slower per sample (after each forward
+// and backward it sleeps F - 1 times as long as they took: a slower
+// machine); `--jitter-ms X` makes every worker
 // sleep X ms before a random quarter of its steps (stragglers that come and
 // go).
 #include <een/data_parallel.h>
@@ -124,6 +129,10 @@ int main(int argc, char** argv) {
   int slow_rank = -1, slow_ms = 0;
   app.add_option("--slow-rank", slow_rank, "this worker sleeps --slow-ms before each step");
   app.add_option("--slow-ms", slow_ms, "the slowed worker's sleep per step");
+  double slow_factor = 1;
+  app.add_option("--slow-factor", slow_factor,
+                 "the slowed worker is this many times slower per sample (>= 1)")
+      ->check(CLI::Range(1.0, 100.0));
   int jitter_ms = 0;
   app.add_option("--jitter-ms", jitter_ms, "every worker sleeps this before a random 1 in 4 steps");
   CLI11_PARSE(app, argc, argv);
@@ -201,10 +210,21 @@ int main(int argc, char** argv) {
           int64_t steps = 0;
           while (position < n) {
             straggle();
+            const auto computing = std::chrono::steady_clock::now();
             const int live = dp.live_count();
-            const std::vector<size_t> mine = sampler.Batch(position, dp.live_index(), live, batch);
+            std::vector<size_t> mine;
+            if (dp.dynamic_slicing()) {
+              const een::DataParallel::BatchSlice slice = dp.batch_slice(batch);
+              mine = sampler.Slice(position, slice.offset, slice.count);
+            } else {
+              mine = sampler.Batch(position, dp.live_index(), live, batch);
+            }
             auto loss = BatchLoss(*net, train, mine);
             loss.backward();
+            if (dp.rank() == slow_rank && slow_factor > 1) {
+              std::this_thread::sleep_for((slow_factor - 1) *
+                                          (std::chrono::steady_clock::now() - computing));
+            }
             const double l = loss.item<double>();
             dp.Step(l, static_cast<int64_t>(mine.size()));
             position += int64_t{live} * batch;

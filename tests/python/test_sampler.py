@@ -18,6 +18,15 @@ class Sampler(unittest.TestCase):
         self.assertEqual([len(s) for s in shards], [250] * 4)
         self.assertEqual(sorted(i for s in shards for i in s), list(range(1000)))
 
+    def test_dynamic_slices_of_any_share_are_the_global_batch(self):
+        sampler = een.DistributedSampler(96, 3, 0, seed=1)
+        order = sampler.permutation()
+        slices, offset = [], 0
+        for count in (13, 3, 8):  # --dynamic-slicing shares of a global batch of 24
+            slices += sampler.slice(90, offset, count)
+            offset += count
+        self.assertEqual(slices, [order[(90 + i) % 96] for i in range(24)])  # wraps at the end
+
     def test_uneven_sizes_pad_by_wrapping_or_drop(self):
         padded = self.shards(10, 4)
         self.assertEqual([len(s) for s in padded], [3] * 4)

@@ -1,0 +1,122 @@
+// --dynamic-slicing auto (issue 17), whole jobs of tests/slicing_train.cc:
+//  - 4 workers, worker 1 three times slower per sample for its first 100
+//    steps, then as fast as the others: the shares follow it down and back
+//    up (the job only ends once they came back near equal), at every step
+//    the workers' slices tile the global batch exactly, and the final
+//    parameters are bitwise those of BSP with the same per-step batches
+//    (each worker's mean gradient weighted by its share of the samples),
+//    recomputed in one process from the slices the workers wrote.
+//  - dynamic slicing is refused under ssp/async and with a bad value.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+
+#include "support/files.h"
+#include "support/scratch_folder.h"
+#include "support/subprocess.h"
+
+namespace een {
+namespace {
+
+using std::chrono::seconds;
+const std::string kBin = EEN_BIN_DIR;
+constexpr int kWorkers = 4, kBatch = 16, kMaxSteps = 1500;
+
+class Slicing : public ::testing::Test {
+ protected:
+  testing::ScratchFolder scratch_{"slicing-test"};
+};
+
+TEST_F(Slicing, SharesFollowASlowWorkerTileEveryBatchAndEqualBspWithTheSameBatches) {
+  const std::string out = scratch_ / "job";
+  auto job = testing::Run({kBin + "/een-launch",
+                           "--ps",
+                           "2",
+                           "--workers",
+                           std::to_string(kWorkers),
+                           "--dynamic-slicing",
+                           "auto",
+                           "--progress-interval",
+                           "500ms",
+                           "--",
+                           kBin + "/slicing_train",
+                           "--out",
+                           out,
+                           "--steps",
+                           "100",
+                           "--max-steps",
+                           std::to_string(kMaxSteps),
+                           "--batch",
+                           std::to_string(kBatch),
+                           "--micros-per-sample",
+                           "200",
+                           "--slow-rank",
+                           "1",
+                           "--slow-factor",
+                           "3",
+                           "--slow-steps",
+                           "100"},
+                          seconds(400));
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("dynamic slicing: "), std::string::npos) << job.output;
+  // step -> rank -> (offset, count)
+  std::map<uint64_t, std::map<int, std::pair<uint64_t, uint64_t>>> slices;
+  for (int r = 0; r < kWorkers; ++r) {
+    std::ifstream in(out + ".slices-" + std::to_string(r));
+    uint64_t step, offset, count;
+    while (in >> step >> offset >> count) slices[step][r] = {offset, count};
+  }
+  ASSERT_GE(slices.size(), 100u);
+  EXPECT_LT(slices.size(), static_cast<size_t>(kMaxSteps))
+      << "the shares never came back near equal after worker 1 recovered\n"
+      << job.output;
+  uint64_t smallest_of_1 = kBatch, unequal_steps = 0;
+  for (const auto& [step, of_step] : slices) {
+    ASSERT_EQ(of_step.size(), static_cast<size_t>(kWorkers)) << "step " << step;
+    uint64_t next = 0;  // in rank order, each slice starts where the last ended
+    for (const auto& [rank, slice] : of_step) {
+      EXPECT_EQ(slice.first, next) << "step " << step << ", worker " << rank;
+      EXPECT_GE(slice.second, 1u) << "step " << step << ", worker " << rank;
+      next = slice.first + slice.second;
+    }
+    EXPECT_EQ(next, static_cast<uint64_t>(kWorkers * kBatch)) << "step " << step;
+    smallest_of_1 = std::min(smallest_of_1, of_step.at(1).second);
+    if (of_step.at(1).second != kBatch) unequal_steps++;
+  }
+  EXPECT_LT(smallest_of_1, static_cast<uint64_t>(kBatch) * 3 / 4)
+      << "worker 1 (3x slower) kept a near-equal share\n"
+      << job.output;
+  std::printf("[ slicing ] %zu steps, %llu of them with unequal shares, worker 1's smallest %llu\n",
+              slices.size(), static_cast<unsigned long long>(unequal_steps),
+              static_cast<unsigned long long>(smallest_of_1));
+
+  auto reference = testing::Run({kBin + "/slicing_train", "--reference", "--out", out, "--workers",
+                                 std::to_string(kWorkers), "--batch", std::to_string(kBatch)},
+                                seconds(120));
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  const std::string expected = testing::ReadBytes(out + ".reference");
+  ASSERT_FALSE(expected.empty());
+  for (int r = 0; r < kWorkers; ++r) {
+    EXPECT_TRUE(testing::ReadBytes(out + ".rank-" + std::to_string(r)) == expected)
+        << "worker " << r << "'s parameters differ from BSP with the same batches";
+  }
+}
+
+TEST_F(Slicing, RefusedWhereItCannotWork) {
+  auto ssp = testing::Run(
+      {kBin + "/een-launch", "--ps", "1", "--workers", "2", "--consistency", "ssp:2",
+       "--dynamic-slicing", "auto", "--", kBin + "/slicing_train", "--out", scratch_ / "ssp"},
+      seconds(60));
+  EXPECT_NE(ssp.exit_code, 0);
+  EXPECT_NE(ssp.output.find("dynamic_slicing: auto slices each BSP step"), std::string::npos)
+      << ssp.output;
+  auto bad = testing::Run({kBin + "/een-launch", "--ps", "1", "--workers", "2", "--dynamic-slicing",
+                           "sometimes", "--", kBin + "/slicing_train", "--out", scratch_ / "bad"},
+                          seconds(60));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("'sometimes' is not off or auto"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace een

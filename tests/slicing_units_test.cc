@@ -1,0 +1,134 @@
+// --dynamic-slicing's pieces, without a job:
+//  - SliceBalancer: shares in proportion to measured speed, summing to the
+//    global batch, each at least one sample; no change while measurements
+//    settle or when the gain is small; back to equal when the slow worker
+//    recovers.
+//  - MembershipRound: a change of the shares alone is a change (history).
+//  - BatchShares + StepRange: a worker's gradient weighs its share of the
+//    samples (equal shares weigh exactly 1: plain BSP's bits), under the
+//    membership in force for that step; bad shares are refused.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "launcher/membership_round.h"
+#include "launcher/slice_balancer.h"
+#include "ps/batch_shares.h"
+#include "ps/step_kernel.h"
+
+namespace een {
+namespace {
+
+uint32_t Sum(const std::vector<uint32_t>& v) { return std::accumulate(v.begin(), v.end(), 0u); }
+
+TEST(ProportionalShares, SumToTheTotalWithAtLeastOneEach) {
+  EXPECT_EQ(ProportionalShares({1, 1, 1, 1}, 64), (std::vector<uint32_t>{16, 16, 16, 16}));
+  const auto shares = ProportionalShares({1, 0.5, 1, 1}, 64);
+  EXPECT_EQ(Sum(shares), 64u);
+  EXPECT_EQ(shares[1], 10u);  // 1 + 60 * 0.5 / 3.5 = 9.6, rounded up by the largest remainder
+  const auto tiny = ProportionalShares({1000, 1, 1}, 5);
+  EXPECT_EQ(Sum(tiny), 5u);
+  EXPECT_EQ(tiny[1], 1u);
+  EXPECT_EQ(tiny[2], 1u);
+}
+
+// Feeds `steps` heartbeats of each worker: compute = share * micros[w].
+void Feed(SliceBalancer& b, const std::vector<double>& micros, const std::vector<uint32_t>& shares,
+          uint64_t* step, int steps) {
+  for (int s = 0; s < steps; ++s) {
+    ++*step;
+    for (size_t w = 0; w < micros.size(); ++w) {
+      b.Observe(static_cast<int>(w), *step, static_cast<uint64_t>(shares[w] * micros[w]), shares[w],
+                Sum(shares));
+    }
+  }
+}
+
+TEST(SliceBalancer, FollowsASlowWorkerAndItsRecovery) {
+  SliceBalancer b;
+  const std::vector<int> live = {0, 1, 2, 3};
+  std::vector<uint32_t> equal = {16, 16, 16, 16};
+  uint64_t step = 0;
+  Feed(b, {100, 100, 100, 100}, equal, &step, 10);
+  EXPECT_FALSE(b.Propose(live, {})) << "equal speeds: nothing to change";
+  Feed(b, {100, 300, 100, 100}, equal, &step, 2);
+  b.Changed();
+  Feed(b, {100, 300, 100, 100}, equal, &step, 2);
+  EXPECT_FALSE(b.Propose(live, {})) << "too few measurements since the last change";
+  Feed(b, {100, 300, 100, 100}, equal, &step, 20);
+  const auto slowed = b.Propose(live, {});
+  ASSERT_TRUE(slowed);
+  EXPECT_EQ(Sum(*slowed), 64u);
+  EXPECT_LT((*slowed)[1], 9u);  // a third of the others' speed: about 64 / 10 * 1
+  EXPECT_GT((*slowed)[0], 18u);
+  b.Changed();
+  Feed(b, {100, 300, 100, 100}, *slowed, &step, 20);
+  EXPECT_FALSE(b.Propose(live, *slowed)) << "balanced already";
+  Feed(b, {100, 100, 100, 100}, *slowed, &step, 30);  // it recovered
+  const auto recovered = b.Propose(live, *slowed);
+  ASSERT_TRUE(recovered);
+  EXPECT_EQ(*recovered, equal);
+}
+
+TEST(SliceBalancer, SmallGainsAndDisagreeingBatchesChangeNothing) {
+  SliceBalancer b;
+  uint64_t step = 0;
+  Feed(b, {100, 103, 100, 100}, {16, 16, 16, 16}, &step, 20);
+  EXPECT_FALSE(b.Propose({0, 1, 2, 3}, {})) << "3% slower: not worth a round";
+  b.Observe(0, ++step, 1000, 8, 32);  // worker 0 says the global batch is 32, the others 64
+  EXPECT_FALSE(b.Propose({0, 1, 2, 3}, {}));
+}
+
+TEST(MembershipRound, NewSharesAloneAreAChangeInTheHistory) {
+  MembershipRound round;
+  round.StartJob({}, 0, {0, 1});
+  round.Begin({0, 1}, {10, 6});
+  auto commit = round.Prepared(0, round.epoch(), 41, {0});
+  ASSERT_TRUE(commit);
+  EXPECT_TRUE(commit->changed);
+  EXPECT_EQ(commit->step, 42u);
+  round.Committed(*commit);
+  EXPECT_EQ(round.history().back().shares, (std::vector<uint32_t>{10, 6}));
+  EXPECT_FALSE(round.Outdated({0, 1}));
+  round.Begin({0, 1}, round.shares());  // a snapshot's round: the same shares
+  commit = round.Prepared(0, round.epoch(), 50, {0});
+  ASSERT_TRUE(commit);
+  EXPECT_FALSE(commit->changed);
+}
+
+TEST(BatchShares, AGradientWeighsItsShareOfTheSamples) {
+  ps::BatchShares shares;
+  ASSERT_TRUE(shares.Add({0, {0, 1, 2}, 0, {}}).ok());
+  ASSERT_TRUE(shares.Add({10, {0, 1, 2}, 3, {8, 2, 2}}).ok());
+  EXPECT_TRUE(shares.Weights(10, {0, 1, 2}).empty()) << "version 10 was trained before the change";
+  const std::vector<float> w = shares.Weights(11, {0, 1, 2});
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_FLOAT_EQ(w[0], 2.0f);  // 8 * 3 / 12
+  EXPECT_FLOAT_EQ(w[1], 0.5f);
+  // One worker's gradient missing (it was lost): the others' shares only.
+  EXPECT_EQ(shares.Weights(11, {0, 1}), (std::vector<float>{1.6f, 0.4f}));
+  // The kernel: (2 * g0 + 0.5 * g1 + 0.5 * g2) / 3 is the mean over the 12 samples.
+  const std::vector<float> g0 = {3, 6}, g1 = {6, 0}, g2 = {0, 12};
+  std::vector<float> mean(2);
+  ps::StepInputs in;
+  in.grads = {g0.data(), g1.data(), g2.data()};
+  in.types = {WireType::kF32, WireType::kF32, WireType::kF32};
+  in.weights = w;
+  in.divisor = 3;
+  in.mean_out = mean.data();
+  ps::StepRange(in, 0, 2);
+  EXPECT_FLOAT_EQ(mean[0], (8 * 3 + 2 * 6 + 2 * 0) / 12.0f);
+  EXPECT_FLOAT_EQ(mean[1], (8 * 6 + 2 * 0 + 2 * 12) / 12.0f);
+  ASSERT_TRUE(shares.Add({20, {0, 1, 2}, 4, {4, 4, 4}}).ok());
+  EXPECT_TRUE(shares.Weights(21, {0, 1, 2}).empty()) << "equal shares weigh exactly 1";
+}
+
+TEST(BatchShares, BadSharesAreRefused) {
+  ps::BatchShares shares;
+  EXPECT_FALSE(shares.Add({0, {0, 1}, 1, {5}}).ok()) << "one share for two workers";
+  EXPECT_FALSE(shares.Add({0, {0, 1}, 1, {5, 0}}).ok()) << "a share of nothing";
+  EXPECT_FALSE(shares.Add({0, {0, 1}, 1, {UINT32_MAX, UINT32_MAX}}).ok()) << "over 2^31";
+}
+
+}  // namespace
+}  // namespace een

@@ -3,9 +3,11 @@
 # on Fashion-MNIST (2 PS, 4 workers x batch 32, Adam, EPOCHS epochs),
 # measured in one run:
 #   equal:     four equal workers;
-#   halfspeed: worker 1 at half speed per sample (after each forward and
-#              backward it sleeps as long as they took: fashion_mnist
-#              --slow-rank 1 --slow-factor 2, a slower machine);
+#   halfspeed: worker 1 at half speed: each of its samples costs 1/32 of
+#              the equal BSP run's step time more (it sleeps that per sample
+#              after backward: fashion_mnist --slow-rank 1
+#              --slow-ms-per-sample X/32; a slower machine, whose cost
+#              follows its share of the batch);
 #   slowed:    worker 1 sleeps, before each step, the mean step time the
 #              equal BSP run measured (--slow-ms X: a fixed cost per step,
 #              which no slicing of the batch can shorten);
@@ -21,13 +23,13 @@ set -euo pipefail
 build=${1:-build} epochs=${2:-3}
 modes="bsp auto ssp:2 async"
 settings="equal halfspeed slowed jitter"
-run() {  # MODE SLOW_MS JITTER_MS SLOW_FACTOR: prints "SAMPLES_PER_S ACCURACY MS_PER_STEP"
+run() {  # MODE SLOW_MS JITTER_MS SLOW_MS_PER_SAMPLE: prints "SAMPLES_PER_S ACCURACY MS_PER_STEP"
   local out consistency=$1 slicing=off
   if [ "$1" = auto ]; then consistency=bsp slicing=auto; fi
   out=$("$build/bin/een-launch" --ps 2 --workers 4 --consistency "$consistency" \
     --dynamic-slicing "$slicing" -- \
     "$build/bin/fashion_mnist" --epochs "$epochs" --slow-rank 1 --slow-ms "$2" \
-    --jitter-ms "$3" --slow-factor "$4" 2>&1) ||
+    --jitter-ms "$3" --slow-ms-per-sample "$4" 2>&1) ||
     { echo "$out" >&2; exit 1; }
   echo "$(sed -n 's/.*images in [0-9.]* s: \([0-9]*\) samples\/s.*/\1/p' <<<"$out") \
 $(sed -n 's/.*test accuracy: \([0-9.]*\)%.*/\1/p' <<<"$out") \
@@ -36,12 +38,12 @@ $(sed -n 's/.*mean step time: \([0-9.]*\) ms.*/\1/p' <<<"$out")"
 declare -A rate acc step
 step_ms=0  # the equal BSP run's time per step
 for workers in $settings; do
-  slow=0 jitter=0 factor=1
-  if [ "$workers" = halfspeed ]; then factor=2; fi
+  slow=0 jitter=0 per_sample=0
+  if [ "$workers" = halfspeed ]; then per_sample=$(awk "BEGIN {print $step_ms / 32}"); fi
   if [ "$workers" = slowed ]; then slow=$(printf '%.0f' "$step_ms"); fi
   if [ "$workers" = jitter ]; then jitter=$(printf '%.0f' "$(awk "BEGIN {print 4 * $step_ms}")"); fi
   for mode in $modes; do
-    read -r r a ms < <(run "$mode" "$slow" "$jitter" "$factor")
+    read -r r a ms < <(run "$mode" "$slow" "$jitter" "$per_sample")
     rate[$workers/$mode]=$r acc[$workers/$mode]=$a step[$workers/$mode]=$ms
     echo "$workers: $mode: $r samples/s, $ms ms/step, test accuracy $a%"
     if [ "$workers/$mode" = equal/bsp ]; then step_ms=$ms; fi

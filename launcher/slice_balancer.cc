@@ -35,7 +35,12 @@ std::vector<uint32_t> ProportionalShares(const std::vector<double>& weights, uin
 
 void SliceBalancer::Observe(int rank, uint64_t step, uint64_t compute_micros, uint32_t samples,
                             uint32_t global_batch) {
-  if (samples == 0 || global_batch == 0 || compute_micros == 0) return;
+  // What DataParallel::batch_slice() can give (a global batch of at most
+  // 2^31 samples, a slice of it); anything else is not a measurement.
+  if (samples == 0 || samples > global_batch || global_batch > (uint32_t{1} << 31) ||
+      compute_micros == 0) {
+    return;
+  }
   Measure& m = measures_[rank];
   if (step <= m.step) return;  // this step was seen (heartbeats outpace steps)
   m.step = step;

@@ -732,7 +732,7 @@ Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t versio
   if (live == live_workers_) {
     shares_ = std::move(shares);
     changes_.push_back({m.getEffectiveStep(), live_workers_, m.getEpoch(), shares_});
-    spdlog::info(
+    spdlog::debug(
         "from step {} this worker trains {} samples of each global batch", m.getEffectiveStep(),
         shares_.empty() ? std::string("an equal share") : std::to_string(shares_[live_index()]));
     return Status::Ok();

@@ -14,9 +14,9 @@
 // dp.batch_slice() of every step's global batch (a slow worker a smaller
 // one). `--slow-rank R --slow-ms X` makes worker R sleep X ms before each
 // step (a straggler, for bench/README's figures), `--slow-rank R
-// --slow-factor F` makes it F times slower per sample (after each forward
-// and backward it sleeps F - 1 times as long as they took: a slower
-// machine); `--jitter-ms X` makes every worker
+// --slow-ms-per-sample X` makes each of its samples cost X ms more (it
+// sleeps X times the samples of its batch after backward: a slower machine,
+// whose cost follows its share of the batch); `--jitter-ms X` makes every worker
 // sleep X ms before a random quarter of its steps (stragglers that come and
 // go).
 #include <een/data_parallel.h>
@@ -129,10 +129,10 @@ int main(int argc, char** argv) {
   int slow_rank = -1, slow_ms = 0;
   app.add_option("--slow-rank", slow_rank, "this worker sleeps --slow-ms before each step");
   app.add_option("--slow-ms", slow_ms, "the slowed worker's sleep per step");
-  double slow_factor = 1;
-  app.add_option("--slow-factor", slow_factor,
-                 "the slowed worker is this many times slower per sample (>= 1)")
-      ->check(CLI::Range(1.0, 100.0));
+  double slow_ms_per_sample = 0;
+  app.add_option("--slow-ms-per-sample", slow_ms_per_sample,
+                 "the slowed worker sleeps this per sample of its batch")
+      ->check(CLI::Range(0.0, 1000.0));
   int jitter_ms = 0;
   app.add_option("--jitter-ms", jitter_ms, "every worker sleeps this before a random 1 in 4 steps");
   CLI11_PARSE(app, argc, argv);
@@ -210,7 +210,6 @@ int main(int argc, char** argv) {
           int64_t steps = 0;
           while (position < n) {
             straggle();
-            const auto computing = std::chrono::steady_clock::now();
             const int live = dp.live_count();
             std::vector<size_t> mine;
             if (dp.dynamic_slicing()) {
@@ -221,9 +220,9 @@ int main(int argc, char** argv) {
             }
             auto loss = BatchLoss(*net, train, mine);
             loss.backward();
-            if (dp.rank() == slow_rank && slow_factor > 1) {
-              std::this_thread::sleep_for((slow_factor - 1) *
-                                          (std::chrono::steady_clock::now() - computing));
+            if (dp.rank() == slow_rank && slow_ms_per_sample > 0) {
+              std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(
+                  slow_ms_per_sample * static_cast<double>(mine.size())));
             }
             const double l = loss.item<double>();
             dp.Step(l, static_cast<int64_t>(mine.size()));

@@ -139,6 +139,12 @@ void Coordinator::MaybeReslice() {
   }
   const std::vector<int> live = LiveWorkerRanks();
   if (membership_.Outdated(live)) return;  // the change of the live workers comes first
+  // After a rollback the job redoes steps under the shares it had then:
+  // new shares only once it is past the newest change again (every PS and
+  // worker looks shares up by step, in ascending order).
+  if (!membership_.history().empty() && NewestWorkerStep() <= membership_.history().back().step) {
+    return;
+  }
   std::optional<std::vector<uint32_t>> shares = slices_.Propose(live, membership_.shares());
   if (!shares) return;
   spdlog::info("dynamic slicing: {}: new shares {} of each global batch", slices_.Describe(live),

@@ -22,7 +22,7 @@ TEST(JobConfig, ReadsEveryField) {
   ASSERT_TRUE(c.LoadYaml(WriteYaml("ps: 3\nworkers: 5\nfailover_threshold: 750ms\n"
                                    "heartbeat_interval: 0.05s\ntransport: ipc\n"
                                    "max_chunk_numel: 1000\nshards_per_ps: 4\nreplicas: 2\n"
-                                   "spare_ps: 1\nmax_restarts: 2\n"))
+                                   "spare_ps: 1\nmax_restarts: 2\ndynamic_slicing: auto\n"))
                   .ok());
   EXPECT_EQ(c.ps, 3);
   EXPECT_EQ(c.workers, 5);
@@ -34,6 +34,7 @@ TEST(JobConfig, ReadsEveryField) {
   EXPECT_EQ(c.replicas, 2);
   EXPECT_EQ(c.spare_ps, 1);
   EXPECT_EQ(c.max_restarts, 2);
+  EXPECT_EQ(c.dynamic_slicing, "auto");
 }
 
 TEST(JobConfig, ErrorsNameTheField) {
@@ -53,6 +54,8 @@ TEST(JobConfig, ErrorsNameTheField) {
            {"ps: 1\nreplicas: 2\n", "replicas 2 needs at least 2 PS"},
            {"ps: 2\nspare_ps: 1\n", "spare_ps: a spare takes over"},
            {"max_restarts: -1\n", "field 'max_restarts' must be >= 0"},
+           {"dynamic_slicing: sometimes\n", "'sometimes' is not off or auto"},
+           {"consistency: async\ndynamic_slicing: auto\n", "auto slices each BSP step"},
            // Numbers that once wrapped or crashed the coordinator: every one has a range.
            {"shards_per_ps: 1073741824\n", "shards_per_ps must be between 1 and 4096"},
            {"shards_per_ps: 2000000000\n", "shards_per_ps must be between 1 and 4096"},

@@ -136,6 +136,33 @@ TEST_F(Consistency, AWorkerWaitingAtABarrierDoesNotHoldTheOthersBackUnderSsp) {
   }
 }
 
+// The same with replicas 2 and a PS SIGKILLed while worker 2 waits at the
+// barrier: the backups that take over were told it waits (a worker tells
+// every PS), so the others still finish, every gradient applied once.
+TEST_F(Consistency, APsLostWhileAWorkerWaitsAtABarrierUnderSspChangesNothing) {
+  std::vector<std::string> argv = Job("ssp:2", 2, 5);
+  argv.insert(argv.end(), {"--short-rank", "2", "--short-by", "100"});
+  testing::Subprocess job(argv);
+  ASSERT_TRUE(job.WaitForOutput("worker 2: ssp:2, largest staleness", seconds(120)))
+      << job.output();
+  const pid_t ps = testing::NewestPid(job.output(), "ps 1");
+  ASSERT_GT(ps, 0) << job.output();
+  const size_t mark = job.output().size();
+  ASSERT_EQ(kill(ps, SIGKILL), 0);
+  auto code = job.Wait(seconds(180));
+  ASSERT_TRUE(code.has_value()) << "the others waited for the parked worker\n" << job.output();
+  ASSERT_EQ(*code, 0) << job.output();
+  const std::string after = job.output().substr(mark);
+  // (4 * 150 - 100) gradients of 1 / 256 each.
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_NE(job.output().find("worker " + std::to_string(w) + " final values: -1.953125"),
+              std::string::npos)
+        << job.output();
+  }
+  std::printf("[ consistency ] ps 1 lost while worker 2 waited at the barrier: %s\n",
+              after.find("failing over: its") != std::string::npos ? "failed over" : "no failover");
+}
+
 TEST_F(Consistency, WhatCannotWorkIsRefusedNamingTheFix) {
   auto bad = testing::Run({kBin + "/een-launch", "--ps", "1", "--workers", "1", "--consistency",
                            "ssp:0", "--", "/bin/true"},

@@ -318,6 +318,7 @@ class Coordinator {
   CoordinatorOptions options_;
   Consistency consistency_;  // options_.job.consistency, parsed (een-coordinator checks it)
   SliceBalancer slices_;     // --dynamic-slicing auto
+  bool warned_unsliced_ = false;
   std::unique_ptr<transport::Listener> listener_;
   std::unique_ptr<MetricsServer> metrics_server_;  // --metrics-port
   Clock::time_point next_metrics_page_;

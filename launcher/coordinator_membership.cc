@@ -133,11 +133,31 @@ void Coordinator::StartMembershipChange(std::optional<std::vector<uint32_t>> sha
 }
 
 void Coordinator::MaybeReslice() {
-  if (state_ != wire::JobState::RUNNING || membership_.pending() || membership_.interrupted() ||
-      rollback_.active()) {
+  if (state_ != wire::JobState::RUNNING) return;
+  const std::vector<int> live = LiveWorkerRanks();
+  // Misuse: slices that overlap or leave samples out, every step.
+  // (Longer than the heartbeats' lag after a change of the live workers.)
+  const Clock::duration patience =
+      std::max<Clock::duration>(std::chrono::seconds(2), 5 * options_.job.heartbeat_interval);
+  if (auto what = slices_.Disagreement(live, Clock::now(), patience)) {
+    Abort(fmt::format(
+        "--dynamic-slicing: the workers ask batch_slice() for slices of different global "
+        "batches ({}), so their samples overlap or are left out: every worker must pass the "
+        "same per-worker batch b (the global batch is live_count() * b)",
+        *what));
     return;
   }
-  const std::vector<int> live = LiveWorkerRanks();
+  if (!warned_unsliced_) {
+    if (std::vector<int> never = slices_.NeverSliced(live, 20); !never.empty()) {
+      spdlog::warn(
+          "--dynamic-slicing auto is on, but worker(s) {} never called batch_slice(): their "
+          "batches are not sliced and the shares stay equal (take each step's slice with "
+          "dp.batch_slice(b) and DistributedSampler::Slice, see README)",
+          fmt::join(never, ","));
+      warned_unsliced_ = true;
+    }
+  }
+  if (membership_.pending() || membership_.interrupted() || rollback_.active()) return;
   if (membership_.Outdated(live)) return;  // the change of the live workers comes first
   // After a rollback the job redoes steps under the shares it had then:
   // new shares only once it is past the newest change again (every PS and
@@ -196,8 +216,11 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
                                                       commit->shares, snapshot_step);
       },
       "the membership commit"));
+  // New batch shares alone (--dynamic-slicing) are no change of who trains.
+  const bool reslice = commit->changed && !membership_.history().empty() &&
+                       membership_.history().back().live == commit->live;
   membership_.Committed(*commit);
-  counters_.membership_changes++;
+  if (!reslice) counters_.membership_changes++;
   for (const transport::PeerId& requester : snapshots_.Served()) {
     Ignored(listener_->Send(requester,
                             coordinator_messages::SnapshotReply(fmt::format(

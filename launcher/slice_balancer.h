@@ -3,18 +3,27 @@
 //
 // Each worker's heartbeat says how long its last step's compute took (its
 // time outside Step()) and how many samples its slice of the global batch
-// had; the balancer keeps each worker's time per sample, a moving average
-// over the steps it saw. Propose() shares the global batch out in
-// proportion to each live worker's speed (1 / time per sample; largest
-// remainders, at least one sample each), and does so only when that
-// shortens the slowest worker's predicted compute by at least `min_gain`
-// of it, and once every live worker was measured `settle` times since the
-// shares last changed (so one noisy step moves nothing, and a change is
-// seen before the next). A worker that slows down or recovers moves its
-// average, and the shares follow it.
+// had. A step's compute is modelled as fixed + n * per_sample: a cost
+// every step pays whatever its slice (framework overhead, a small batch's
+// poor use of the hardware), the same on every worker, plus the worker's
+// own cost per sample. The balancer keeps, per worker, a moving average of
+// its compute at its current share; when shares change, each worker's
+// averages at its old and new share give a line, whose intercepts (their
+// median) estimate the fixed cost. Propose() shares the global batch out
+// in proportion to each live worker's speed per sample beyond the fixed
+// cost (largest remainders, at least one sample each), which makes their
+// predicted computes equal; it does so only when that shortens the
+// slowest worker's predicted compute by at least `min_gain`, and once
+// every live worker was measured `settle` times since the shares last
+// changed. A worker that slows down or recovers moves its average, and
+// the shares follow it (a worker with a small slice is not taken for a
+// slow one because its fixed cost is spread over few samples).
+// It also notices misuse: workers asking batch_slice() for different
+// global batches, and workers that never call it.
 // Thread safety: none; the coordinator's thread owns it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -25,10 +34,11 @@ namespace een {
 
 class SliceBalancer {
  public:
+  using Clock = std::chrono::steady_clock;
   struct Options {
-    double min_gain = 0.05;  // of the predicted step's compute
-    int settle = 5;          // measurements of each worker since the last change
-    double smoothing = 0.3;  // weight of the newest measurement in the average
+    double min_gain = 0.1;   // of the predicted step's compute
+    int settle = 20;         // measurements of each worker since the last change
+    double smoothing = 0.2;  // weight of the newest measurement in the average
   };
   SliceBalancer() = default;
   explicit SliceBalancer(Options options) : options_(options) {}
@@ -43,20 +53,39 @@ class SliceBalancer {
   std::optional<std::vector<uint32_t>> Propose(const std::vector<int>& live,
                                                const std::vector<uint32_t>& current) const;
   // The shares (or the live workers) changed: each worker's measurements
-  // since count from here (its average is kept: a time per sample).
+  // since count from here.
   void Changed();
-  // Each live worker's measured samples per second, for the log.
+  // Each live worker's measured samples per second (beyond the fixed
+  // cost), for the log.
   std::string Describe(const std::vector<int>& live) const;
+  // Live workers that asked batch_slice() for different global batches
+  // all through the last `patience` (their slices overlap or leave
+  // samples out): what to tell the user, or nothing.
+  std::optional<std::string> Disagreement(const std::vector<int>& live, Clock::time_point now,
+                                          Clock::duration patience);
+  // Once every live worker is past step `after`: those that never called
+  // batch_slice().
+  std::vector<int> NeverSliced(const std::vector<int>& live, uint64_t after) const;
+  double fixed_micros() const { return fixed_; }
 
  private:
   struct Measure {
     uint64_t step = 0;
-    double micros_per_sample = 0;
-    int since_change = 0;
     uint32_t global_batch = 0;
+    uint32_t samples = 0;      // of the current share
+    double compute = 0;        // moving average at that share (micros)
+    int count = 0;             // measurements at that share
+    uint32_t old_samples = 0;  // the share before, and its average
+    double old_compute = 0;
+    int since_change = 0;
   };
+  // Per sample beyond the fixed cost (micros), at least a fifth of the whole.
+  double Marginal(const Measure& m) const;
+  void EstimateFixed();
   Options options_;
   std::map<int, Measure> measures_;
+  double fixed_ = 0;  // the estimated fixed cost per step (micros)
+  std::optional<Clock::time_point> disagree_since_;
 };
 
 // `total` shared out in proportion to `weights` (each > 0): largest

@@ -1,5 +1,7 @@
 #include "ps/parameter_server.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -417,8 +419,12 @@ Status ParameterServer::HandleMembershipCommit(wire::Membership::Reader commit) 
     MaybeSnapshot();  // this PS may be there already (nothing moved past it: frozen)
   }
   frozen_ = false;
-  spdlog::info("membership {}: {} workers from step {}", membership_epoch_, live_workers_.size(),
-               membership_step_);
+  spdlog::info("membership {}: {} workers from step {}{}", membership_epoch_, live_workers_.size(),
+               membership_step_,
+               batch_shares_.empty()
+                   ? std::string()
+                   : fmt::format(", each gradient weighing its share of the batch ({})",
+                                 fmt::join(batch_shares_, ",")));
   AnswerReadyPulls();
   return Status::Ok();
 }

@@ -204,9 +204,13 @@ PYBIND11_MODULE(_een, m) {
       .def_readonly("epoch", &een::MembershipChange::epoch)
       .def_readonly("shares", &een::MembershipChange::shares)
       .def("__repr__", [](const een::MembershipChange& c) {
-        return "MembershipChange(step=" + std::to_string(c.step) +
-               ", live_count=" + std::to_string(c.live.size()) +
-               ", epoch=" + std::to_string(c.epoch) + ")";
+        auto list = [](const auto& values) {
+          std::string out;
+          for (const auto& v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
+          return "[" + out + "]";
+        };
+        return "MembershipChange(step=" + std::to_string(c.step) + ", live=" + list(c.live) +
+               ", epoch=" + std::to_string(c.epoch) + ", shares=" + list(c.shares) + ")";
       });
 
   py::class_<een::DistributedSampler>(m, "DistributedSampler")

@@ -32,14 +32,14 @@ TEST(ProportionalShares, SumToTheTotalWithAtLeastOneEach) {
   EXPECT_EQ(tiny[2], 1u);
 }
 
-// Feeds `steps` heartbeats of each worker: compute = share * micros[w].
+// Feeds `steps` heartbeats of each worker: compute = fixed + share * micros[w].
 void Feed(SliceBalancer& b, const std::vector<double>& micros, const std::vector<uint32_t>& shares,
-          uint64_t* step, int steps) {
+          uint64_t* step, int steps, double fixed = 0) {
   for (int s = 0; s < steps; ++s) {
     ++*step;
     for (size_t w = 0; w < micros.size(); ++w) {
-      b.Observe(static_cast<int>(w), *step, static_cast<uint64_t>(shares[w] * micros[w]), shares[w],
-                Sum(shares));
+      b.Observe(static_cast<int>(w), *step, static_cast<uint64_t>(fixed + shares[w] * micros[w]),
+                shares[w], Sum(shares));
     }
   }
 }
@@ -49,34 +49,69 @@ TEST(SliceBalancer, FollowsASlowWorkerAndItsRecovery) {
   const std::vector<int> live = {0, 1, 2, 3};
   std::vector<uint32_t> equal = {16, 16, 16, 16};
   uint64_t step = 0;
-  Feed(b, {100, 100, 100, 100}, equal, &step, 10);
+  Feed(b, {100, 100, 100, 100}, equal, &step, 20);
   EXPECT_FALSE(b.Propose(live, {})) << "equal speeds: nothing to change";
   Feed(b, {100, 300, 100, 100}, equal, &step, 2);
   b.Changed();
-  Feed(b, {100, 300, 100, 100}, equal, &step, 2);
+  Feed(b, {100, 300, 100, 100}, equal, &step, 5);
   EXPECT_FALSE(b.Propose(live, {})) << "too few measurements since the last change";
-  Feed(b, {100, 300, 100, 100}, equal, &step, 20);
+  Feed(b, {100, 300, 100, 100}, equal, &step, 30);
   const auto slowed = b.Propose(live, {});
   ASSERT_TRUE(slowed);
   EXPECT_EQ(Sum(*slowed), 64u);
   EXPECT_LT((*slowed)[1], 9u);  // a third of the others' speed: about 64 / 10 * 1
   EXPECT_GT((*slowed)[0], 18u);
   b.Changed();
-  Feed(b, {100, 300, 100, 100}, *slowed, &step, 20);
+  Feed(b, {100, 300, 100, 100}, *slowed, &step, 30);
   EXPECT_FALSE(b.Propose(live, *slowed)) << "balanced already";
-  Feed(b, {100, 100, 100, 100}, *slowed, &step, 30);  // it recovered
+  Feed(b, {100, 100, 100, 100}, *slowed, &step, 40);  // it recovered
   const auto recovered = b.Propose(live, *slowed);
   ASSERT_TRUE(recovered);
   EXPECT_EQ(*recovered, equal);
 }
 
-TEST(SliceBalancer, SmallGainsAndDisagreeingBatchesChangeNothing) {
+// A fixed cost per step (here 1 ms, two thirds of a step's work at equal
+// shares) makes a small slice look slow per sample; the balancer learns
+// the fixed cost from the first change, so a worker that recovers from a
+// small share gets its share back (it once stayed at 1 sample for good).
+TEST(SliceBalancer, AFixedCostPerStepDoesNotKeepARecoveredWorkerSmall) {
+  SliceBalancer b;
+  const std::vector<int> live = {0, 1, 2, 3};
+  const double fixed = 1000;
+  uint64_t step = 0;
+  Feed(b, {100, 100, 100, 100}, {16, 16, 16, 16}, &step, 20, fixed);
+  EXPECT_FALSE(b.Propose(live, {}));
+  Feed(b, {100, 1000, 100, 100}, {16, 16, 16, 16}, &step, 40, fixed);
+  const auto slowed = b.Propose(live, {});
+  ASSERT_TRUE(slowed);
+  EXPECT_LT((*slowed)[1], 8u) << "ten times slower per sample";
+  b.Changed();
+  Feed(b, {100, 1000, 100, 100}, *slowed, &step, 40, fixed);
+  EXPECT_NEAR(b.fixed_micros(), fixed, 100) << "learned from each worker's two shares";
+  Feed(b, {100, 100, 100, 100}, *slowed, &step, 40, fixed);  // it recovered
+  const auto recovered = b.Propose(live, *slowed);
+  ASSERT_TRUE(recovered) << b.Describe(live);
+  EXPECT_GE((*recovered)[1], 14u) << b.Describe(live);
+}
+
+TEST(SliceBalancer, SmallGainsChangeNothingAndDisagreeingBatchesAreMisuse) {
   SliceBalancer b;
   uint64_t step = 0;
-  Feed(b, {100, 103, 100, 100}, {16, 16, 16, 16}, &step, 20);
-  EXPECT_FALSE(b.Propose({0, 1, 2, 3}, {})) << "3% slower: not worth a round";
+  const std::vector<int> live = {0, 1, 2, 3};
+  Feed(b, {100, 108, 100, 100}, {16, 16, 16, 16}, &step, 20);
+  EXPECT_FALSE(b.Propose(live, {})) << "8% slower: not worth a round";
+  const auto t0 = SliceBalancer::Clock::now();
+  EXPECT_FALSE(b.Disagreement(live, t0, std::chrono::seconds(5)));
   b.Observe(0, ++step, 1000, 8, 32);  // worker 0 says the global batch is 32, the others 64
-  EXPECT_FALSE(b.Propose({0, 1, 2, 3}, {}));
+  EXPECT_FALSE(b.Propose(live, {}));
+  EXPECT_FALSE(b.Disagreement(live, t0, std::chrono::seconds(5))) << "not for long yet";
+  const auto what = b.Disagreement(live, t0 + std::chrono::seconds(6), std::chrono::seconds(5));
+  ASSERT_TRUE(what);
+  EXPECT_NE(what->find("worker(s) 0 a global batch of 32"), std::string::npos) << *what;
+  EXPECT_TRUE(b.NeverSliced(live, 10).empty());
+  b.Observe(4, 30, 1000, 0, 0);  // a worker that never sliced
+  EXPECT_TRUE(b.NeverSliced({0, 1, 2, 3, 4}, step).empty()) << "not every worker is past that step";
+  EXPECT_EQ(b.NeverSliced({0, 1, 2, 3, 4}, 15), std::vector<int>{4});
 }
 
 TEST(MembershipRound, NewSharesAloneAreAChangeInTheHistory) {

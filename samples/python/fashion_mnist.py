@@ -6,6 +6,8 @@ same small CNN, data order and settings, trained data-parallel through EEN.
 (with EEN built: PYTHONPATH=build/python, or an installed EEN). With no
 arguments: 3 epochs, batch 32 per worker, Adam lr 2e-3 on the parameter
 servers. Rank 0 prints the mean step time and `test accuracy: NN.N%`.
+Under `een-launch --dynamic-slicing auto` each worker takes its
+dp.batch_slice() of every step's global batch.
 Data: Debian's dataset-fashion-mnist, or $EEN_FASHION_MNIST_DIR."""
 import argparse
 import gzip
@@ -107,8 +109,12 @@ def main():
                 position = position if epoch == first_epoch else 0
                 epoch_loss, steps = 0.0, 0
                 while position < n:
-                    live = dp.live_count
-                    mine = torch.tensor(sampler.batch(position, dp.live_index, live, batch))
+                    live = dp.live_count  # read before step(): a change applies from it
+                    if dp.dynamic_slicing:  # een-launch --dynamic-slicing auto
+                        offset, count = dp.batch_slice(batch)
+                        mine = torch.tensor(sampler.slice(position, offset, count))
+                    else:
+                        mine = torch.tensor(sampler.batch(position, dp.live_index, live, batch))
                     loss = F.cross_entropy(dp(images.index_select(0, mine)),
                                            labels.index_select(0, mine))
                     loss.backward()

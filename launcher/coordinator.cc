@@ -934,11 +934,9 @@ void Coordinator::ReportProgress() {
     }
   }
   // --dynamic-slicing: each live worker's share of the global batch, once not equal.
-  if (membership_.shares().size() == live.size() && !membership_.Outdated(live)) {
+  if (ShareOf(live.empty() ? -1 : live.front()) > 0) {
     steps += " | shares";
-    for (size_t i = 0; i < live.size(); ++i) {
-      steps += fmt::format(" {}:{}", live[i], membership_.shares()[i]);
-    }
+    for (int r : live) steps += fmt::format(" {}:{}", r, ShareOf(r));
   }
   spdlog::info("progress: step {} | loss {} | {:.0f} samples/s | sync {:.2f} ms{}", lead.step,
                lead.loss_given ? fmt::format("{:.4f}", lead.loss) : "-", rate,

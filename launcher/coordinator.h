@@ -289,6 +289,9 @@ class Coordinator {
   // --dynamic-slicing auto: a round with new batch shares when the
   // workers' measured speeds call for them (SliceBalancer).
   void MaybeReslice();
+  // --dynamic-slicing: worker `rank`'s samples of each global batch by the
+  // latest round (0: equal shares, or it does not train).
+  uint32_t ShareOf(int rank) const;
   // A round wanted now: begun at once, or right after the pending one.
   void WantMembershipChange();
   // The live PS changed (one lost, replaced, added): a pending round waits

@@ -173,6 +173,15 @@ void Coordinator::MaybeReslice() {
   StartMembershipChange(std::move(shares));
 }
 
+uint32_t Coordinator::ShareOf(int rank) const {
+  const std::vector<int> live = LiveWorkerRanks();
+  if (membership_.shares().size() != live.size() || membership_.Outdated(live)) return 0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (live[i] == rank) return membership_.shares()[i];
+  }
+  return 0;
+}
+
 void Coordinator::PsChanged() {
   if (state_ != wire::JobState::RUNNING || !membership_.pending()) return;
   spdlog::info("membership {} began again: the PS changed while it waited for their answers",

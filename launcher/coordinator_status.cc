@@ -119,6 +119,7 @@ void Coordinator::BuildStatus(wire::JobStatus::Builder status) const {
       p.setComputeMs(n.compute_micros / 1000.0);
       p.setSyncMs(n.sync_micros / 1000.0);
       p.setStaleness(n.staleness);
+      p.setBatchShare(ShareOf(n.rank));
       const double median = gone ? 0 : others_median(n.rank);
       if (median > 0 && n.compute_micros > 0) {
         p.setStragglerScore(n.compute_micros / 1000.0 / median);

@@ -137,6 +137,9 @@ std::string PrometheusText(wire::JobStatus::Reader s) {
       page.Add("een_worker_straggler_score", "gauge",
                "Compute time relative to the workers' median (1: typical).", labels,
                p.getStragglerScore());
+      page.Add("een_worker_batch_share", "gauge",
+               "--dynamic-slicing: samples of each global batch (0: equal shares).", labels,
+               static_cast<double>(p.getBatchShare()));
     }
     for (auto m : p.getMetrics()) {
       std::string name = m.getName().cStr();

@@ -76,24 +76,30 @@ std::string StatusText(wire::JobStatus::Reader s) {
   }
 
   // ssp/async: a last column, each worker's staleness (steps the slowest
-  // live worker was behind it at its last pull).
+  // live worker was behind it at its last pull); --dynamic-slicing, once
+  // the shares are not equal: each worker's samples of the global batch.
   const bool stale = std::string(s.getConsistency().cStr()) != "bsp";
+  bool sliced = false;
+  for (auto p : s.getProcesses()) sliced = sliced || p.getBatchShare() > 0;
   out += fmt::format(
       "\n{:<10} {:<16} {:>8} {:<9} {:>7} {:>8} {:>6} {:>9} {:>11} {:>11} {:>9} "
-      "{:>9} {:>9}{}\n",
+      "{:>9} {:>9}{}{}\n",
       "PROCESS", "HOST", "PID", "STATE", "STEP", "HEARD", "CPU%", "RSS", "IN/s", "OUT/s", "COMPUTE",
-      "SYNC", "STRAGGLER", stale ? fmt::format(" {:>6}", "STALE") : "");
+      "SYNC", "STRAGGLER", stale ? fmt::format(" {:>6}", "STALE") : "",
+      sliced ? fmt::format(" {:>6}", "SHARE") : "");
   for (auto p : s.getProcesses()) {
     const bool worker = p.getRole() == wire::Role::WORKER;
     out += fmt::format(
-        "{:<10} {:<16} {:>8} {:<9} {:>7} {:>8} {:>6.1f} {:>9} {:>11} {:>11} {:>9} {:>9} {:>9}{}\n",
+        "{:<10} {:<16} {:>8} {:<9} {:>7} {:>8} {:>6.1f} {:>9} {:>11} {:>11} {:>9} {:>9} {:>9}{}{}"
+        "\n",
         Who(p.getRole(), p.getRank()), p.getHost().cStr(), p.getPid(), p.getState().cStr(),
         p.getStep(), Duration(p.getHeardMsAgo()), p.getCpuPercent(),
         Bytes(static_cast<double>(p.getRssBytes())), Bytes(p.getBytesInPerSec()),
         Bytes(p.getBytesOutPerSec()), worker ? fmt::format("{:.1f} ms", p.getComputeMs()) : "",
         worker ? fmt::format("{:.1f} ms", p.getSyncMs()) : "",
         worker && p.getStragglerScore() > 0 ? fmt::format("{:.2f}", p.getStragglerScore()) : "",
-        stale && worker ? fmt::format(" {:>6}", p.getStaleness()) : "");
+        stale && worker ? fmt::format(" {:>6}", p.getStaleness()) : "",
+        sliced && worker ? fmt::format(" {:>6}", p.getBatchShare()) : "");
   }
 
   if (s.getShards().size() > 0) {
@@ -142,6 +148,7 @@ std::string StatusJson(wire::JobStatus::Reader s, int indent) {
                          {"computeMs", p.getComputeMs()},
                          {"syncMs", p.getSyncMs()},
                          {"staleness", p.getStaleness()},
+                         {"batchShare", p.getBatchShare()},
                          {"stragglerScore", p.getStragglerScore()},
                          {"metrics", metrics}});
   }

@@ -272,6 +272,8 @@ struct ProcessStatus {
   metrics @13 :List(Metric);       # from its newest heartbeat
   syncMs @14 :Float64;             # worker: last step's sync
   staleness @15 :UInt64;           # worker, ssp/async: see Heartbeat
+  batchShare @16 :UInt32;          # worker, --dynamic-slicing: its samples of each global
+                                   # batch now (0: equal shares)
 }
 
 struct PsShards {

@@ -639,7 +639,8 @@ Status WorkerClient::TakeHistory(const std::vector<MembershipChange>& history) {
       if (w < 0) return Internal("membership history lists worker " + std::to_string(w));
       world_size_ = std::max(world_size_, w + 1);
     }
-    if (!h.shares.empty() && h.shares.size() != h.live.size()) {
+    if ((!h.shares.empty() && h.shares.size() != h.live.size()) ||
+        std::find(h.shares.begin(), h.shares.end(), 0u) != h.shares.end()) {
       return Internal("membership history gives batch shares that do not match its workers");
     }
     changes_.push_back(h);
@@ -722,7 +723,8 @@ Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t versio
   }
   std::vector<uint32_t> shares;
   for (uint32_t s : m.getBatchShares()) shares.push_back(s);
-  if (!shares.empty() && shares.size() != live.size()) {
+  if ((!shares.empty() && shares.size() != live.size()) ||
+      std::find(shares.begin(), shares.end(), 0u) != shares.end()) {
     return Internal("membership gives batch shares that do not match its workers");
   }
   membership_epoch_ = m.getEpoch();

@@ -177,10 +177,6 @@ Status JobConfig::Validate() const {
   }
   if (Result<Consistency> c = Consistency::Parse(consistency); !c.ok()) {
     return c.status();
-  } else if (c->per_arrival() && (snapshot_every > 0 || resume)) {
-    return InvalidArgument("consistency: " + consistency +
-                           " does not take snapshots yet; use bsp with snapshot_every/resume, "
-                           "or replicas 2 to survive a lost PS");
   }
   if (dynamic_slicing != "off" && dynamic_slicing != "auto") {
     return InvalidArgument("dynamic_slicing: '" + dynamic_slicing + "' is not off or auto");

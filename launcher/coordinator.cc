@@ -566,6 +566,7 @@ Status Coordinator::StartJob() {
     }
     start_step_ = *step;
     spdlog::info("resuming from the snapshot of step {}", start_step_);
+    if (consistency_.per_arrival()) TakeUpBatchesAt(start_step_);
   }
   EEN_ASSIGN_OR_RETURN(ShardMap map, CurrentMap());
   map_ = map;
@@ -733,6 +734,14 @@ Status Coordinator::HandleBatchClaim(const transport::PeerId& peer, uint64_t seq
   Node* n = NodeByControl(peer);
   if (!n || n->role != wire::Role::WORKER) return InvalidArgument("batch claim from a non-worker");
   return listener_->Send(peer, coordinator_messages::BatchClaimReply(sequence, next_batch_++));
+}
+
+void Coordinator::TakeUpBatchesAt(uint64_t step) {
+  const uint64_t live = LiveWorkerRanks().size();
+  const uint64_t at = live != 0 && step > UINT64_MAX / live ? UINT64_MAX : step * live;
+  spdlog::info("NextBatch() deals batches from {} on ({} steps of {} worker{})", at, step, live,
+               live == 1 ? "" : "s");
+  next_batch_ = at;
 }
 
 void Coordinator::ReleaseBarriers() {

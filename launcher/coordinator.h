@@ -186,6 +186,10 @@ class Coordinator {
   // DataParallel::NextBatch(): the next batch number, once each (not kept
   // across a coordinator restart: batches may then be taken again).
   Status HandleBatchClaim(const transport::PeerId& peer, uint64_t sequence);
+  // ssp/async, resumed from the snapshot of `step`:
+  // NextBatch() deals from step x live workers on, as if each worker took
+  // one batch a step (a faster worker's batches past `step` come again).
+  void TakeUpBatchesAt(uint64_t step);
   Status HandleDone(const transport::PeerId& peer, uint64_t steps);
   // A worker done with its data (Finish(), or its process exited 0): with
   // others still training, they go on without it (a membership change).

@@ -145,8 +145,9 @@ void Coordinator::ReleaseSpares() {
 }
 
 void Coordinator::BeginRecovery(Node& lost, const std::string& why) {
-  if (auto no = WhyNoRollback(optimizer_.kind == OptimizerConfig::Kind::kSum, snapshots_.complete(),
-                              options_.job.snapshot_every, map_moved_)) {
+  if (auto no =
+          WhyNoRollback(optimizer_.kind == OptimizerConfig::Kind::kSum, consistency_.per_arrival(),
+                        snapshots_.complete(), options_.job.snapshot_every, map_moved_)) {
     Abort(why + "; " + *no);
     return;
   }

@@ -625,6 +625,19 @@ Result<bool> ChunkStore::IsRepeat(uint32_t chunk, int worker, uint64_t step) con
   return step < s.version || HasContribution(chunk, worker);
 }
 
+uint64_t ChunkStore::CompletedStep() const {
+  if (!consistency_.per_arrival()) return MinVersion();
+  uint64_t completed = UINT64_MAX;
+  for (const Slot& s : slots_) {
+    for (int w = 0; w < num_workers_; ++w) {
+      if (live_[w]) completed = std::min(completed, s.worker_steps[w]);
+    }
+  }
+  // No live worker (every one finished): what the chunks reached.
+  if (completed == UINT64_MAX) return NewestWorkerStep();
+  return completed;
+}
+
 uint64_t ChunkStore::MaxVersion() const {
   uint64_t v = 0;
   for (const Slot& s : slots_) v = std::max(v, s.version);
@@ -669,7 +682,13 @@ Status ChunkStore::LoadImage(const ChunkImage& image) {
     std::memcpy(s.state[k], image.data.data() + (k + 1) * n, n * sizeof(float));
   }
   s.version = image.version;
-  if (consistency_.per_arrival()) {
+  if (consistency_.per_arrival() && image.worker_steps.empty()) {
+    // A bsp snapshot (or image): its version is every worker's step.
+    for (int w = 0; w < num_workers_; ++w) {
+      s.worker_steps[w] = image.version;
+      s.applied_at[w] = image.version;
+    }
+  } else if (consistency_.per_arrival()) {
     if (image.worker_steps.size() > size_t(num_workers_)) {
       return DataLoss("the image of chunk " + std::to_string(image.chunk) + " counts " +
                       std::to_string(image.worker_steps.size()) + " workers, this PS knows " +
@@ -699,6 +718,11 @@ Status ChunkStore::Restore(const std::vector<ChunkImage>& images) {
     if (image.data.size() != size_t{Numel(image.chunk)} * (1 + s.state.size())) {
       return DataLoss("the snapshot's chunk " + std::to_string(image.chunk) +
                       " has the wrong size (another model or optimizer?)");
+    }
+    if (!consistency_.per_arrival() && !image.worker_steps.empty()) {
+      return DataLoss(
+          "the snapshot was taken under --consistency ssp:K or async (each worker at its own "
+          "step); resume it under ssp:K or async too");
     }
     seen[slot_of_[image.chunk]] = true;
   }

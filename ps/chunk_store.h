@@ -172,9 +172,19 @@ class ChunkStore {
   // The lowest version over every chunk held here (the step all have reached).
   uint64_t MinVersion() const;
   uint64_t MaxVersion() const;
-  // A copy of every chunk: values, optimizer state and version.
+  // The step every chunk here has completed, what a snapshot is labelled
+  // with: MinVersion() under bsp; under ssp/async the fewest steps any live
+  // worker (waiting at a barrier or not) has applied to any chunk here. A
+  // snapshot of that label holds each worker's steps up to it at least,
+  // and per chunk exactly which (Capture() keeps them).
+  uint64_t CompletedStep() const;
+  // A copy of every chunk: values, optimizer state and version (and under
+  // ssp/async each worker's steps applied).
   std::vector<ChunkImage> Capture() const;
   // Loads a snapshot; it must hold every chunk here, each of the right size.
+  // Under ssp/async a bsp snapshot (no per-worker steps) counts its step
+  // for every worker; under bsp an ssp/async one is refused (its versions
+  // count single gradients, not steps).
   Status Restore(const std::vector<ChunkImage>& images);
   // A lost worker: no step waits for it any more (a contribution of it that
   // already arrived still counts). Returns the chunks this applied.

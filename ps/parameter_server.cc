@@ -155,7 +155,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
     spdlog::info("restored the snapshot of step {} from {}", start_step, snapshots_->path());
   }
   if (snapshots_ && env_.snapshot_every > 0) {
-    next_snapshot_ = (store_->MinVersion() / env_.snapshot_every + 1) * env_.snapshot_every;
+    next_snapshot_ = (store_->CompletedStep() / env_.snapshot_every + 1) * env_.snapshot_every;
     writer_ = std::make_unique<SnapshotWriter>(std::move(snapshots_), &metrics_);
   }
   if (membership_epoch > 0) {  // workers were lost before this PS started
@@ -211,7 +211,7 @@ Status ParameterServer::OpenSnapshots(std::vector<uint64_t>* intact) {
 
 void ParameterServer::MaybeSnapshot() {
   if (!writer_) return;
-  const uint64_t step = store_->MinVersion();
+  const uint64_t step = store_->CompletedStep();
   const bool on_demand = on_demand_snapshot_ > 0 && step >= on_demand_snapshot_;
   if (step < next_snapshot_ && !on_demand) return;
   if (on_demand) on_demand_snapshot_ = 0;
@@ -862,12 +862,15 @@ bool ParameterServer::ReadyPerArrival(const PendingPull& p) const {
 void ParameterServer::Answer(const PendingPull& p) {
   const bool per_arrival = store_->consistency().per_arrival();
   uint64_t slowest = UINT64_MAX;
+  uint64_t own = UINT64_MAX;
   uint64_t version = UINT64_MAX;
+  const bool known_worker = p.worker >= 0 && p.worker < store_->num_workers();
   std::vector<transport::Frame> payload;
   payload.reserve(p.chunks.size());
   for (const uint32_t c : p.chunks) {
     version = std::min(version, store_->Version(c));
     if (per_arrival) slowest = std::min(slowest, store_->SlowestSteps(c));
+    if (per_arrival && known_worker) own = std::min(own, store_->WorkerSteps(c, p.worker));
     if (store_->Kind(c) == TensorKind::kFrozen && !p.frozen_values) {
       payload.emplace_back();  // the version is there; the values never change
     } else {
@@ -885,7 +888,8 @@ void ParameterServer::Answer(const PendingPull& p) {
                                       .live_workers = &live_workers_,
                                       .batch_shares = &batch_shares_,
                                       // none holds it back: no staleness
-                                      .slowest = std::min(slowest, version)},
+                                      .slowest = std::min(slowest, version),
+                                      .own_steps = own == UINT64_MAX ? version : own},
                                      p.chunks, std::move(payload));
   const size_t bytes = m.payload_bytes();
   if (Status s = listener_->Send(p.peer, std::move(m)); !s.ok()) {

@@ -82,6 +82,7 @@ Message PullReply(const PullReplyFields& f, const std::vector<uint32_t>& chunks,
     SetAll(membership.initBatchShares(f.batch_shares->size()), *f.batch_shares);
   }
   reply.setSlowest(f.slowest);
+  reply.setOwnSteps(f.own_steps);
   return b.Take(std::move(payload));
 }
 

@@ -39,7 +39,8 @@ struct PullReplyFields {
   uint64_t membership_step = 0;
   const std::vector<int>* live_workers = nullptr;
   const std::vector<uint32_t>* batch_shares = nullptr;  // null or empty: equal shares
-  uint64_t slowest = 0;  // ssp/async: the fewest steps a live worker applied to these chunks
+  uint64_t slowest = 0;    // ssp/async: the fewest steps a live worker applied to these chunks
+  uint64_t own_steps = 0;  // ssp/async: the fewest of the asking worker's steps they hold
 };
 Message PullReply(const PullReplyFields& fields, const std::vector<uint32_t>& chunks,
                   std::vector<Frame> payload);

@@ -66,20 +66,32 @@ struct ManifestEntry {
   uint32_t chunk;
   uint64_t bytes;
   uint32_t crc;
+  std::vector<uint64_t> worker_steps;  // ssp/async only
 };
 
-// Text: one "chunk bytes crc" line per chunk.
+// Text: one "chunk bytes crc" line per chunk; under ssp/async each line
+// goes on with every worker's steps applied to the chunk.
 std::string EncodeManifest(const std::vector<ManifestEntry>& entries) {
   std::ostringstream out;
-  for (const auto& e : entries) out << e.chunk << ' ' << e.bytes << ' ' << e.crc << '\n';
+  for (const auto& e : entries) {
+    out << e.chunk << ' ' << e.bytes << ' ' << e.crc;
+    for (uint64_t n : e.worker_steps) out << ' ' << n;
+    out << '\n';
+  }
   return out.str();
 }
 
 std::vector<ManifestEntry> DecodeManifest(const std::string& text) {
   std::vector<ManifestEntry> entries;
-  std::istringstream in(text);
-  ManifestEntry e;
-  while (in >> e.chunk >> e.bytes >> e.crc) entries.push_back(e);
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream in(line);
+    ManifestEntry e;
+    if (!(in >> e.chunk >> e.bytes >> e.crc)) break;
+    for (uint64_t n; in >> n;) e.worker_steps.push_back(n);
+    entries.push_back(std::move(e));
+  }
   return entries;
 }
 
@@ -156,7 +168,7 @@ Status SnapshotStore::Write(uint64_t step, const std::vector<ChunkImage>& chunks
   std::vector<ManifestEntry> manifest;
   for (const ChunkImage& c : chunks) {
     std::string record = EncodeChunk(c);
-    manifest.push_back({c.chunk, record.size(), Crc(record.data(), record.size())});
+    manifest.push_back({c.chunk, record.size(), Crc(record.data(), record.size()), c.worker_steps});
     batch.Put(ChunkKey(step, c.chunk), record);
   }
   batch.Put(ManifestKey(step), EncodeManifest(manifest));
@@ -259,6 +271,7 @@ Result<std::vector<ChunkImage>> SnapshotStore::ReadLocked(uint64_t step) const {
     }
     ChunkImage c;
     c.chunk = e.chunk;
+    c.worker_steps = e.worker_steps;
     std::memcpy(&c.version, record.data(), sizeof c.version);
     c.data.resize((record.size() - sizeof c.version) / sizeof(float));
     if (!c.data.empty()) {  // an empty chunk's data() may be null

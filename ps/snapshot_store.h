@@ -2,7 +2,8 @@
 //
 // A snapshot is every chunk this PS holds at one step: values, optimizer
 // state and version, written in one atomic WriteBatch together with a
-// manifest that lists each chunk's size and CRC-32. A snapshot counts only
+// manifest that lists each chunk's size and CRC-32 (and under ssp/async
+// each worker's steps applied to it). A snapshot counts only
 // if its manifest is there and every chunk matches it: a torn or corrupted
 // one is reported, never used. The newest `keep` snapshots are kept.
 // A write that fails (disk full) loses nothing older: the store reopens
@@ -30,7 +31,7 @@ struct ChunkImage {
   uint32_t chunk = 0;
   uint64_t version = 0;
   std::vector<float> data;  // values, then each optimizer state slot
-  // ssp/async: per worker, its steps applied (backup images only, not snapshots).
+  // ssp/async: per worker, its steps applied (in the manifest of a snapshot).
   std::vector<uint64_t> worker_steps;
 };
 

@@ -395,6 +395,9 @@ struct PullReply {
   membership @4 :Membership;       # the workers that train from `version` on
   slowest @5 :UInt64;              # ssp/async: the fewest steps any live worker has
                                    # applied to these chunks (the answer's staleness)
+  ownSteps @6 :UInt64;             # ssp/async: the fewest of the asking worker's own
+                                   # steps these chunks hold (where it takes up after
+                                   # a resume: its later ones are dropped as repeats)
 }
 
 # Gradient clipping (clipGradNorm > 0). Each PS holds a step's mean

@@ -1,6 +1,7 @@
 // Replication inside a PS's store: a backup that applies the primary's mean
 // gradients stays bitwise equal to the primary; repeats are no-ops, gaps are
-// refused; a promoted backup aggregates on from where the primary was.
+// refused; a promoted backup aggregates on from where the primary was; under
+// async a snapshot keeps each chunk's per-worker steps.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -126,6 +127,75 @@ TEST_F(ChunkReplica, NewBackupsWaitForTheirImage) {
     ASSERT_TRUE((*fresh)->LoadImage(primary_->CaptureChunk(c)).ok());  // PS 0 holds every chunk
   }
   EXPECT_TRUE((*fresh)->AllInitialized());
+}
+
+// ssp/async snapshots: the store is labelled with the step every live
+// worker has completed on every chunk (the slowest's), and a snapshot
+// brings each chunk's per-worker steps back, so a resumed worker's
+// gradients the chunk already holds are dropped as repeats. A bsp store
+// refuses such a snapshot; an async one reads a bsp snapshot's version as
+// every worker's step.
+TEST(AsyncSnapshot, KeepsEachWorkersStepsAndIsLabelledWithTheSlowest) {
+  ShardingOptions o;
+  o.max_chunk_numel = 500;
+  auto map = ShardMap::Build({{"w", 1000}, {"b", 10}}, 1, o, {"mem://a"});
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  Consistency async;
+  async.kind = Consistency::Kind::kAsync;
+  auto make = [&](bool per_arrival) {
+    auto s = ChunkStore::Create(*map, 0, 3, OptimizerConfig::SGD(0.25));
+    EXPECT_TRUE(s.ok());
+    if (per_arrival) (*s)->SetConsistency(async);
+    return std::move(s).value();
+  };
+  auto store = make(true);
+  const uint32_t chunks = static_cast<uint32_t>(map->chunks().size());
+  ASSERT_GE(chunks, 3u);
+  for (uint32_t c = 0; c < chunks; ++c) {
+    ASSERT_TRUE(store->SetInitial(c, Floats(std::vector<float>(store->Numel(c), 0.0f))).ok());
+  }
+  auto grad = [&](uint32_t c, int w, uint64_t step) {
+    auto applied =
+        store->AddGradient(c, w, step, Floats(std::vector<float>(store->Numel(c), 1.0f)));
+    ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+  };
+  EXPECT_EQ(store->CompletedStep(), 0u);
+  for (uint32_t c = 0; c < chunks; ++c) {
+    for (int w = 0; w < 3; ++w) grad(c, w, 0);
+  }
+  EXPECT_EQ(store->CompletedStep(), 1u);
+  grad(0, 0, 1);  // worker 0 is further on chunk 0 only
+  grad(0, 0, 2);
+  grad(1, 2, 1);
+  EXPECT_EQ(store->CompletedStep(), 1u) << "the slowest worker on any chunk labels it";
+
+  const std::vector<ChunkImage> images = store->Capture();
+  auto resumed = make(true);
+  ASSERT_TRUE(resumed->Restore(images).ok());
+  EXPECT_EQ(resumed->CompletedStep(), 1u);
+  EXPECT_EQ(resumed->WorkerSteps(0, 0), 3u);
+  EXPECT_EQ(resumed->WorkerSteps(1, 0), 1u);
+  EXPECT_EQ(resumed->WorkerSteps(1, 2), 2u);
+  EXPECT_TRUE(*resumed->IsRepeat(0, 0, 1)) << "chunk 0 holds worker 0's step 1";
+  EXPECT_FALSE(*resumed->IsRepeat(1, 0, 1));
+  EXPECT_EQ(resumed->CaptureChunk(0).data, store->CaptureChunk(0).data);
+
+  auto bsp = make(false);
+  const Status refused = bsp->Restore(images);
+  EXPECT_EQ(refused.code(), StatusCode::kDataLoss);
+  EXPECT_NE(refused.message().find("resume it under ssp:K or async too"), std::string::npos)
+      << refused.ToString();
+
+  // A bsp snapshot of step 4 (every chunk at version 4) under async.
+  std::vector<ChunkImage> bsp_images = images;
+  for (ChunkImage& image : bsp_images) {
+    image.version = 4;
+    image.worker_steps.clear();
+  }
+  auto from_bsp = make(true);
+  ASSERT_TRUE(from_bsp->Restore(bsp_images).ok());
+  for (int w = 0; w < 3; ++w) EXPECT_EQ(from_bsp->WorkerSteps(1, w), 4u);
+  EXPECT_EQ(from_bsp->CompletedStep(), 4u);
 }
 
 }  // namespace

@@ -13,6 +13,11 @@
 //  - ssp:2 with a worker that stops 10 steps early and waits at the
 //    barrier: the others finish (it is left out of the bound while it
 //    waits), and the values count every worker's steps.
+//  - async with snapshots, killed whole and resumed: each worker takes up at
+//    its own step (the fast ones past the snapshot's step), and over both
+//    runs every gradient is applied once; a PS lost with one replica ends
+//    the job naming the snapshot to resume from, and the resumed job too
+//    applies every gradient once.
 //  - a consistency that is not one, or one that cannot work with the job's
 //    optimizer (clipping), is refused naming the fix.
 #include <gtest/gtest.h>
@@ -62,6 +67,12 @@ class Consistency : public ::testing::Test {
       argv.push_back("--max-staleness");
       argv.push_back(std::to_string(max_staleness));
     }
+    return argv;
+  }
+  // `argv` with `options` for een-launch (before its "--").
+  static std::vector<std::string> WithLauncherOptions(std::vector<std::string> argv,
+                                                      const std::vector<std::string>& options) {
+    argv.insert(std::find(argv.begin(), argv.end(), "--"), options.begin(), options.end());
     return argv;
   }
   // The largest staleness each worker printed.
@@ -163,6 +174,69 @@ TEST_F(Consistency, APsLostWhileAWorkerWaitsAtABarrierUnderSspChangesNothing) {
               after.find("failing over: its") != std::string::npos ? "failed over" : "no failover");
 }
 
+// Snapshots under async hold each worker's own steps (the snapshot's step
+// is the slowest worker's). A job killed whole resumes each worker where it
+// got to, and over both runs every gradient is applied exactly once (the
+// values say so).
+TEST_F(Consistency, AKilledAsyncJobResumesEachWorkerAtItsOwnStep) {
+  const std::string dir = scratch_ / "snapshots";
+  {
+    testing::Subprocess job(WithLauncherOptions(Job("async", 1, 30),
+                                                {"--snapshot-every", "10", "--snapshot-dir", dir}));
+    ASSERT_TRUE(job.WaitForCompleteSnapshot(30, seconds(120))) << job.output();
+    job.Signal(SIGKILL);
+    ASSERT_TRUE(job.Wait(seconds(10)).has_value());
+    ASSERT_EQ(job.output().find("worker 1 final values"), std::string::npos)
+        << "the kill came too late\n"
+        << job.output();
+  }
+  auto resumed =
+      testing::Run(WithLauncherOptions(Job("async", 1, 30), {"--resume", dir}), seconds(180));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(resumed.output, m,
+                                std::regex("resuming from the snapshot of step ([0-9]+)")))
+      << resumed.output;
+  const uint64_t snapshot_step = std::stoull(m[1]);
+  EXPECT_GE(snapshot_step, 30u);
+  std::vector<uint64_t> took_up(4, 0);
+  const std::regex re("worker ([0-9]) takes up at step ([0-9]+)");
+  for (auto it = std::sregex_iterator(resumed.output.begin(), resumed.output.end(), re);
+       it != std::sregex_iterator(); ++it) {
+    took_up[std::stoi((*it)[1])] = std::stoull((*it)[2]);
+  }
+  for (int w = 0; w < 4; ++w) EXPECT_GE(took_up[w], snapshot_step) << resumed.output;
+  // The snapshot's step is the slowed worker's; the others were further on.
+  EXPECT_GT(*std::max_element(took_up.begin(), took_up.end()), snapshot_step) << resumed.output;
+  ExpectEveryGradientOnce(resumed.output);
+}
+
+// With one replica a lost PS cannot roll an async job back (a worker that
+// finished waits at a barrier and could not redo its steps): the job ends
+// naming the snapshot --resume goes on from, and resumed it finishes with
+// every gradient applied once.
+TEST_F(Consistency, APsLostUnderAsyncWithOneReplicaEndsTheJobAndItResumes) {
+  const std::string dir = scratch_ / "snapshots";
+  testing::Subprocess job(
+      WithLauncherOptions(Job("async", 1, 30), {"--snapshot-every", "10", "--snapshot-dir", dir}));
+  ASSERT_TRUE(job.WaitForCompleteSnapshot(20, seconds(120))) << job.output();
+  const pid_t ps = testing::NewestPid(job.output(), "ps 1");
+  ASSERT_GT(ps, 0) << job.output();
+  ASSERT_EQ(kill(ps, SIGKILL), 0);
+  auto code = job.Wait(seconds(120));
+  ASSERT_TRUE(code.has_value()) << job.output();
+  EXPECT_NE(*code, 0) << job.output();
+  const std::string last = job.output().substr(job.output().rfind("[een-launch]"));
+  EXPECT_NE(last.find("ps 1"), std::string::npos) << job.output();
+  EXPECT_NE(last.find("--resume takes each worker up where the snapshot of step"),
+            std::string::npos)
+      << job.output();
+  auto resumed =
+      testing::Run(WithLauncherOptions(Job("async", 1, 30), {"--resume", dir}), seconds(180));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  ExpectEveryGradientOnce(resumed.output);
+}
+
 TEST_F(Consistency, WhatCannotWorkIsRefusedNamingTheFix) {
   auto bad = testing::Run({kBin + "/een-launch", "--ps", "1", "--workers", "1", "--consistency",
                            "ssp:0", "--", "/bin/true"},
@@ -170,13 +244,6 @@ TEST_F(Consistency, WhatCannotWorkIsRefusedNamingTheFix) {
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("consistency 'ssp:0' is not one of bsp, ssp:K"), std::string::npos)
       << bad.output;
-  auto snapshots =
-      testing::Run({kBin + "/een-launch", "--ps", "1", "--workers", "1", "--consistency", "async",
-                    "--snapshot-every", "10", "--", "/bin/true"},
-                   seconds(30));
-  EXPECT_NE(snapshots.exit_code, 0);
-  EXPECT_NE(snapshots.output.find("does not take snapshots yet"), std::string::npos)
-      << snapshots.output;
   // Clipping needs the whole step: refused at the start, the launcher's
   // last line saying why (not a PS that stopped because of it).
   auto clipped = testing::Run(

@@ -54,8 +54,13 @@ int main(int argc, char** argv) {
     options.bucket_bytes = 64 << 10;  // several buckets, several chunks
     een::DataParallel dp(*net, options);
     uint64_t largest = 0;
-    const int mine = dp.rank() == short_rank ? steps - short_by : steps;
-    for (int s = 0; s < mine; ++s) {
+    const uint64_t mine = dp.rank() == short_rank ? steps - short_by : steps;
+    // From dp.step(): after --resume each worker takes up at its own step.
+    if (dp.step() > 0) {
+      std::printf("worker %d takes up at step %llu\n", dp.rank(),
+                  static_cast<unsigned long long>(dp.step()));
+    }
+    while (dp.step() < mine) {
       if (dp.rank() == slow_rank) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
       net->zero_grad();
       (net->a.sum() + net->b.sum()).backward();

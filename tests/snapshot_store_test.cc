@@ -52,6 +52,32 @@ TEST_F(SnapshotStoreTest, WritesAndReadsBackExactly) {
   }
 }
 
+// ssp/async: each chunk's per-worker steps come back with it, after a
+// reopen too; a bsp snapshot has none.
+TEST_F(SnapshotStoreTest, EachWorkersStepsComeBackWithTheirChunk) {
+  std::vector<ChunkImage> images = Images(7);
+  images[0].worker_steps = {7, 12, 9};
+  images[2].worker_steps = {8, 7, 30000000000ull};
+  {
+    auto store = SnapshotStore::Open(dir_);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->Write(7, images).ok());
+    ASSERT_TRUE((*store)->Write(10, Images(10)).ok());
+  }
+  auto store = SnapshotStore::Open(dir_);
+  ASSERT_TRUE(store.ok());
+  auto back = (*store)->Read(7);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*back)[i].worker_steps, images[i].worker_steps) << "chunk " << i;
+    EXPECT_EQ((*back)[i].data, images[i].data);
+  }
+  auto bsp = (*store)->Read(10);
+  ASSERT_TRUE(bsp.ok());
+  for (const ChunkImage& c : *bsp) EXPECT_TRUE(c.worker_steps.empty());
+}
+
 TEST_F(SnapshotStoreTest, SurvivesReopeningAndKeepsTheNewest) {
   {
     auto store = SnapshotStore::Open(dir_, /*keep=*/2);

@@ -725,6 +725,11 @@ void DataParallel::Impl::JoinPull() {
       /*max_recoveries=*/std::numeric_limits<int>::max());
   ThrowIfError(pulled.status(), "pulling parameters");
   step_ = *pulled;
+  // ssp/async: a snapshot holds each worker's own steps (the PS drop the
+  // ones it resends); takes up where this worker got to.
+  if (client_->resumed() && client_->consistency().per_arrival()) {
+    step_ = std::max(step_, client_->OwnSteps());
+  }
   StorePulled(false);
 }
 

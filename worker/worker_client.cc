@@ -624,8 +624,10 @@ Status WorkerClient::TakePullReply(size_t p, const Message& m, uint64_t min_vers
       if (request->min_version != slowest_version_) {
         slowest_version_ = request->min_version;
         slowest_ = reply.getSlowest();
+        own_steps_ = reply.getOwnSteps();
       } else {
         slowest_ = std::min<uint64_t>(slowest_, reply.getSlowest());
+        own_steps_ = std::min<uint64_t>(own_steps_, reply.getOwnSteps());
       }
     }
     outstanding_.erase(request);

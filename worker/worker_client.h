@@ -62,6 +62,10 @@ class WorkerClient {
   // ssp/async: how many steps the slowest live worker was behind this one
   // in the last pull's answers (0 under bsp).
   uint64_t Staleness() const;
+  // ssp/async: the fewest of this worker's own steps the PS hold, from the
+  // last pull's answers. After a resume each worker takes up there (the
+  // snapshot's step is its slowest worker's; a faster one got further).
+  uint64_t OwnSteps() const { return own_steps_; }
   // The workers that train now (a lost one drops out at an agreed step),
   // and this worker's place among them: its share of the data.
   const std::vector<int>& live_workers() const { return live_workers_; }
@@ -244,6 +248,7 @@ class WorkerClient {
   // had applied to the chunks answered for it.
   uint64_t slowest_version_ = 0;
   uint64_t slowest_ = 0;
+  uint64_t own_steps_ = 0;
   bool stale_seen_ = false;  // a PS refused our map epoch
   uint64_t start_step_ = 0;
   uint64_t rollback_epoch_ = 0;  // of the latest rollback the coordinator told us of

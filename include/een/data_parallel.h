@@ -95,6 +95,8 @@ class DataParallel {
   // Steps completed. A job restarted with `een-launch --resume` starts at the
   // snapshot's step: skip the batches already trained (same sampler epoch
   // and position) and training continues exactly where the snapshot was.
+  // Under ssp/async each worker starts at its own step of the snapshot (a
+  // fast one past the snapshot's step, which is the slowest worker's).
   uint64_t step() const;
   // The workers training now and this worker's place among them. Both change
   // (at the same step on every worker) when a worker is lost and the job

@@ -162,6 +162,7 @@ int main(int argc, char** argv) {
     // `een-launch --resume`, a replacement under --max-restarts, a rollback)
     // finds its epoch and position from dp.step() and the membership changes.
     const int64_t n = train.images.size(0);
+    const uint64_t first_step = dp.step();  // after --resume: the snapshot's (this worker's)
     std::mt19937 jitter(static_cast<uint32_t>(seed * 1000 + dp.rank()));
     auto straggle = [&] {
       if (dp.rank() == slow_rank) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
@@ -251,11 +252,18 @@ int main(int argc, char** argv) {
     if (dp.rank() == 0) {
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const uint64_t steps_here = dp.step() - std::min(first_step, dp.step());
       std::printf("mean step time: %.3f ms over %llu steps\n",
-                  1000 * secs / std::max<uint64_t>(dp.step(), 1),
-                  static_cast<unsigned long long>(dp.step()));
-      std::printf("trained %d epochs of %lld images in %.2f s: %.0f samples/s (%s)\n", epochs,
-                  static_cast<long long>(n), secs, epochs * n / secs, dp.consistency().c_str());
+                  1000 * secs / std::max<uint64_t>(steps_here, 1),
+                  static_cast<unsigned long long>(steps_here));
+      if (first_step == 0) {
+        std::printf("trained %d epochs of %lld images in %.2f s: %.0f samples/s (%s)\n", epochs,
+                    static_cast<long long>(n), secs, epochs * n / secs, dp.consistency().c_str());
+      } else {  // resumed: this run trained only the rest
+        std::printf("trained the rest of %d epochs of %lld images from step %llu in %.2f s (%s)\n",
+                    epochs, static_cast<long long>(n), static_cast<unsigned long long>(first_step),
+                    secs, dp.consistency().c_str());
+      }
       const auto test = een::samples::LoadFashionMnist(false, test_limit);
       std::printf("test accuracy: %.1f%%\n", Evaluate(*net, test));
       std::fflush(stdout);

@@ -95,6 +95,7 @@ def main():
                                                  args.optimizer, args.lr,
                                                  torch.get_num_threads()), flush=True)
     start = time.monotonic()
+    first_step = dp.global_step  # after --resume: the snapshot's step
     # Each step the live workers take the next live_count * batch positions of
     # the epoch's order; after a lost worker the others share the rest, and a
     # worker that starts mid-job finds its place from global_step. A lost PS
@@ -136,8 +137,9 @@ def main():
                 print(back, flush=True)
     if dp.rank == 0:
         seconds = time.monotonic() - start
-        print("mean step time: %.3f ms over %d steps"
-              % (1000 * seconds / max(dp.global_step, 1), dp.global_step))
+        steps_here = dp.global_step - first_step  # this run's (resumed: the rest)
+        print("mean step time: %.3f ms over %d steps" % (1000 * seconds / max(steps_here, 1),
+                                                        steps_here))
         test_images, test_labels = load(False, args.test_limit)
         print("test accuracy: %.1f%%" % evaluate(net, test_images, test_labels), flush=True)
     dp.finish()

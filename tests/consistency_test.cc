@@ -13,6 +13,8 @@
 //  - ssp:2 with a worker that stops 10 steps early and waits at the
 //    barrier: the others finish (it is left out of the bound while it
 //    waits), and the values count every worker's steps.
+//  - ssp:2 with the slowed worker SIGKILLed: it leaves the bound at once,
+//    and the others finish without it, within the bound.
 //  - ssp:3 and async with snapshots, killed whole and resumed: each worker
 //    takes up at its own step (under async the fast ones past the
 //    snapshot's step), the bound holds, and over both runs every gradient
@@ -148,6 +150,33 @@ TEST_F(Consistency, AWorkerWaitingAtABarrierDoesNotHoldTheOthersBackUnderSsp) {
     EXPECT_NE(r.output.find("worker " + std::to_string(w) + " final values: -2.3046875"),
               std::string::npos)
         << r.output;
+  }
+}
+
+// A lost worker leaves the bound at once: with the slowed worker SIGKILLed
+// under ssp:2 (and --min-workers 3), the others, which it held back, finish
+// without it, never more than 1 step ahead of the slowest live one, and end
+// with the same values.
+TEST_F(Consistency, ALostWorkerLeavesTheSspBoundAtOnce) {
+  testing::Subprocess job(
+      WithLauncherOptions(Job("ssp:2", 1, 30, /*max_staleness=*/1), {"--min-workers", "3"}));
+  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
+  const pid_t slow = testing::NewestPid(job.output(), "worker 1");
+  ASSERT_GT(slow, 0) << job.output();
+  ASSERT_EQ(kill(slow, SIGKILL), 0);
+  auto code = job.Wait(seconds(120));
+  ASSERT_TRUE(code.has_value()) << "the others waited for the lost worker\n" << job.output();
+  ASSERT_EQ(*code, 0) << job.output();
+  const std::vector<int> staleness = Staleness(job.output());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(job.output(), m, std::regex("worker 0 final values: (\\S+)")))
+      << job.output();
+  for (int w : {0, 2, 3}) {
+    EXPECT_GE(staleness[w], 0) << "worker " << w << " printed none\n" << job.output();
+    EXPECT_LE(staleness[w], 1) << "worker " << w << "\n" << job.output();
+    EXPECT_NE(job.output().find("worker " + std::to_string(w) + " final values: " + m[1].str()),
+              std::string::npos)
+        << job.output();
   }
 }
 

@@ -259,7 +259,10 @@ const Coordinator::ControlMessage* Coordinator::ControlMessageOf(wire::Header::W
        {From::kAnyone, [](C c, E e, H) { return c.HandleMapRequest(e.from); }}},
       {wire::Header::BARRIER,
        {From::kAnyone,
-        [](C c, E e, H h) { return c.HandleBarrier(e.from, h.getBarrier().getSequence()); }}},
+        [](C c, E e, H h) {
+          return c.HandleBarrier(e.from, h.getBarrier().getSequence(),
+                                 h.getBarrier().getMapEpoch());
+        }}},
       {wire::Header::BATCH_CLAIM,
        {From::kAnyone,
         [](C c, E e, H h) { return c.HandleBatchClaim(e.from, h.getBatchClaim().getSequence()); }}},
@@ -722,9 +725,13 @@ Status Coordinator::HandleMapRequest(const transport::PeerId& peer) {
   return SendJobStart(*n);
 }
 
-Status Coordinator::HandleBarrier(const transport::PeerId& peer, uint64_t sequence) {
+Status Coordinator::HandleBarrier(const transport::PeerId& peer, uint64_t sequence,
+                                  uint64_t map_epoch) {
   Node* n = NodeByControl(peer);
   if (!n || n->role != wire::Role::WORKER) return InvalidArgument("barrier from a non-worker");
+  if (rollback_.active() || map_epoch < rollback_.epoch()) {
+    return listener_->Send(peer, SentBackFromBarrier(sequence));
+  }
   barriers_[sequence].insert(n->rank);
   ReleaseBarriers();
   return Status::Ok();
@@ -734,6 +741,28 @@ Status Coordinator::HandleBatchClaim(const transport::PeerId& peer, uint64_t seq
   Node* n = NodeByControl(peer);
   if (!n || n->role != wire::Role::WORKER) return InvalidArgument("batch claim from a non-worker");
   return listener_->Send(peer, coordinator_messages::BatchClaimReply(sequence, next_batch_++));
+}
+
+transport::Message Coordinator::SentBackFromBarrier(uint64_t sequence) const {
+  return wire::MakeError(
+      wire::ErrorCode::STALE_EPOCH,
+      fmt::format("barrier {}: a lost PS rolled the job back to the snapshot of step {}; the "
+                  "steps from there are redone before the barrier",
+                  sequence, rollback_.step()),
+      sequence);
+}
+
+void Coordinator::SendBackFromBarriers() {
+  for (const auto& [sequence, ranks] : barriers_) {
+    for (int rank : ranks) {
+      if (workers_[rank].lost || workers_[rank].done) continue;
+      spdlog::info("worker {} waited at barrier {}: sent back to redo its steps from the snapshot",
+                   rank, sequence);
+      Ignored(listener_->Send(workers_[rank].control, SentBackFromBarrier(sequence)),
+              "sending a worker back from its barrier");
+    }
+  }
+  barriers_.clear();
 }
 
 void Coordinator::TakeUpBatchesAt(uint64_t step) {

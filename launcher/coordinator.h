@@ -182,11 +182,17 @@ class Coordinator {
   Status HandleRegister(const transport::PeerId& peer, wire::Register::Reader reg);
   Status HandleHeartbeat(const transport::PeerId& peer, wire::Heartbeat::Reader hb);
   Status HandleMapRequest(const transport::PeerId& peer);
-  Status HandleBarrier(const transport::PeerId& peer, uint64_t sequence);
+  // A worker whose map is older than the latest rollback's (or any, while
+  // one is under way) has steps to redo first: it is sent back (STALE_EPOCH).
+  Status HandleBarrier(const transport::PeerId& peer, uint64_t sequence, uint64_t map_epoch);
+  // A rollback began: every worker waiting at a barrier is sent back to
+  // redo its steps from the snapshot (it comes to the barrier again).
+  void SendBackFromBarriers();
+  transport::Message SentBackFromBarrier(uint64_t sequence) const;
   // DataParallel::NextBatch(): the next batch number, once each (not kept
   // across a coordinator restart: batches may then be taken again).
   Status HandleBatchClaim(const transport::PeerId& peer, uint64_t sequence);
-  // ssp/async, resumed from the snapshot of `step`:
+  // ssp/async, resumed or rolled back to the snapshot of `step`:
   // NextBatch() deals from step x live workers on, as if each worker took
   // one batch a step (a faster worker's batches past `step` come again).
   void TakeUpBatchesAt(uint64_t step);

@@ -145,9 +145,8 @@ void Coordinator::ReleaseSpares() {
 }
 
 void Coordinator::BeginRecovery(Node& lost, const std::string& why) {
-  if (auto no =
-          WhyNoRollback(optimizer_.kind == OptimizerConfig::Kind::kSum, consistency_.per_arrival(),
-                        snapshots_.complete(), options_.job.snapshot_every, map_moved_)) {
+  if (auto no = WhyNoRollback(optimizer_.kind == OptimizerConfig::Kind::kSum, snapshots_.complete(),
+                              options_.job.snapshot_every, map_moved_)) {
     Abort(why + "; " + *no);
     return;
   }
@@ -156,6 +155,8 @@ void Coordinator::BeginRecovery(Node& lost, const std::string& why) {
   map_epoch_++;
   rollback_.Begin(snapshots_.complete(), map_epoch_, Clock::now());
   const uint64_t step = rollback_.step();
+  if (consistency_.per_arrival()) TakeUpBatchesAt(step);
+  SendBackFromBarriers();
   spdlog::warn(
       "{}; rolling back to the snapshot of step {}: steps {}-{} are redone; shard map "
       "epoch {}; waiting for a replacement of ps {}",

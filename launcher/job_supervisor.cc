@@ -12,7 +12,6 @@
 #include <fstream>
 #include <thread>
 
-#include "common/consistency.h"
 #include "common/logging.h"
 #include "common/transport/auth.h"
 #include "common/transport/registry.h"
@@ -476,12 +475,7 @@ int JobSupervisor::Run() {
           what += "; its last line: " + c.last_line();
         }
         const bool is_ps = roles_[i].role == Role::kPs || roles_[i].role == Role::kSpare;
-        // Under ssp/async a lost PS with one replica ends the job (the
-        // coordinator says why): no rollback, so no replacement.
-        const Result<Consistency> consistency = Consistency::Parse(config().consistency);
-        const bool rolls_back =
-            config().snapshot_every > 0 && consistency.ok() && !consistency->per_arrival();
-        bool recoverable = config().replicas >= 2 || rolls_back;
+        bool recoverable = config().replicas >= 2 || config().snapshot_every > 0;
         // Whether a replacement may start (a PS's also needs the job to be
         // recoverable; a worker's a coordinator still there).
         const bool ps_may_restart =

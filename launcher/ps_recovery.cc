@@ -42,9 +42,8 @@ Result<Failover> PlanFailover(const ShardMap& map, uint32_t lost, uint64_t map_e
   return plan;
 }
 
-std::optional<std::string> WhyNoRollback(bool sum_mode, bool per_arrival,
-                                         uint64_t complete_snapshot, int snapshot_every,
-                                         bool map_moved) {
+std::optional<std::string> WhyNoRollback(bool sum_mode, uint64_t complete_snapshot,
+                                         int snapshot_every, bool map_moved) {
   if (sum_mode) {
     return "a sum-mode job cannot roll back (its model lives in the workers), so it ends";
   }
@@ -52,14 +51,6 @@ std::optional<std::string> WhyNoRollback(bool sum_mode, bool per_arrival,
     return fmt::format(
         "no snapshot is complete yet to roll back to, so the job ends (snapshots every {} steps)",
         snapshot_every);
-  }
-  if (per_arrival) {
-    return fmt::format(
-        "under ssp:K or async each worker is at a step of its own (one that finished waits at a "
-        "barrier and cannot redo steps), so the job does not roll back: it ends, and --resume "
-        "takes each worker up where the snapshot of step {} holds it (or use --replicas 2: a "
-        "lost PS's shards fail over and training goes on)",
-        complete_snapshot);
   }
   if (map_moved) {
     return "a failover already moved shards, so the snapshots (taken with the first shard map) "

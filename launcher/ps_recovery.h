@@ -45,13 +45,9 @@ Result<Failover> PlanFailover(const ShardMap& map, uint32_t lost, uint64_t map_e
                               bool initial_values_kept);
 
 // Why the job cannot roll back a lost PS (appended to the loss's message),
-// or nullopt when it can. `per_arrival`: under ssp:K or async (each worker
-// at a step of its own; one that finished waits at a barrier and could not
-// redo its steps) the job ends, and --resume takes each worker up at its
-// own step of the snapshot.
-std::optional<std::string> WhyNoRollback(bool sum_mode, bool per_arrival,
-                                         uint64_t complete_snapshot, int snapshot_every,
-                                         bool map_moved);
+// or nullopt when it can.
+std::optional<std::string> WhyNoRollback(bool sum_mode, uint64_t complete_snapshot,
+                                         int snapshot_every, bool map_moved);
 
 class Rollback {
  public:

@@ -341,6 +341,8 @@ struct HeartbeatReply {
 
 struct Barrier {
   sequence @0 :UInt64;
+  mapEpoch @1 :UInt64;             # the worker's: one older than the latest rollback's is
+                                   # sent back (STALE_EPOCH) to redo its steps first
 }
 
 # DataParallel::NextBatch(): the coordinator hands out 0, 1, 2, ... once each.

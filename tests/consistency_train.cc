@@ -14,6 +14,9 @@
 // worker waits at a barrier (all gradients are in), takes one step of zero
 // gradients (changes nothing) to pull the final values, and writes them to
 // --out.rank-R (raw floats) with "final values: V" when all are equal.
+// It starts at dp.step() (after --resume, each worker's own step) and goes
+// on from dp.step() after een::RolledBack (a lost PS with one replica),
+// from Step() or from the barrier.
 #include <een/data_parallel.h>
 #include <unistd.h>
 
@@ -60,25 +63,39 @@ int main(int argc, char** argv) {
       std::printf("worker %d takes up at step %llu\n", dp.rank(),
                   static_cast<unsigned long long>(dp.step()));
     }
-    while (dp.step() < mine) {
-      if (dp.rank() == slow_rank) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
-      net->zero_grad();
-      (net->a.sum() + net->b.sum()).backward();
-      dp.Step(0.0, 1);
-      largest = std::max(largest, dp.staleness());
-      if (max_staleness >= 0 && dp.staleness() > static_cast<uint64_t>(max_staleness)) {
-        std::fprintf(stderr, "worker %d: step %llu started %llu steps ahead of the slowest\n",
-                     dp.rank(), static_cast<unsigned long long>(dp.step()),
-                     static_cast<unsigned long long>(dp.staleness()));
-        return 3;
+    // A lost PS with one replica rolls the job back (een::RolledBack from
+    // Step() or Barrier()): on again from dp.step().
+    for (bool done = false; !done;) {
+      try {
+        while (dp.step() < mine) {
+          if (dp.rank() == slow_rank) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+          }
+          net->zero_grad();
+          (net->a.sum() + net->b.sum()).backward();
+          dp.Step(0.0, 1);
+          largest = std::max(largest, dp.staleness());
+          if (max_staleness >= 0 && dp.staleness() > static_cast<uint64_t>(max_staleness)) {
+            std::fprintf(stderr, "worker %d: step %llu started %llu steps ahead of the slowest\n",
+                         dp.rank(), static_cast<unsigned long long>(dp.step()),
+                         static_cast<unsigned long long>(dp.staleness()));
+            return 3;
+          }
+        }
+        std::printf("worker %d: %s, largest staleness %llu\n", dp.rank(), dp.consistency().c_str(),
+                    static_cast<unsigned long long>(largest));
+        std::fflush(stdout);
+        dp.Barrier();
+        net->zero_grad();
+        ((net->a.sum() + net->b.sum()) * 0).backward();
+        dp.Step(0.0, 0);
+        done = true;
+      } catch (const een::RolledBack& back) {
+        std::printf("worker %d rolled back to step %llu\n", dp.rank(),
+                    static_cast<unsigned long long>(back.step()));
+        std::fflush(stdout);
       }
     }
-    std::printf("worker %d: %s, largest staleness %llu\n", dp.rank(), dp.consistency().c_str(),
-                static_cast<unsigned long long>(largest));
-    dp.Barrier();
-    net->zero_grad();
-    ((net->a.sum() + net->b.sum()) * 0).backward();
-    dp.Step(0.0, 0);
     torch::Tensor all = torch::cat({net->a.detach(), net->b.detach()});
     std::ofstream file(out + ".rank-" + std::to_string(dp.rank()), std::ios::binary);
     file.write(reinterpret_cast<const char*>(all.data_ptr<float>()),

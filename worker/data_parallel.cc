@@ -110,6 +110,9 @@ class DataParallel::Impl {
   uint64_t samples_ = 0;
   uint64_t local_batches_ = 0;       // NextBatch() in local mode
   void PullLatest() { JoinPull(); }  // PullParameters()
+  // Waits at the job's barrier; throws RolledBack when a rollback sent this
+  // worker back to redo its steps.
+  void Barrier();
 
  private:
   struct BucketState {
@@ -758,7 +761,8 @@ void DataParallel::Impl::RollBack(uint64_t step) {
   PullInto(step, /*gradients=*/false);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    step_ = step;
+    // ssp/async: the snapshot holds this worker's own steps, maybe past `step`.
+    step_ = client_->consistency().per_arrival() ? std::max(step, client_->OwnSteps()) : step;
     recovery_pending_ = false;
     in_step_ = false;
     backward_seen_ = false;
@@ -992,7 +996,19 @@ DataParallel::NoSync::~NoSync() {
 }
 void DataParallel::Barrier() {
   impl_->CheckNotLeft("Barrier()");
-  if (impl_->client_) ThrowIfError(impl_->client_->Barrier(), "barrier");
+  if (impl_->client_) impl_->Barrier();
+}
+
+void DataParallel::Impl::Barrier() {
+  while (true) {
+    const Status s = client_->Barrier();
+    if (s.code() != StatusCode::kStaleEpoch) return ThrowIfError(s, "barrier");
+    // A lost PS rolled the job back while this worker waited: its steps
+    // from the snapshot are redone (RollBack throws een::RolledBack).
+    auto recovery = client_->Recover();
+    ThrowIfError(recovery.status(), "recovering after a PS was lost");
+    if (recovery->rolled_back) RollBack(recovery->step);
+  }
 }
 void DataParallel::Finish() {
   impl_->left_ = true;

@@ -175,8 +175,9 @@ Result<WorkerClient::Recovery> WorkerClient::Recover() {
   r.rolled_back = rollback_epoch_ > known_rollback;
   r.step = start_step_;
   if (r.rolled_back) {
-    spdlog::warn("every PS rolled back: shard map epoch {}, training again from step {}",
-                 map_.epoch(), start_step_);
+    spdlog::warn("every PS rolled back: shard map epoch {}, training again from step {}{}",
+                 map_.epoch(), start_step_,
+                 consistency_.per_arrival() ? " (each worker from its own step there)" : "");
   } else {
     spdlog::warn(
         "shards moved (shard map epoch {}): sending this step's gradients to their "
@@ -768,12 +769,16 @@ Status WorkerClient::Barrier() {
     }
   }
   const uint64_t sequence = ++barrier_sequence_;
-  return Request(
-      worker_messages::Barrier(rank_, sequence),
+  Status s = Request(
+      worker_messages::Barrier(rank_, sequence, map_.epoch()),
       [&](wire::Header::Reader h) {
         return h.isBarrierReply() && h.getBarrierReply().getSequence() == sequence;
       },
       std::chrono::hours(24 * 365), "barrier " + std::to_string(sequence));
+  // Sent back by a rollback: the coordinator forgot this arrival, and the
+  // same barrier is asked for again once the steps are redone.
+  if (s.code() == StatusCode::kStaleEpoch) --barrier_sequence_;
+  return s;
 }
 
 Result<uint64_t> WorkerClient::ClaimBatch() {

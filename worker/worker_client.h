@@ -111,6 +111,9 @@ class WorkerClient {
   bool clipping() const { return optimizer_.clip_grad_norm > 0; }
   // The learning rate gradient pushes ask the PS to apply (< 0: the configured one).
   void set_learning_rate(double lr) { lr_ = lr; }
+  // Waits until every live worker is at this barrier. kStaleEpoch: a lost
+  // PS rolled the job back meanwhile (Recover(), redo the steps from the
+  // snapshot, then Barrier() again: it asks for the same barrier).
   Status Barrier();
   // The next batch number of the job nobody has taken (see DataParallel::NextBatch).
   Result<uint64_t> ClaimBatch();

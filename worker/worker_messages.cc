@@ -33,9 +33,11 @@ Message MapRequest(int rank) {
   return b.Take();
 }
 
-Message Barrier(int rank, uint64_t sequence) {
+Message Barrier(int rank, uint64_t sequence, uint64_t map_epoch) {
   wire::Outgoing b(wire::Role::WORKER, rank);
-  b.header().initBarrier().setSequence(sequence);
+  auto barrier = b.header().initBarrier();
+  barrier.setSequence(sequence);
+  barrier.setMapEpoch(map_epoch);
   return b.Take();
 }
 

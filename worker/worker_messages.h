@@ -23,7 +23,9 @@ using transport::Message;
 Message Register(int rank, const std::string& host, int pid, const std::vector<TensorInfo>& tensors,
                  const OptimizerConfig& optimizer);
 Message MapRequest(int rank);
-Message Barrier(int rank, uint64_t sequence);
+// `map_epoch`: the worker's shard map (one older than the latest rollback's
+// is sent back to redo its steps).
+Message Barrier(int rank, uint64_t sequence, uint64_t map_epoch);
 Message BatchClaim(int rank, uint64_t sequence);
 Message Done(int rank, uint64_t steps);
 

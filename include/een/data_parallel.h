@@ -199,6 +199,9 @@ class DataParallel {
   // async, after a Barrier(), these are the values every worker's
   // gradients made (what to evaluate or save). Not in sum mode.
   void PullParameters();
+  // Waits until every live worker is here. Throws een::RolledBack when a
+  // lost PS rolled the job back meanwhile (as Step() does): carry on from
+  // step(), redoing the steps from the snapshot, then come here again.
   void Barrier();
   // Leaves the job: the others go on without this worker. Step() and
   // Barrier() afterwards throw (kJobFinished).

@@ -177,25 +177,35 @@ int main(int argc, char** argv) {
       een::DistributedSampler order(n, 0, 1, true, seed);
       const uint64_t per_epoch = static_cast<uint64_t>((n + batch - 1) / batch);
       int64_t current = -1;
-      for (uint64_t k; (k = dp.NextBatch()) < uint64_t(epochs) * per_epoch;) {
-        const int64_t epoch = static_cast<int64_t>(k / per_epoch);
-        if (epoch != current) order.set_epoch(current = epoch);
-        straggle();
-        const std::vector<size_t> mine =
-            order.Batch(static_cast<int64_t>(k % per_epoch) * batch, 0, 1, batch);
-        auto loss = BatchLoss(*net, train, mine);
-        loss.backward();
-        const double l = loss.item<double>();
-        dp.Step(l, static_cast<int64_t>(mine.size()));
-        if (dp.rank() == 0 && log_every > 0 && dp.step() % log_every == 0) {
-          std::printf("epoch %lld step %llu loss %.4f (staleness %llu)\n",
-                      static_cast<long long>(epoch + 1), static_cast<unsigned long long>(dp.step()),
-                      l, static_cast<unsigned long long>(dp.staleness()));
-          std::fflush(stdout);
+      // A lost PS (with snapshots on) rolls the job back, from Step() or the
+      // barrier: NextBatch() deals on from the snapshot.
+      for (bool done = false; !done;) {
+        try {
+          for (uint64_t k; (k = dp.NextBatch()) < uint64_t(epochs) * per_epoch;) {
+            const int64_t epoch = static_cast<int64_t>(k / per_epoch);
+            if (epoch != current) order.set_epoch(current = epoch);
+            straggle();
+            const std::vector<size_t> mine =
+                order.Batch(static_cast<int64_t>(k % per_epoch) * batch, 0, 1, batch);
+            auto loss = BatchLoss(*net, train, mine);
+            loss.backward();
+            const double l = loss.item<double>();
+            dp.Step(l, static_cast<int64_t>(mine.size()));
+            if (dp.rank() == 0 && log_every > 0 && dp.step() % log_every == 0) {
+              std::printf("epoch %lld step %llu loss %.4f (staleness %llu)\n",
+                          static_cast<long long>(epoch + 1),
+                          static_cast<unsigned long long>(dp.step()), l,
+                          static_cast<unsigned long long>(dp.staleness()));
+              std::fflush(stdout);
+            }
+          }
+          dp.Barrier();  // every worker's gradients are in
+          if (dp.rank() == 0) dp.PullParameters();
+          done = true;
+        } catch (const een::RolledBack& back) {
+          if (dp.rank() == 0) std::printf("%s\n", back.what());
         }
       }
-      dp.Barrier();  // every worker's gradients are in
-      if (dp.rank() == 0) dp.PullParameters();
     }
     // A lost PS (with snapshots on) rolls the job back: Step() throws
     // een::RolledBack and the loop starts again from dp.step().

@@ -75,6 +75,19 @@ class Consistency : public ::testing::Test {
   // Kills a job with snapshots whole, resumes it: each worker takes up at
   // its own step and every gradient is applied once over both runs.
   void ResumesEachWorkerAtItsOwnStep(const std::string& mode, long max_staleness);
+  // SIGKILLs ps 1 of `job` and waits for the job to end well (a failure
+  // is recorded otherwise); returns the output from the kill on.
+  static std::string KillPs1AndFinish(testing::Subprocess& job) {
+    const pid_t ps = testing::NewestPid(job.output(), "ps 1");
+    EXPECT_GT(ps, 0) << job.output();
+    if (ps <= 0) return "";
+    const size_t mark = job.output().size();
+    EXPECT_EQ(kill(ps, SIGKILL), 0);
+    const std::optional<int> code = job.Wait(seconds(180));
+    EXPECT_TRUE(code.has_value()) << "the job did not end\n" << job.output();
+    EXPECT_EQ(code.value_or(-1), 0) << job.output();
+    return job.output().substr(mark);
+  }
   // `argv` with `options` for een-launch (before its "--").
   static std::vector<std::string> WithLauncherOptions(std::vector<std::string> argv,
                                                       const std::vector<std::string>& options) {
@@ -125,14 +138,7 @@ TEST_F(Consistency, APsLostUnderSspOrAsyncFailsOverAndAppliesEachGradientOnce) {
     SCOPED_TRACE(mode);
     testing::Subprocess job(Job(mode, 2, 5, mode == "ssp:3" ? 2 : -1));
     ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
-    const pid_t ps = testing::NewestPid(job.output(), "ps 1");
-    ASSERT_GT(ps, 0) << job.output();
-    const size_t mark = job.output().size();
-    ASSERT_EQ(kill(ps, SIGKILL), 0);
-    auto code = job.Wait(seconds(180));
-    ASSERT_TRUE(code.has_value()) << job.output();
-    ASSERT_EQ(*code, 0) << job.output();
-    const std::string out = job.output().substr(mark);
+    const std::string out = KillPs1AndFinish(job);
     EXPECT_NE(out.find("failing over: its"), std::string::npos) << out;
     EXPECT_NE(out.find("sending this step's gradients to their new primaries"), std::string::npos)
         << out;
@@ -266,14 +272,7 @@ TEST_F(Consistency, APsLostUnderSspOrAsyncWithOneReplicaRollsBackAndAppliesEachG
     testing::Subprocess job(WithLauncherOptions(Job(mode, 1, 30, mode == "async" ? -1 : 2),
                                                 {"--snapshot-every", "10", "--snapshot-dir", dir}));
     ASSERT_TRUE(job.WaitForCompleteSnapshot(20, seconds(120))) << job.output();
-    const pid_t ps = testing::NewestPid(job.output(), "ps 1");
-    ASSERT_GT(ps, 0) << job.output();
-    const size_t mark = job.output().size();
-    ASSERT_EQ(kill(ps, SIGKILL), 0);
-    auto code = job.Wait(seconds(180));
-    ASSERT_TRUE(code.has_value()) << job.output();
-    ASSERT_EQ(*code, 0) << job.output();
-    const std::string after = job.output().substr(mark);
+    const std::string after = KillPs1AndFinish(job);
     EXPECT_NE(after.find("rolling back to the snapshot of step"), std::string::npos) << after;
     EXPECT_NE(after.find("rolled back to step"), std::string::npos) << after;
     if (mode == "async") {  // the fast workers had finished: at the barrier

@@ -145,8 +145,12 @@ void Coordinator::ReleaseSpares() {
 }
 
 void Coordinator::BeginRecovery(Node& lost, const std::string& why) {
+  std::optional<std::pair<int, uint64_t>> finished_past;
+  for (const Node& w : workers_) {
+    if (w.done && !w.lost && w.step > snapshots_.complete()) finished_past = {{w.rank, w.step}};
+  }
   if (auto no = WhyNoRollback(optimizer_.kind == OptimizerConfig::Kind::kSum, snapshots_.complete(),
-                              options_.job.snapshot_every, map_moved_)) {
+                              options_.job.snapshot_every, map_moved_, finished_past)) {
     Abort(why + "; " + *no);
     return;
   }

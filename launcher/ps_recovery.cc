@@ -43,7 +43,8 @@ Result<Failover> PlanFailover(const ShardMap& map, uint32_t lost, uint64_t map_e
 }
 
 std::optional<std::string> WhyNoRollback(bool sum_mode, uint64_t complete_snapshot,
-                                         int snapshot_every, bool map_moved) {
+                                         int snapshot_every, bool map_moved,
+                                         std::optional<std::pair<int, uint64_t>> finished_past) {
   if (sum_mode) {
     return "a sum-mode job cannot roll back (its model lives in the workers), so it ends";
   }
@@ -51,6 +52,13 @@ std::optional<std::string> WhyNoRollback(bool sum_mode, uint64_t complete_snapsh
     return fmt::format(
         "no snapshot is complete yet to roll back to, so the job ends (snapshots every {} steps)",
         snapshot_every);
+  }
+  if (finished_past) {
+    return fmt::format(
+        "worker {} had finished training at step {}, past the last complete snapshot (step {}): "
+        "its steps after that cannot be redone, so the job does not roll back; it ends (resume "
+        "it with --resume, or use --replicas 2 to train on through a lost PS)",
+        finished_past->first, finished_past->second, complete_snapshot);
   }
   if (map_moved) {
     return "a failover already moved shards, so the snapshots (taken with the first shard map) "

@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/shard_map.h"
@@ -45,9 +46,11 @@ Result<Failover> PlanFailover(const ShardMap& map, uint32_t lost, uint64_t map_e
                               bool initial_values_kept);
 
 // Why the job cannot roll back a lost PS (appended to the loss's message),
-// or nullopt when it can.
-std::optional<std::string> WhyNoRollback(bool sum_mode, uint64_t complete_snapshot,
-                                         int snapshot_every, bool map_moved);
+// or nullopt when it can. `finished_past`: a worker (rank, step) that
+// finished training past the snapshot (Finish(): it cannot redo its steps).
+std::optional<std::string> WhyNoRollback(
+    bool sum_mode, uint64_t complete_snapshot, int snapshot_every, bool map_moved,
+    std::optional<std::pair<int, uint64_t>> finished_past = std::nullopt);
 
 class Rollback {
  public:

@@ -689,12 +689,10 @@ Status ChunkStore::LoadImage(const ChunkImage& image) {
       s.applied_at[w] = image.version;
     }
   } else if (consistency_.per_arrival()) {
-    if (image.worker_steps.size() > size_t(num_workers_)) {
-      return DataLoss("the image of chunk " + std::to_string(image.chunk) + " counts " +
-                      std::to_string(image.worker_steps.size()) + " workers, this PS knows " +
-                      std::to_string(num_workers_));
-    }
-    for (size_t w = 0; w < image.worker_steps.size(); ++w) {
+    // (Workers past this job's count, from a snapshot of a larger job, are
+    // not in it: their steps stay in the values.)
+    const size_t counted = std::min(image.worker_steps.size(), size_t(num_workers_));
+    for (size_t w = 0; w < counted; ++w) {
       s.worker_steps[w] = image.worker_steps[w];
       s.applied_at[w] = image.version;  // confirmed with the image
     }
@@ -707,7 +705,7 @@ Status ChunkStore::LoadImage(const ChunkImage& image) {
   return Status::Ok();
 }
 
-Status ChunkStore::Restore(const std::vector<ChunkImage>& images) {
+Status ChunkStore::Restore(const std::vector<ChunkImage>& images, uint64_t step) {
   std::vector<bool> seen(slots_.size(), false);
   for (const ChunkImage& image : images) {
     if (!Holds(image.chunk)) {
@@ -729,7 +727,14 @@ Status ChunkStore::Restore(const std::vector<ChunkImage>& images) {
   for (size_t i = 0; i < seen.size(); ++i) {
     if (!seen[i]) return DataLoss("the snapshot lacks chunks this PS holds");
   }
-  for (const ChunkImage& image : images) EEN_RETURN_IF_ERROR(LoadImage(image));
+  for (const ChunkImage& image : images) {
+    EEN_RETURN_IF_ERROR(LoadImage(image));
+    if (!consistency_.per_arrival()) continue;
+    // Every worker takes up at `step` or later: one the snapshot's job did
+    // not have, or had lost by then, at `step`.
+    Slot& s = slots_[slot_of_[image.chunk]];
+    for (int w = 0; w < num_workers_; ++w) s.worker_steps[w] = std::max(s.worker_steps[w], step);
+  }
   known_norm_step_ = UINT64_MAX;  // the steps after the snapshot run again
   return Status::Ok();
 }

@@ -183,9 +183,11 @@ class ChunkStore {
   std::vector<ChunkImage> Capture() const;
   // Loads a snapshot; it must hold every chunk here, each of the right size.
   // Under ssp/async a bsp snapshot (no per-worker steps) counts its step
-  // for every worker; under bsp an ssp/async one is refused (its versions
-  // count single gradients, not steps).
-  Status Restore(const std::vector<ChunkImage>& images);
+  // for every worker, and a worker behind `step`, the snapshot's (one the
+  // snapshot's job did not have, or had lost), starts there; under bsp an
+  // ssp/async one is refused (its versions count single gradients, not
+  // steps).
+  Status Restore(const std::vector<ChunkImage>& images, uint64_t step = 0);
   // A lost worker: no step waits for it any more (a contribution of it that
   // already arrived still counts). Returns the chunks this applied.
   std::vector<uint32_t> RemoveWorker(int worker);

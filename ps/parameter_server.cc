@@ -149,7 +149,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   } else if (resume) {
     if (!snapshots_) return FailedPrecondition("asked to resume, but no snapshot folder was given");
     EEN_ASSIGN_OR_RETURN(std::vector<ChunkImage> images, snapshots_->Read(start_step));
-    EEN_RETURN_IF_ERROR(store_->Restore(images));
+    EEN_RETURN_IF_ERROR(store_->Restore(images, start_step));
     step_ = start_step;
     TrustBackups();
     spdlog::info("restored the snapshot of step {} from {}", start_step, snapshots_->path());
@@ -389,7 +389,7 @@ Status ParameterServer::HandleRollback(uint64_t epoch, uint64_t step) {
   if (!writer_) return FailedPrecondition("asked to roll back, but this PS keeps no snapshots");
   // RocksDB reads are safe beside the writer thread's writes.
   EEN_ASSIGN_OR_RETURN(std::vector<ChunkImage> images, writer_->store().Read(step));
-  EEN_RETURN_IF_ERROR(store_->Restore(images));
+  EEN_RETURN_IF_ERROR(store_->Restore(images, step));
   TrustBackups();
   epoch_ = epoch;
   NoteChunksReady();

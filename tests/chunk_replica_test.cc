@@ -142,8 +142,8 @@ TEST(AsyncSnapshot, KeepsEachWorkersStepsAndIsLabelledWithTheSlowest) {
   ASSERT_TRUE(map.ok()) << map.status().ToString();
   Consistency async;
   async.kind = Consistency::Kind::kAsync;
-  auto make = [&](bool per_arrival) {
-    auto s = ChunkStore::Create(*map, 0, 3, OptimizerConfig::SGD(0.25));
+  auto make = [&](bool per_arrival, int workers = 3) {
+    auto s = ChunkStore::Create(*map, 0, workers, OptimizerConfig::SGD(0.25));
     EXPECT_TRUE(s.ok());
     if (per_arrival) (*s)->SetConsistency(async);
     return std::move(s).value();
@@ -179,6 +179,18 @@ TEST(AsyncSnapshot, KeepsEachWorkersStepsAndIsLabelledWithTheSlowest) {
   EXPECT_TRUE(*resumed->IsRepeat(0, 0, 1)) << "chunk 0 holds worker 0's step 1";
   EXPECT_FALSE(*resumed->IsRepeat(1, 0, 1));
   EXPECT_EQ(resumed->CaptureChunk(0).data, store->CaptureChunk(0).data);
+
+  // Resumed with 4 workers: the new one starts at the snapshot's step; with
+  // 2, worker 2's steps stay in the values.
+  auto more = make(true, 4);
+  ASSERT_TRUE(more->Restore(images, /*step=*/1).ok());
+  for (uint32_t c = 0; c < chunks; ++c) EXPECT_EQ(more->WorkerSteps(c, 3), 1u) << "chunk " << c;
+  EXPECT_EQ(more->WorkerSteps(0, 0), 3u);
+  EXPECT_EQ(more->CompletedStep(), 1u);
+  auto fewer = make(true, 2);
+  ASSERT_TRUE(fewer->Restore(images, 1).ok());
+  EXPECT_EQ(fewer->WorkerSteps(0, 0), 3u);
+  EXPECT_EQ(fewer->CaptureChunk(1).data, store->CaptureChunk(1).data);
 
   auto bsp = make(false);
   const Status refused = bsp->Restore(images);

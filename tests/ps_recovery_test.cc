@@ -113,6 +113,12 @@ TEST(WhyNoRollback, SaysWhyAJobCannotRollBack) {
   EXPECT_NE(WhyNoRollback(false, 0, 50, false)->find("snapshots every 50 steps"),
             std::string::npos);
   EXPECT_NE(WhyNoRollback(false, 100, 50, true)->find("--resume"), std::string::npos);
+  const std::string finished =
+      WhyNoRollback(false, 100, 50, false, std::pair<int, uint64_t>{2, 180}).value_or("");
+  EXPECT_NE(finished.find("worker 2 had finished training at step 180, past the last complete "
+                          "snapshot (step 100)"),
+            std::string::npos)
+      << finished;
 }
 
 TEST(Rollback, EndsOnceEveryPsIsBackAndAnswersTheWaitingWorkers) {

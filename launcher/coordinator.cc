@@ -297,6 +297,9 @@ const Coordinator::ControlMessage* Coordinator::ControlMessageOf(wire::Header::W
         [](C c, E e, H h) { return c.HandleTraceRequest(e.from, h.getTraceRequest()); }}},
       {wire::Header::WORKER_EXITED,
        {From::kLauncher, [](C c, E, H h) { return c.HandleWorkerExited(h.getWorkerExited()); }}},
+      // A PS that cannot take up the job (a snapshot it refuses) says why.
+      {wire::Header::ERROR,
+       {From::kAnyone, [](C c, E e, H h) { return c.HandlePsCannotStart(e.from, h.getError()); }}},
       {wire::Header::PROCESS_GONE,
        {From::kLauncher,
         [](C c, E e, H h) { return c.HandleProcessGone(e.from, h.getProcessGone()); }}},
@@ -723,6 +726,15 @@ Status Coordinator::HandleMapRequest(const transport::PeerId& peer) {
     return Status::Ok();
   }
   return SendJobStart(*n);
+}
+
+Status Coordinator::HandlePsCannotStart(const transport::PeerId& peer, wire::Error::Reader error) {
+  Node* n = NodeByControl(peer);
+  if (!n || n->role != wire::Role::PS) return InvalidArgument("an error report from a non-PS");
+  const std::string reason =
+      fmt::format("ps {} cannot take up the job: {}", n->rank, error.getMessage().cStr());
+  Abort(reason);  // the verdict first: the PS stops once answered
+  return listener_->Send(peer, wire::MakeError(wire::ErrorCode::ABORTED, "job aborted: " + reason));
 }
 
 Status Coordinator::HandleBarrier(const transport::PeerId& peer, uint64_t sequence,

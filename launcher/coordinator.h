@@ -222,6 +222,8 @@ class Coordinator {
   // (replicas 2), or the job rolls back (snapshots), or the job ends.
   void PsLost(Node& lost, const std::string& why);
   void HandleLeave(const transport::PeerId& peer);
+  // A PS whose Join() failed once the job had started: the job ends with its reason.
+  Status HandlePsCannotStart(const transport::PeerId& peer, wire::Error::Reader error);
   Status StartJob();
   // A PS's heartbeat said a newer snapshot: is a step complete now?
   void NoteSnapshots();

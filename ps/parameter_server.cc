@@ -116,6 +116,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
     }));
     if (not_needed_) return Status::Ok();
   }
+  job_started_ = true;
   if (env_.spare) {
     spdlog::warn("this spare takes over as ps {}", env_.rank);
     transport::SetIdentity(transport::PsIdentity(env_.rank));  // its connections from now on
@@ -187,6 +188,17 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
                       },
                       &recorder_));
   return Status::Ok();
+}
+
+void ParameterServer::ReportJoinFailure(const Status& why) {
+  if (!job_started_ || !control_) return;
+  if (Status s = control_->Send(wire::MakeError(WireCodeOf(why.code()), why.message())); !s.ok()) {
+    Ignored(s, "telling the coordinator why this PS stops");
+    return;
+  }
+  // Its answer comes once the job's verdict is written: een-launch, which
+  // sees this process end, then names the cause.
+  (void)control_->Receive(std::chrono::seconds(2));
 }
 
 Status ParameterServer::OpenSnapshots(std::vector<uint64_t>* intact) {

@@ -56,6 +56,10 @@ class ParameterServer {
 
   Status Join(const std::atomic<bool>& stop);
   Status Serve(const std::atomic<bool>& stop);
+  // Join() failed after the job had started (a snapshot this PS cannot take
+  // up, say): tells the coordinator why, so the job's verdict names the
+  // cause rather than this PS's silence.
+  void ReportJoinFailure(const Status& why);
 
   // A spare that was never needed: Join() returned Ok without a job to serve.
   bool not_needed() const { return not_needed_; }
@@ -168,6 +172,7 @@ class ParameterServer {
   uint64_t next_snapshot_ = 0;
   uint64_t on_demand_snapshot_ = 0;  // a step the coordinator asked for (0: none)
   bool not_needed_ = false;
+  bool job_started_ = false;  // Join() had the job start
   // Worker membership: stamped on pull answers; while a change is being
   // agreed (`frozen_`), no answer goes beyond `freeze_above_`.
   uint64_t membership_epoch_ = 0;

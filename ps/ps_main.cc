@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   }
   een::ps::ParameterServer server(*env);
   een::Status s = server.Join(g_stop);
+  if (!s.ok()) server.ReportJoinFailure(s);
   if (s.ok() && server.not_needed()) {
     spdlog::info("the job ended; this spare was not needed");
     return 0;

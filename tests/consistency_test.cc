@@ -21,6 +21,8 @@
 //    is applied once; a PS lost under ssp:3 or async with one replica
 //    rolls the job back (workers waiting at the barrier are sent back), and
 //    every gradient is still applied once.
+//  - an async snapshot resumed under bsp is refused, een-launch's last line
+//    naming the PS's reason;
 //  - a consistency that is not one, or one that cannot work with the job's
 //    optimizer (clipping), is refused naming the fix.
 #include <gtest/gtest.h>
@@ -281,6 +283,28 @@ TEST_F(Consistency, APsLostUnderSspOrAsyncWithOneReplicaRollsBackAndAppliesEachG
     }
     ExpectEveryGradientOnce(job.output());
   }
+}
+
+// An async snapshot counts single gradients, not steps: resumed under bsp
+// the PS refuse it, and een-launch's last line says so (not "ps 0 exited").
+TEST_F(Consistency, AnAsyncSnapshotResumedUnderBspIsRefusedNamingTheFix) {
+  const std::string dir = scratch_ / "async-snapshots";
+  auto async =
+      testing::Run({kBin + "/een-launch", "--ps", "2", "--workers", "2", "--consistency", "async",
+                    "--snapshot-every", "10", "--snapshot-dir", dir, "--",
+                    kBin + "/consistency_train", "--out", scratch_ / "async", "--steps", "30"},
+                   seconds(120));
+  ASSERT_EQ(async.exit_code, 0) << async.output;
+  auto bsp =
+      testing::Run({kBin + "/een-launch", "--ps", "2", "--workers", "2", "--resume", dir, "--",
+                    kBin + "/consistency_train", "--out", scratch_ / "bsp", "--steps", "30"},
+                   seconds(120));
+  EXPECT_NE(bsp.exit_code, 0);
+  const std::string last = bsp.output.substr(bsp.output.rfind("[een-launch]"));
+  EXPECT_NE(last.find("cannot take up the job: the snapshot was taken under --consistency ssp:K "
+                      "or async"),
+            std::string::npos)
+      << bsp.output;
 }
 
 TEST_F(Consistency, WhatCannotWorkIsRefusedNamingTheFix) {

@@ -46,7 +46,11 @@ int Usage(const std::string& message) {
 std::string WritableFolderProblem(const std::filesystem::path& dir, const std::string& what,
                                   const std::string& flag) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  // One made here is the user's only (0700): snapshots hold the model.
+  if (std::filesystem::create_directories(dir, ec)) {
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace, ec);
+  }
   const std::filesystem::path probe = dir / (".een-write-check-" + std::to_string(getpid()));
   FILE* f = ec ? nullptr : std::fopen(probe.c_str(), "w");
   if (!f) {

@@ -14,7 +14,12 @@ std::string PathIn(const std::string& dir) { return dir + "/membership-history";
 Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipChange>& history) {
   const std::string path = PathIn(dir), temporary = path + ".tmp";
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);  // the PS create it too; whoever is first
+  // The PS create it too; whoever is first makes it the user's only (0700):
+  // snapshots hold the model.
+  if (std::filesystem::create_directories(dir, ec)) {
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace, ec);
+  }
   {
     std::ofstream out(temporary, std::ios::trunc);
     for (const MembershipChange& e : history) {
@@ -25,6 +30,9 @@ Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipCh
     out.flush();
     if (!out) return Unavailable("cannot write " + temporary + " (disk full?)");
   }
+  std::filesystem::permissions(
+      temporary, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+      std::filesystem::perm_options::replace, ec);
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     return Unavailable("cannot rename " + temporary + " to " + path);
   }

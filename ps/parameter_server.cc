@@ -204,7 +204,11 @@ void ParameterServer::ReportJoinFailure(const Status& why) {
 Status ParameterServer::OpenSnapshots(std::vector<uint64_t>* intact) {
   if (env_.snapshot_dir.empty()) return Status::Ok();
   std::error_code ec;
-  std::filesystem::create_directories(env_.snapshot_dir, ec);
+  // Made here: the user's only (0700), as each PS's store in it.
+  if (std::filesystem::create_directories(env_.snapshot_dir, ec)) {
+    std::filesystem::permissions(env_.snapshot_dir, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace, ec);
+  }
   if (ec) {
     return Unavailable("cannot create the snapshot folder " + env_.snapshot_dir + ": " +
                        ec.message());

@@ -752,7 +752,10 @@ Status Coordinator::HandleBarrier(const transport::PeerId& peer, uint64_t sequen
 Status Coordinator::HandleBatchClaim(const transport::PeerId& peer, uint64_t sequence) {
   Node* n = NodeByControl(peer);
   if (!n || n->role != wire::Role::WORKER) return InvalidArgument("batch claim from a non-worker");
-  return listener_->Send(peer, coordinator_messages::BatchClaimReply(sequence, next_batch_++));
+  EEN_RETURN_IF_ERROR(
+      listener_->Send(peer, coordinator_messages::BatchClaimReply(sequence, next_batch_++)));
+  if (++batches_since_save_ >= kBatchesPerSave) SaveState();  // resets the count
+  return Status::Ok();
 }
 
 transport::Message Coordinator::SentBackFromBarrier(uint64_t sequence) const {

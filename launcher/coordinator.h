@@ -189,8 +189,9 @@ class Coordinator {
   // redo its steps from the snapshot (it comes to the barrier again).
   void SendBackFromBarriers();
   transport::Message SentBackFromBarrier(uint64_t sequence) const;
-  // DataParallel::NextBatch(): the next batch number, once each (not kept
-  // across a coordinator restart: batches may then be taken again).
+  // DataParallel::NextBatch(): the next batch number, once each. Saved with
+  // the state every kBatchesPerSave batches: a restarted coordinator deals
+  // on from the last saved number (up to that many batches come again).
   Status HandleBatchClaim(const transport::PeerId& peer, uint64_t sequence);
   // ssp/async, resumed or rolled back to the snapshot of `step`:
   // NextBatch() deals from step x live workers on, as if each worker took
@@ -407,6 +408,8 @@ class Coordinator {
   Clock::time_point aborted_at_, shutdown_at_;
   std::map<uint64_t, std::set<int>> barriers_;  // sequence -> worker ranks waiting
   uint64_t next_batch_ = 0;                     // the batch NextBatch() hands out next
+  static constexpr uint64_t kBatchesPerSave = 256;
+  uint64_t batches_since_save_ = 0;  // dealt since the last SaveState()
   uint64_t start_step_ = 0;
   Clock::time_point last_progress_ = Clock::now();
   JobCounters counters_;  // eenctl status, /metrics

@@ -52,6 +52,8 @@ void Coordinator::SaveState() {
   st.setRollbackStep(rollback_.step());
   st.setMapMoved(map_moved_);
   st.setWorkerReplacements(worker_replacements_);
+  st.setNextBatch(next_batch_);
+  batches_since_save_ = 0;
   const std::vector<MembershipChange>& history = membership_.history();
   auto saved_history = st.initHistory(history.size());
   for (size_t k = 0; k < history.size(); ++k) wire::MembershipToWire(history[k], saved_history[k]);
@@ -134,6 +136,7 @@ Status Coordinator::RestoreState() {
     rollback_.Restore(st.getRollbackEpoch(), st.getRollbackStep());
     map_moved_ = st.getMapMoved();
     worker_replacements_ = st.getWorkerReplacements();
+    next_batch_ = st.getNextBatch();
   } catch (const kj::Exception& e) {
     return DataLoss("the saved coordinator state is corrupt: " +
                     std::string(e.getDescription().cStr()));
@@ -142,8 +145,12 @@ Status Coordinator::RestoreState() {
   if (state_ == wire::JobState::SHUTDOWN) shutdown_at_ = Clock::now();
   spdlog::info(
       "took the job up again from {} (incarnation {:x}): {} workers live, newest "
-      "complete snapshot at step {}",
-      options_.state_path, incarnation_, LiveWorkerRanks().size(), snapshots_.complete());
+      "complete snapshot at step {}{}",
+      options_.state_path, incarnation_, LiveWorkerRanks().size(), snapshots_.complete(),
+      next_batch_ == 0 ? std::string()
+                       : fmt::format("; NextBatch() deals on from batch {} (the last saved: up to "
+                                     "{} batches dealt since come again)",
+                                     next_batch_, kBatchesPerSave));
   return Status::Ok();
 }
 

@@ -659,4 +659,6 @@ struct CoordinatorState {
   history @13 :List(Membership);
   workerReplacements @14 :Int32;   # replacement workers accepted so far (--max-restarts)
   rollbackStep @15 :UInt64;        # the step the latest rollback went back to
+  nextBatch @16 :UInt64;           # NextBatch(): the next batch to deal, as of this save
+                                   # (saved every 256 batches dealt)
 }

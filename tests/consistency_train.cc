@@ -14,6 +14,9 @@
 // worker waits at a barrier (all gradients are in), takes one step of zero
 // gradients (changes nothing) to pull the final values, and writes them to
 // --out.rank-R (raw floats) with "final values: V" when all are equal.
+// --dealt N: steps while dp.NextBatch() deals batches below N, then
+// "worker R dealt D batches" (a coordinator restart must not deal them all
+// again).
 // It starts at dp.step() (after --resume, each worker's own step) and goes
 // on from dp.step() after een::RolledBack (a lost PS with one replica),
 // from Step() or from the barrier.
@@ -30,6 +33,7 @@ int main(int argc, char** argv) {
   CLI::App app{"consistency_train"};
   std::string out;
   int steps = 100, slow_rank = -1, slow_ms = 0, numel = 70000, short_rank = -1, short_by = 0;
+  uint64_t dealt = 0;
   long max_staleness = -1;
   double lr = 1.0 / 64;
   app.add_option("--out", out)->required();
@@ -41,6 +45,8 @@ int main(int argc, char** argv) {
   app.add_option("--short-rank", short_rank);
   app.add_option("--short-by", short_by);
   app.add_option("--max-staleness", max_staleness, "exit 3 when a step's staleness exceeds it");
+  app.add_option("--dealt", dealt,
+                 "instead of --steps: one step per batch dp.NextBatch() deals below this");
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);
   struct Net : torch::nn::Module {
@@ -57,6 +63,19 @@ int main(int argc, char** argv) {
     options.bucket_bytes = 64 << 10;  // several buckets, several chunks
     een::DataParallel dp(*net, options);
     uint64_t largest = 0;
+    if (dealt > 0) {  // every worker takes batches until they are all dealt
+      uint64_t taken = 0;
+      for (uint64_t k; (k = dp.NextBatch()) < dealt; ++taken) {
+        net->zero_grad();
+        (net->a.sum() + net->b.sum()).backward();
+        dp.Step(0.0, 1);
+      }
+      std::printf("worker %d dealt %llu batches\n", dp.rank(),
+                  static_cast<unsigned long long>(taken));
+      std::fflush(stdout);
+      dp.Finish();
+      return 0;
+    }
     const uint64_t mine = dp.rank() == short_rank ? steps - short_by : steps;
     // From dp.step(): after --resume each worker takes up at its own step.
     if (dp.step() > 0) {

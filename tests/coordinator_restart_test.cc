@@ -1,5 +1,6 @@
 // Coordinator loss: een-launch restarts it from its RocksDB state, the others
-// find it again, and training ends bitwise where an undisturbed run ends.
+// find it again, and training ends bitwise where an undisturbed run ends;
+// under async, NextBatch() deals on from the count it saved.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -83,6 +84,48 @@ TEST(CoordinatorRestart, KilledDuringStartUpTheJobStillStarts) {
   EXPECT_EQ(testing::ReadBytes(base + "-killed.bin"), testing::ReadBytes(base + "-whole.bin"));
   std::remove((base + "-whole.bin").c_str());
   std::remove((base + "-killed.bin").c_str());
+}
+
+// Under async, DataParallel::NextBatch() deals batches from a counter the
+// coordinator saves every 256 batches: killed and restarted, it deals on
+// from the saved count, so no batch is skipped and fewer than 256 are dealt
+// twice (before, the counter started again from 0).
+TEST(CoordinatorRestart, NextBatchDealsOnFromTheSavedCount) {
+  constexpr uint64_t kBatches = 4000;
+  testing::Subprocess job({kBin + "/een-launch", "--ps", "1", "--workers", "2", "--consistency",
+                           "async", "--progress-interval", "200ms", "--",
+                           kBin + "/consistency_train", "--out",
+                           "/tmp/een-coordinator-dealt-" + std::to_string(getpid()), "--numel",
+                           "1000", "--dealt", std::to_string(kBatches)});
+  const std::regex progress("progress: step ([0-9]+)");
+  ASSERT_TRUE(job.WaitUntil(
+      [&](const std::string& out) {
+        for (std::sregex_iterator it(out.begin(), out.end(), progress), end; it != end; ++it) {
+          if (std::stoull((*it)[1]) >= 300) return true;  // 2 workers: 600 batches or more
+        }
+        return false;
+      },
+      seconds(60)))
+      << job.output();
+  const pid_t coordinator = testing::NewestPid(job.output(), "coordinator");
+  ASSERT_GT(coordinator, 0) << job.output();
+  ASSERT_EQ(kill(coordinator, SIGKILL), 0);
+  auto code = job.Wait(seconds(120));
+  ASSERT_TRUE(code.has_value()) << job.output();
+  ASSERT_EQ(*code, 0) << job.output();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(job.output(), m,
+                                std::regex("NextBatch\\(\\) deals on from batch ([0-9]+)")))
+      << job.output();
+  EXPECT_GE(std::stoull(m[1]), 256u);
+  uint64_t taken = 0;
+  const std::regex dealt("worker [0-9] dealt ([0-9]+) batches");
+  const std::string& out = job.output();
+  for (std::sregex_iterator it(out.begin(), out.end(), dealt), end; it != end; ++it) {
+    taken += std::stoull((*it)[1]);
+  }
+  EXPECT_GE(taken, kBatches) << "a batch was skipped\n" << out;
+  EXPECT_LT(taken, kBatches + 256) << "too many batches dealt twice\n" << out;
 }
 
 }  // namespace

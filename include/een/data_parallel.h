@@ -193,7 +193,8 @@ class DataParallel {
   // it throws (kFailedPrecondition): every worker must take the same steps,
   // so use DistributedSampler's fixed slicing. A batch dealt to a worker
   // that is then lost is not trained.
-  // Not kept across a coordinator restart (batches may then repeat).
+  // A restarted coordinator deals on from the count it last saved (every
+  // 256 batches: up to 256 batches are then trained again).
   uint64_t NextBatch();
   // Pulls the newest parameters and buffers without a step. Under ssp or
   // async, after a Barrier(), these are the values every worker's

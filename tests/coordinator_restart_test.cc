@@ -36,6 +36,16 @@ std::vector<std::string> Job(const std::string& out) {
           out};
 }
 
+// SIGKILLs `job`'s coordinator and waits for the job to end well.
+void KillTheCoordinatorAndFinish(testing::Subprocess& job) {
+  const pid_t coordinator = testing::NewestPid(job.output(), "coordinator");
+  ASSERT_GT(coordinator, 0) << job.output();
+  ASSERT_EQ(kill(coordinator, SIGKILL), 0);
+  const std::optional<int> code = job.Wait(seconds(120));
+  ASSERT_TRUE(code.has_value()) << job.output();
+  ASSERT_EQ(*code, 0) << job.output();
+}
+
 TEST(CoordinatorRestart, KilledCoordinatorIsRestartedAndNothingIsLost) {
   const std::string base = "/tmp/een-coordinator-test-" + std::to_string(getpid());
   auto whole = testing::Run(Job(base + "-whole.bin"), seconds(120));
@@ -43,12 +53,7 @@ TEST(CoordinatorRestart, KilledCoordinatorIsRestartedAndNothingIsLost) {
 
   testing::Subprocess job(Job(base + "-killed.bin"));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
-  const pid_t coordinator = testing::NewestPid(job.output(), "coordinator");
-  ASSERT_GT(coordinator, 0) << job.output();
-  ASSERT_EQ(kill(coordinator, SIGKILL), 0);
-  auto code = job.Wait(seconds(120));
-  ASSERT_TRUE(code.has_value()) << job.output();
-  ASSERT_EQ(*code, 0) << job.output();
+  ASSERT_NO_FATAL_FAILURE(KillTheCoordinatorAndFinish(job));
   EXPECT_NE(job.output().find("was killed by SIGKILL; restarting it from its saved state"),
             std::string::npos)
       << job.output();
@@ -73,12 +78,7 @@ TEST(CoordinatorRestart, KilledDuringStartUpTheJobStillStarts) {
   testing::Subprocess job(Job(base + "-killed.bin"));
   ASSERT_TRUE(job.WaitForOutput("registered ps 1", seconds(60))) << job.output();
   ASSERT_EQ(job.output().find("job starts"), std::string::npos) << "too late: the job started";
-  const pid_t coordinator = testing::NewestPid(job.output(), "coordinator");
-  ASSERT_GT(coordinator, 0) << job.output();
-  ASSERT_EQ(kill(coordinator, SIGKILL), 0);
-  auto code = job.Wait(seconds(120));
-  ASSERT_TRUE(code.has_value()) << job.output();
-  ASSERT_EQ(*code, 0) << job.output();
+  ASSERT_NO_FATAL_FAILURE(KillTheCoordinatorAndFinish(job));
   EXPECT_TRUE(std::regex_search(job.output(), std::regex("the job had not started; starting over")))
       << job.output();
   EXPECT_EQ(testing::ReadBytes(base + "-killed.bin"), testing::ReadBytes(base + "-whole.bin"));
@@ -107,12 +107,7 @@ TEST(CoordinatorRestart, NextBatchDealsOnFromTheSavedCount) {
       },
       seconds(60)))
       << job.output();
-  const pid_t coordinator = testing::NewestPid(job.output(), "coordinator");
-  ASSERT_GT(coordinator, 0) << job.output();
-  ASSERT_EQ(kill(coordinator, SIGKILL), 0);
-  auto code = job.Wait(seconds(120));
-  ASSERT_TRUE(code.has_value()) << job.output();
-  ASSERT_EQ(*code, 0) << job.output();
+  ASSERT_NO_FATAL_FAILURE(KillTheCoordinatorAndFinish(job));
   std::smatch m;
   ASSERT_TRUE(std::regex_search(job.output(), m,
                                 std::regex("NextBatch\\(\\) deals on from batch ([0-9]+)")))

@@ -742,6 +742,10 @@ Status Coordinator::HandleBarrier(const transport::PeerId& peer, uint64_t sequen
   Node* n = NodeByControl(peer);
   if (!n || n->role != wire::Role::WORKER) return InvalidArgument("barrier from a non-worker");
   if (rollback_.active() || map_epoch < rollback_.epoch()) {
+    spdlog::info(
+        "worker {} came to barrier {} with shard map epoch {} (the latest rollback's is {}): "
+        "sent back to redo its steps from the snapshot",
+        n->rank, sequence, map_epoch, rollback_.epoch());
     return listener_->Send(peer, SentBackFromBarrier(sequence));
   }
   barriers_[sequence].insert(n->rank);

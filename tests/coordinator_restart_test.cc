@@ -91,7 +91,7 @@ TEST(CoordinatorRestart, KilledDuringStartUpTheJobStillStarts) {
 // from the saved count, so no batch is skipped and fewer than 256 are dealt
 // twice (before, the counter started again from 0).
 TEST(CoordinatorRestart, NextBatchDealsOnFromTheSavedCount) {
-  constexpr uint64_t kBatches = 4000;
+  constexpr uint64_t kBatches = 20000;  // seconds of work: the kill comes well before the end
   testing::Subprocess job({kBin + "/een-launch", "--ps", "1", "--workers", "2", "--consistency",
                            "async", "--progress-interval", "200ms", "--",
                            kBin + "/consistency_train", "--out",

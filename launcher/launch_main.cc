@@ -17,6 +17,7 @@
 
 #include "common/job_config.h"
 #include "common/logging.h"
+#include "common/private_folder.h"
 #include "common/transport/auth.h"
 #include "common/transport/registry.h"
 #include "common/version.h"
@@ -46,11 +47,7 @@ int Usage(const std::string& message) {
 std::string WritableFolderProblem(const std::filesystem::path& dir, const std::string& what,
                                   const std::string& flag) {
   std::error_code ec;
-  // One made here is the user's only (0700): snapshots hold the model.
-  if (std::filesystem::create_directories(dir, ec)) {
-    std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
-                                 std::filesystem::perm_options::replace, ec);
-  }
+  een::MakePrivateFolder(dir, ec);  // snapshots hold the model
   const std::filesystem::path probe = dir / (".een-write-check-" + std::to_string(getpid()));
   FILE* f = ec ? nullptr : std::fopen(probe.c_str(), "w");
   if (!f) {

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/private_folder.h"
+
 namespace een {
 
 namespace {
@@ -14,12 +16,7 @@ std::string PathIn(const std::string& dir) { return dir + "/membership-history";
 Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipChange>& history) {
   const std::string path = PathIn(dir), temporary = path + ".tmp";
   std::error_code ec;
-  // The PS create it too; whoever is first makes it the user's only (0700):
-  // snapshots hold the model.
-  if (std::filesystem::create_directories(dir, ec)) {
-    std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
-                                 std::filesystem::perm_options::replace, ec);
-  }
+  MakePrivateFolder(dir, ec);  // the PS make it too; whoever is first
   {
     std::ofstream out(temporary, std::ios::trunc);
     for (const MembershipChange& e : history) {

@@ -14,6 +14,7 @@
 #include "common/error_codes.h"
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
+#include "common/private_folder.h"
 #include "common/resource_usage.h"
 #include "common/transport/auth.h"
 #include "common/transport/registry.h"
@@ -204,11 +205,7 @@ void ParameterServer::ReportJoinFailure(const Status& why) {
 Status ParameterServer::OpenSnapshots(std::vector<uint64_t>* intact) {
   if (env_.snapshot_dir.empty()) return Status::Ok();
   std::error_code ec;
-  // Made here: the user's only (0700), as each PS's store in it.
-  if (std::filesystem::create_directories(env_.snapshot_dir, ec)) {
-    std::filesystem::permissions(env_.snapshot_dir, std::filesystem::perms::owner_all,
-                                 std::filesystem::perm_options::replace, ec);
-  }
+  MakePrivateFolder(env_.snapshot_dir, ec);
   if (ec) {
     return Unavailable("cannot create the snapshot folder " + env_.snapshot_dir + ": " +
                        ec.message());

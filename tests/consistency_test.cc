@@ -78,16 +78,19 @@ class Consistency : public ::testing::Test {
   // Kills a job with snapshots whole, resumes it: each worker takes up at
   // its own step and every gradient is applied once over both runs.
   void ResumesEachWorkerAtItsOwnStep(const std::string& mode, long max_staleness);
-  // SIGKILLs ps 1 of `job` and waits for the job to end well (a failure
-  // is recorded otherwise); returns the output from the kill on.
-  static std::string KillPs1AndFinish(testing::Subprocess& job) {
-    const pid_t ps = testing::NewestPid(job.output(), "ps 1");
-    EXPECT_GT(ps, 0) << job.output();
-    if (ps <= 0) return "";
+  // SIGKILLs `role` ("ps 1", "worker 0") of `job` and waits up to `patience`
+  // for the job to end well (a failure is recorded otherwise); returns the
+  // output from the kill on.
+  static std::string KillAndFinish(testing::Subprocess& job, const std::string& role,
+                                   std::chrono::seconds patience = seconds(180)) {
+    const pid_t pid = testing::NewestPid(job.output(), role);
+    EXPECT_GT(pid, 0) << job.output();
+    if (pid <= 0) return "";
     const size_t mark = job.output().size();
-    EXPECT_EQ(kill(ps, SIGKILL), 0);
-    const std::optional<int> code = job.Wait(seconds(180));
-    EXPECT_TRUE(code.has_value()) << "the job did not end\n" << job.output();
+    EXPECT_EQ(kill(pid, SIGKILL), 0);
+    const std::optional<int> code = job.Wait(patience);
+    EXPECT_TRUE(code.has_value()) << "the job did not end after " << role << " was killed\n"
+                                  << job.output();
     EXPECT_EQ(code.value_or(-1), 0) << job.output();
     return job.output().substr(mark);
   }
@@ -159,7 +162,7 @@ TEST_F(Consistency, APsLostUnderSspOrAsyncFailsOverAndAppliesEachGradientOnce) {
     SCOPED_TRACE(mode);
     testing::Subprocess job(Job(mode, 2, 5, mode == "ssp:3" ? 2 : -1));
     ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
-    const std::string out = KillPs1AndFinish(job);
+    const std::string out = KillAndFinish(job, "ps 1");
     EXPECT_NE(out.find("failing over: its"), std::string::npos) << out;
     EXPECT_NE(out.find("sending this step's gradients to their new primaries"), std::string::npos)
         << out;
@@ -188,12 +191,8 @@ TEST_F(Consistency, ALostWorkerLeavesTheSspBoundAtOnce) {
   testing::Subprocess job(
       WithLauncherOptions(Job("ssp:2", 1, 30, /*max_staleness=*/1), {"--min-workers", "3"}));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
-  const pid_t slow = testing::NewestPid(job.output(), "worker 1");
-  ASSERT_GT(slow, 0) << job.output();
-  ASSERT_EQ(kill(slow, SIGKILL), 0);
-  auto code = job.Wait(seconds(120));
-  ASSERT_TRUE(code.has_value()) << "the others waited for the lost worker\n" << job.output();
-  ASSERT_EQ(*code, 0) << job.output();
+  KillAndFinish(job, "worker 1", seconds(120));  // the others must not wait for it
+  if (HasFailure()) return;
   ExpectWithinTheBoundAndTheSameValues(job.output(), {0, 2, 3});
 }
 
@@ -205,12 +204,8 @@ TEST_F(Consistency, AReplacementWorkerJoinsARunningSspJob) {
   testing::Subprocess job(
       WithLauncherOptions(Job("ssp:2", 1, 100, /*max_staleness=*/1), {"--max-restarts", "1"}));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
-  const pid_t victim = testing::NewestPid(job.output(), "worker 0");
-  ASSERT_GT(victim, 0) << job.output();
-  ASSERT_EQ(kill(victim, SIGKILL), 0);
-  auto code = job.Wait(seconds(180));
-  ASSERT_TRUE(code.has_value()) << job.output();
-  ASSERT_EQ(*code, 0) << job.output();
+  KillAndFinish(job, "worker 0");
+  if (HasFailure()) return;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(job.output(), m, std::regex("worker 0 takes up at step ([0-9]+)")))
       << "the replacement did not join\n"
@@ -315,7 +310,7 @@ TEST_F(Consistency, APsLostUnderSspOrAsyncWithOneReplicaRollsBackAndAppliesEachG
           << "too late: the slowed worker finished its steps too\n"
           << job.output();
     }
-    const std::string after = KillPs1AndFinish(job);
+    const std::string after = KillAndFinish(job, "ps 1");
     EXPECT_NE(after.find("rolling back to the snapshot of step"), std::string::npos) << after;
     EXPECT_NE(after.find("rolled back to step"), std::string::npos) << after;
     if (mode == "async") {  // the fast workers had finished: at the barrier

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include "support/files.h"
@@ -44,10 +45,29 @@ class Encryption : public ::testing::Test {
     argv.insert(argv.begin(), {"ip", "netns", "exec", ns_});
     return argv;
   }
-  std::vector<std::string> Job(const std::string& host, const std::string& out) const {
-    return InNamespace({kBin + "/een-launch", "--ps", "2", "--workers", "2", "--host", host,
-                        "--progress-interval", "200ms", "--", kBin + "/semantics_train", "--out",
-                        base_ / out, "--no-dropout", "--steps", "16000"});
+  // Worker 0 holds the job at step 300 until `gate` exists (none: no hold).
+  std::vector<std::string> Job(const std::string& host, const std::string& out,
+                               const std::string& gate = "") const {
+    std::vector<std::string> argv = {kBin + "/een-launch",
+                                     "--ps",
+                                     "2",
+                                     "--workers",
+                                     "2",
+                                     "--host",
+                                     host,
+                                     "--progress-interval",
+                                     "200ms",
+                                     "--",
+                                     kBin + "/semantics_train",
+                                     "--out",
+                                     base_ / out,
+                                     "--no-dropout",
+                                     "--steps",
+                                     "600"};
+    if (!gate.empty()) {
+      argv.insert(argv.end(), {"--stall-rank", "0", "--stall-at", "300", "--stall-until", gate});
+    }
+    return InNamespace(argv);
   }
   std::string Rank0(const std::string& out) const {
     return testing::ReadBytes(base_ / out + ".rank-0.bin");
@@ -81,8 +101,9 @@ TEST_F(Encryption, BeyondLoopbackEveryConnectionIsEncryptedAndAuthenticated) {
   }
   testing::Subprocess sniffer(InNamespace({kBin + "/loopback_sniffer", "worker:"}));
   ASSERT_TRUE(sniffer.WaitForOutput("capturing", seconds(30))) << sniffer.output();
-  testing::Subprocess job(Job("10.77.0.1", "encrypted"));
-  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(90))) << job.output();
+  const std::string gate = base_ / "strangers-done";
+  testing::Subprocess job(Job("10.77.0.1", "encrypted", gate));
+  ASSERT_TRUE(job.WaitForOutput("hangs at step 300", seconds(90))) << job.output();
   const std::string coordinator = testing::CoordinatorAddress(job.output());
   const std::string secret = testing::JobSecretFile(job.output());
   ASSERT_EQ(coordinator.rfind("tcp://10.77.0.1:", 0), 0u) << job.output();
@@ -119,10 +140,10 @@ TEST_F(Encryption, BeyondLoopbackEveryConnectionIsEncryptedAndAuthenticated) {
   EXPECT_NE(ctl.exit_code, 0);
   EXPECT_NE(ctl.output.find("is not this job's secret"), std::string::npos) << ctl.output;
 
-  // Long enough that every stranger above met a running job (4000 steps
-  // once took 4 s, and eenctl then found no coordinator at all).
+  // Every stranger above met a running job: worker 0 held it until now.
   job.WaitUntil([](const std::string&) { return false; }, std::chrono::milliseconds(0));
   EXPECT_EQ(job.output().find("job finished"), std::string::npos) << "the strangers came late";
+  std::ofstream(gate).put('\n');
   auto code = job.Wait(seconds(240));
   ASSERT_TRUE(code.has_value()) << job.output();
   ASSERT_EQ(*code, 0) << job.output();

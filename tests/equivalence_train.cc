@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
   app.add_option("--stall-rank", stall_rank);
   app.add_option("--stall-step", stall_step);
   app.add_option("--stall-ms", stall_ms);
+  std::string stall_until;  // the stall lasts until this file exists (a test's gate)
+  app.add_option("--stall-until", stall_until);
   int slow_rank = -1, slow_ms = 0;  // a straggler: this worker sleeps before every step
   app.add_option("--slow-rank", slow_rank);
   app.add_option("--slow-ms", slow_ms);
@@ -131,6 +133,15 @@ int main(int argc, char** argv) {
             }
             if (dp.rank() == stall_rank && s == stall_step) {
               std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
+              if (!stall_until.empty()) {
+                std::cout << "worker " << dp.rank() << " holds at step " << s << " until "
+                          << stall_until << " exists" << std::endl;
+                const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+                while (!std::filesystem::exists(stall_until) &&
+                       std::chrono::steady_clock::now() < give_up) {
+                  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                }
+              }
             }
             if (dp.rank() == slow_rank) {
               std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));

@@ -61,10 +61,14 @@ TEST_F(RankClaims, APsKilledBeforeTheJobStartedIsReplacedAndNothingChanges) {
 
 TEST_F(RankClaims, ASecondProcessForALiveRankIsRefusedAndChangesNothing) {
   const std::vector<std::string> launch = {"--replicas", "2"};
-  auto whole = testing::Run(Job("whole.bin", launch, {"--steps", "20000"}), seconds(180));
+  auto whole = testing::Run(Job("whole.bin", launch, {"--steps", "400"}), seconds(180));
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
-  testing::Subprocess job(Job("claimed.bin", launch, {"--steps", "20000"}));
-  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
+  // Worker 0 holds the job at step 200 until the claim is over.
+  const std::string gate = base_ / "claim-over";
+  testing::Subprocess job(
+      Job("claimed.bin", launch,
+          {"--steps", "400", "--stall-rank", "0", "--stall-step", "200", "--stall-until", gate}));
+  ASSERT_TRUE(job.WaitForOutput("holds at step 200", seconds(90))) << job.output();
   // A PS started by hand for rank 1, which ps 1 holds and keeps alive.
   auto second = testing::Run({kBin + "/een-ps"}, seconds(60),
                              {{"EEN_COORDINATOR", testing::CoordinatorAddress(job.output())},
@@ -78,6 +82,7 @@ TEST_F(RankClaims, ASecondProcessForALiveRankIsRefusedAndChangesNothing) {
   EXPECT_NE(second.output.find("ps rank 1 is held by a live process"), std::string::npos)
       << second.output;
   EXPECT_EQ(job.output().find("job finished"), std::string::npos) << "the claim came too late";
+  std::ofstream(gate).put('\n');
   auto code = job.Wait(seconds(180));
   ASSERT_TRUE(code.has_value()) << job.output();
   ASSERT_EQ(*code, 0) << job.output();

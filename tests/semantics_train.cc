@@ -24,6 +24,7 @@
 //   --report-nan-loss: Step() is given a NaN loss (the gradients are fine).
 //   --stall-rank R --stall-at S: rank R stops at step S in the program's own
 //     code (a hung data loader): its heartbeats go on, its gradients never come.
+//     With --stall-until F it goes on once file F exists (a test's gate).
 //   --mismatch-rank R: rank R builds another model (fc1 33 wide, not 32).
 // Worker r's batch at step s is samples (s*W + r)*b ... +b (mod n): the
 // reference can take the union of the live workers' batches.
@@ -31,6 +32,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -128,6 +130,8 @@ int main(int argc, char** argv) {
   app.add_option("--mismatch-rank", mismatch_rank, "this rank builds a wider fc1 (a bug)");
   app.add_option("--stall-rank", stall_rank, "this rank hangs in its own code...");
   app.add_option("--stall-at", stall_at, "...at this step");
+  std::string stall_until;
+  app.add_option("--stall-until", stall_until, "...until this file exists (default: for ever)");
   app.add_option("--skip-backward-at", skip_backward_at,
                  "a buggy loop: no backward() at this step");
   CLI11_PARSE(app, argc, argv);
@@ -186,7 +190,12 @@ int main(int argc, char** argv) {
           if (dp.rank() == stall_rank && s == stall_at) {
             std::printf("rank %d hangs at step %lld\n", stall_rank, static_cast<long long>(s));
             std::fflush(stdout);
-            while (true) pause();  // until een-launch stops it
+            if (stall_until.empty()) {
+              while (true) pause();  // until een-launch stops it
+            }
+            while (!std::filesystem::exists(stall_until)) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
           }
           if (schedule) dp.set_learning_rate(stand_in.param_groups()[0].options().get_lr());
           net->zero_grad();

@@ -420,6 +420,8 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
   if (role == wire::Role::PS) {
     if (n.data_address.empty()) return InvalidArgument("a PS must give its data address");
     for (uint64_t step : reg.getSnapshotSteps()) n.snapshot_steps.push_back(step);
+    n.snapshot_problem = reg.getSnapshotProblem().cStr();
+    for (uint64_t step : reg.getEarlierSnapshots()) n.earlier_snapshots.push_back(step);
   } else {
     EEN_ASSIGN_OR_RETURN(std::vector<TensorInfo> model, TensorsFromWire(reg.getTensors()));
     if (model.empty()) return InvalidArgument("worker registered no parameters");
@@ -562,9 +564,24 @@ Status Coordinator::StartJob() {
     RefuseJob(reason);
     return FailedPrecondition(reason);
   }
+  if (!options_.resume && options_.job.snapshot_every > 0) {
+    // A new run's snapshots would mix with an earlier run's (the newest few
+    // are kept, by step), and a later --resume could take the old run's.
+    for (const Node& p : ps_) {
+      if (p.earlier_snapshots.empty()) continue;
+      const std::string reason = fmt::format(
+          "the snapshot folder {} already holds an earlier run's snapshots (ps {}: steps {}): "
+          "continue that run with --resume {}, give this run another --snapshot-dir, or "
+          "delete the folder to start over",
+          options_.snapshot_dir, p.rank, fmt::join(p.earlier_snapshots, ","),
+          options_.snapshot_dir);
+      RefuseJob(reason);
+      return FailedPrecondition(reason);
+    }
+  }
   if (options_.resume) {
-    std::vector<std::vector<uint64_t>> intact;
-    for (const Node& p : ps_) intact.push_back(p.snapshot_steps);
+    std::vector<SnapshotAgreement::Found> intact;
+    for (const Node& p : ps_) intact.push_back({p.snapshot_steps, p.snapshot_problem});
     auto step = SnapshotAgreement::PickResumeStep(intact);
     if (!step.ok()) {
       RefuseJob(step.status().message());
@@ -589,7 +606,7 @@ Status Coordinator::StartJob() {
     auto saved = ReadMembershipLog(options_.snapshot_dir);
     if (saved.ok()) {
       for (MembershipChange& e : *saved) {
-        if (e.step <= start_step_) before.push_back(std::move(e));
+        if (e.step < start_step_) before.push_back(std::move(e));  // ours replaces one at it
       }
     } else {
       spdlog::warn("{}: workers start as if every one had trained every step",
@@ -689,6 +706,7 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
                                     n.wait->step, n.wait->waited_ms, who, n.rank),
                         false);
     }
+    if (role == wire::Role::PS) CheckBarrierAgainstStep(n, now);
     if (role == wire::Role::PS && hb.getChunksReady() != n.chunks_ready) {
       n.chunks_ready = hb.getChunksReady();
       if (n.chunks_ready == map_epoch_ && map_epoch_ > 1 && map_ && map_->replicated()) {
@@ -790,6 +808,47 @@ void Coordinator::TakeUpBatchesAt(uint64_t step) {
   spdlog::info("NextBatch() deals batches from {} on ({} steps of {} worker{})", at, step, live,
                live == 1 ? "" : "s");
   next_batch_ = at;
+}
+
+void Coordinator::CheckBarrierAgainstStep(const Node& ps, Clock::time_point now) {
+  auto at_barrier = [&](int rank) {
+    for (const auto& [sequence, ranks] : barriers_) {
+      if (ranks.count(rank)) return true;
+    }
+    return false;
+  };
+  int worker = -1;
+  if (state_ == wire::JobState::RUNNING && !rollback_.active() && ps.wait) {
+    for (int w : ps.wait->missing) {
+      if (w >= 0 && w < static_cast<int>(workers_.size()) && at_barrier(w)) worker = w;
+    }
+  }
+  if (worker < 0) {
+    barrier_against_step_.erase(ps.rank);
+    return;
+  }
+  auto [seen, first] =
+      barrier_against_step_.try_emplace(ps.rank, BarrierAgainstStep{ps.wait->step, worker, now});
+  if (!first && (seen->second.step != ps.wait->step || seen->second.worker != worker)) {
+    seen->second = BarrierAgainstStep{ps.wait->step, worker, now};
+  }
+  // A gradient pushed just before Barrier() may still be on its way: only a
+  // wait that lasts is a mismatch.
+  const Clock::duration patience =
+      std::max<Clock::duration>({std::chrono::seconds(5), 10 * options_.job.heartbeat_interval,
+                                 3 * options_.job.failover_threshold});
+  if (now - seen->second.since < patience) return;
+  std::vector<int> stepping;
+  for (const Node& w : workers_) {
+    if (!w.done && !w.lost && !w.joining && !at_barrier(w.rank)) stepping.push_back(w.rank);
+  }
+  Abort(fmt::format(
+      "worker {} waits at Barrier() while step {} on ps {} waits for its gradients, and "
+      "worker(s) {} are still in Step(): the workers took different numbers of steps before "
+      "the barrier, so none can go on. Every worker must take the same steps before "
+      "Barrier(); a worker whose data ends early calls Finish() instead (it leaves the job and "
+      "the others go on without it)",
+      worker, seen->second.step, ps.rank, fmt::join(stepping, ",")));
 }
 
 void Coordinator::ReleaseBarriers() {

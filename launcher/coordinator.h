@@ -125,14 +125,16 @@ class Coordinator {
     bool loss_given = false;  // the program gave `loss` (NaN shows as nan)
     uint64_t samples = 0;
     uint64_t sync_micros = 0;
-    uint64_t staleness = 0;                // ssp/async (see Heartbeat)
-    std::vector<uint64_t> snapshot_steps;  // PS, resuming: its intact snapshots
-    uint64_t snapshot_step = 0;            // PS: newest snapshot written
-    uint64_t chunks_ready = 0;             // PS: map epoch whose chunks it all holds
-    std::vector<MetricSample> metrics;     // from its newest heartbeat
-    uint64_t compute_micros = 0;           // worker: last step's compute
-    uint64_t replication_lag = 0;          // PS: steps its backups lag (Heartbeat)
-    struct Wait {                          // PS: the step waiting longest for gradients
+    uint64_t staleness = 0;                   // ssp/async (see Heartbeat)
+    std::vector<uint64_t> snapshot_steps;     // PS, resuming: its intact snapshots
+    std::string snapshot_problem;             // PS, resuming with none intact: why
+    std::vector<uint64_t> earlier_snapshots;  // PS, not resuming: an earlier run's steps
+    uint64_t snapshot_step = 0;               // PS: newest snapshot written
+    uint64_t chunks_ready = 0;                // PS: map epoch whose chunks it all holds
+    std::vector<MetricSample> metrics;        // from its newest heartbeat
+    uint64_t compute_micros = 0;              // worker: last step's compute
+    uint64_t replication_lag = 0;             // PS: steps its backups lag (Heartbeat)
+    struct Wait {                             // PS: the step waiting longest for gradients
       uint64_t step = 0;
       uint32_t chunk = 0;
       std::vector<int> missing;
@@ -189,6 +191,10 @@ class Coordinator {
   // redo its steps from the snapshot (it comes to the barrier again).
   void SendBackFromBarriers();
   transport::Message SentBackFromBarrier(uint64_t sequence) const;
+  // PS `ps`'s step waits for the gradients of a worker that waits at a
+  // barrier (the others are still in Step()): neither side can go on. Once
+  // that holds for a while, the job ends naming both sides.
+  void CheckBarrierAgainstStep(const Node& ps, Clock::time_point now);
   // DataParallel::NextBatch(): the next batch number, once each. Saved with
   // the state every kBatchesPerSave batches: a restarted coordinator deals
   // on from the last saved number (up to that many batches come again).
@@ -407,7 +413,13 @@ class Coordinator {
   Clock::time_point created_ = Clock::now();
   Clock::time_point aborted_at_, shutdown_at_;
   std::map<uint64_t, std::set<int>> barriers_;  // sequence -> worker ranks waiting
-  uint64_t next_batch_ = 0;                     // the batch NextBatch() hands out next
+  struct BarrierAgainstStep {                   // see CheckBarrierAgainstStep
+    uint64_t step = 0;
+    int worker = -1;
+    Clock::time_point since;
+  };
+  std::map<int, BarrierAgainstStep> barrier_against_step_;  // by PS rank
+  uint64_t next_batch_ = 0;                                 // the batch NextBatch() hands out next
   static constexpr uint64_t kBatchesPerSave = 256;
   uint64_t batches_since_save_ = 0;  // dealt since the last SaveState()
   uint64_t start_step_ = 0;

@@ -25,8 +25,15 @@ namespace een {
 
 class SnapshotAgreement {
  public:
-  // The newest step every PS holds intact, given each PS's intact steps.
-  static Result<uint64_t> PickResumeStep(const std::vector<std::vector<uint64_t>>& per_ps);
+  // What one PS found in its snapshot folder: the steps it holds intact,
+  // and when none, why (its first refusal, or that it holds none).
+  struct Found {
+    std::vector<uint64_t> intact;
+    std::string problem;
+  };
+  // The newest step every PS holds intact, given each PS's (by rank); else
+  // an error that says what each PS holds, and why a PS holds nothing.
+  static Result<uint64_t> PickResumeStep(const std::vector<Found>& per_ps);
 
   void Restore(uint64_t complete) { complete_ = complete; }
   // The newest step written by every live PS (0: none yet).

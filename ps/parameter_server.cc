@@ -48,11 +48,11 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   spdlog::debug("{}", transport::DescribeHardware());  // no transport asks for RDMA yet
   EEN_ASSIGN_OR_RETURN(transport::Device * control_device, transport::DeviceFor(env_.coordinator));
   EEN_ASSIGN_OR_RETURN(control_, control_device->Connect(env_.coordinator));
-  std::vector<uint64_t> intact;
-  if (!env_.spare) EEN_RETURN_IF_ERROR(OpenSnapshots(&intact));  // a spare: once it has a rank
+  ps_messages::SnapshotsFound found;
+  if (!env_.spare) EEN_RETURN_IF_ERROR(OpenSnapshots(&found));  // a spare: once it has a rank
   auto send_register = [&]() -> Status {
     return control_->Send(ps_messages::Register(
-        env_.rank, HostName(), getpid(), listener_->address(), local_address, env_.spare, intact));
+        env_.rank, HostName(), getpid(), listener_->address(), local_address, env_.spare, found));
   };
   EEN_RETURN_IF_ERROR(send_register());
   if (env_.spare) spdlog::info("standing by as a spare PS");
@@ -121,7 +121,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   if (env_.spare) {
     spdlog::warn("this spare takes over as ps {}", env_.rank);
     transport::SetIdentity(transport::PsIdentity(env_.rank));  // its connections from now on
-    EEN_RETURN_IF_ERROR(OpenSnapshots(&intact));
+    EEN_RETURN_IF_ERROR(OpenSnapshots(&found));
   }
   if (env_.rank < 0 || static_cast<uint32_t>(env_.rank) >= map_.num_ps()) {
     return InvalidArgument("PS rank " + std::to_string(env_.rank) + " is not in the shard map");
@@ -202,7 +202,7 @@ void ParameterServer::ReportJoinFailure(const Status& why) {
   (void)control_->Receive(std::chrono::seconds(2));
 }
 
-Status ParameterServer::OpenSnapshots(std::vector<uint64_t>* intact) {
+Status ParameterServer::OpenSnapshots(ps_messages::SnapshotsFound* found) {
   if (env_.snapshot_dir.empty()) return Status::Ok();
   std::error_code ec;
   MakePrivateFolder(env_.snapshot_dir, ec);
@@ -212,12 +212,19 @@ Status ParameterServer::OpenSnapshots(std::vector<uint64_t>* intact) {
   }
   EEN_ASSIGN_OR_RETURN(snapshots_,
                        SnapshotStore::Open(env_.snapshot_dir + "/ps-" + std::to_string(env_.rank)));
-  if (env_.resume) {
-    std::vector<std::string> problems;
-    *intact = snapshots_->IntactSteps(&problems);
-    for (const std::string& p : problems) spdlog::warn("refusing a snapshot: {}", p);
-    spdlog::info("{} intact snapshot(s) in {}{}", intact->size(), snapshots_->path(),
-                 intact->empty() ? "" : ", newest of step " + std::to_string(intact->front()));
+  if (!env_.resume) {
+    found->earlier = snapshots_->Steps();  // the coordinator refuses a new run over them
+    return Status::Ok();
+  }
+  std::vector<std::string> problems;
+  found->intact = snapshots_->IntactSteps(&problems);
+  for (const std::string& p : problems) spdlog::warn("refusing a snapshot: {}", p);
+  spdlog::info(
+      "{} intact snapshot(s) in {}{}", found->intact.size(), snapshots_->path(),
+      found->intact.empty() ? "" : ", newest of step " + std::to_string(found->intact.front()));
+  if (found->intact.empty()) {
+    found->problem =
+        problems.empty() ? snapshots_->path() + " holds no snapshot" : problems.front();
   }
   return Status::Ok();
 }

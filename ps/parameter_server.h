@@ -46,6 +46,7 @@
 #include "common/shard_map.h"
 #include "common/transport/device.h"
 #include "ps/chunk_store.h"
+#include "ps/ps_messages.h"
 #include "ps/snapshot_writer.h"
 
 namespace een::ps {
@@ -147,8 +148,9 @@ class ParameterServer {
   void AnswerReadyPulls();
   void SendError(const transport::PeerId& peer, wire::ErrorCode code, const std::string& text,
                  uint64_t request_id);
-  // Opens DIR/ps-RANK; when resuming, lists its intact snapshots.
-  Status OpenSnapshots(std::vector<uint64_t>* intact);
+  // Opens DIR/ps-RANK; when resuming, lists its intact snapshots (or why
+  // it has none); else the steps an earlier run left there.
+  Status OpenSnapshots(ps_messages::SnapshotsFound* found);
   // Hands a copy of every chunk to the writer when a snapshot step is reached.
   void MaybeSnapshot();
 

@@ -15,8 +15,7 @@ void SetAll(List list, const std::vector<T>& values) {
 }  // namespace
 
 Message Register(int rank, const std::string& host, int pid, const std::string& data_address,
-                 const std::string& local_address, bool spare,
-                 const std::vector<uint64_t>& intact) {
+                 const std::string& local_address, bool spare, const SnapshotsFound& snapshots) {
   wire::Outgoing b(wire::Role::PS, rank);
   auto reg = b.header().initRegister();
   reg.setRole(wire::Role::PS);
@@ -26,7 +25,9 @@ Message Register(int rank, const std::string& host, int pid, const std::string& 
   reg.setDataAddress(data_address);
   reg.setLocalAddress(local_address);
   reg.setSpare(spare);
-  SetAll(reg.initSnapshotSteps(intact.size()), intact);
+  SetAll(reg.initSnapshotSteps(snapshots.intact.size()), snapshots.intact);
+  reg.setSnapshotProblem(snapshots.problem);
+  SetAll(reg.initEarlierSnapshots(snapshots.earlier.size()), snapshots.earlier);
   return b.Take();
 }
 

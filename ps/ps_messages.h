@@ -18,9 +18,16 @@ using transport::Frame;
 using transport::Message;
 
 // To the coordinator.
-// `intact`: the snapshot steps this PS holds intact (resuming).
+// What a PS found in its snapshot folder when it opened it.
+struct SnapshotsFound {
+  std::vector<uint64_t> intact;   // resuming: the steps it holds intact, newest first
+  std::string problem;            // resuming with none intact: why
+  std::vector<uint64_t> earlier;  // not resuming: steps an earlier run left there
+};
+
+// To the coordinator.
 Message Register(int rank, const std::string& host, int pid, const std::string& data_address,
-                 const std::string& local_address, bool spare, const std::vector<uint64_t>& intact);
+                 const std::string& local_address, bool spare, const SnapshotsFound& snapshots);
 Message Hello(int rank);  // to a restarted coordinator: here is this PS's control connection
 Message Leave(int rank);
 Message ProbeReply(int rank, uint64_t round, int worker);  // eenctl status --probe

@@ -200,15 +200,31 @@ Status SnapshotStore::Write(uint64_t step, const std::vector<ChunkImage>& chunks
   return Status::Ok();
 }
 
-std::vector<uint64_t> SnapshotStore::ManifestStepsLocked() const {
+std::vector<uint64_t> SnapshotStore::ManifestStepsLocked(std::string* problem) const {
   std::vector<uint64_t> steps;
   if (!db_) return steps;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   for (it->Seek("snap/"); it->Valid() && it->key().starts_with("snap/"); it->Next()) {
     if (auto step = ManifestStep(it->key().ToString())) steps.push_back(*step);
   }
+  if (problem) {
+    *problem = it->status().ok() ? ""
+                                 : "the snapshots in " + path_ +
+                                       " cannot all be listed: " + ReadError(it->status());
+  }
   std::sort(steps.rbegin(), steps.rend());
   return steps;
+}
+
+std::string SnapshotStore::ReadError(const rocksdb::Status& s) const {
+  if (!s.IsCorruption()) return s.ToString();
+  return s.ToString() + " (the store's files are damaged: restore " + path_ +
+         " from a copy if you keep one; without it these snapshots cannot be resumed)";
+}
+
+std::vector<uint64_t> SnapshotStore::Steps() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ManifestStepsLocked();
 }
 
 Status SnapshotStore::CheckRoom(const std::string& what, uint64_t bytes) const {
@@ -230,7 +246,10 @@ Status SnapshotStore::CheckRoom(const std::string& what, uint64_t bytes) const {
 std::vector<uint64_t> SnapshotStore::IntactSteps(std::vector<std::string>* problems) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<uint64_t> intact;
-  for (uint64_t step : ManifestStepsLocked()) {
+  std::string listing;
+  const std::vector<uint64_t> steps = ManifestStepsLocked(&listing);
+  if (!listing.empty() && problems) problems->push_back(listing);
+  for (uint64_t step : steps) {
     auto chunks = ReadLocked(step);
     if (chunks.ok()) {
       intact.push_back(step);
@@ -258,12 +277,18 @@ Result<std::vector<ChunkImage>> SnapshotStore::ReadLocked(uint64_t step) const {
   }
   std::string manifest_text;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), ManifestKey(step), &manifest_text);
-  if (!s.ok()) return DataLoss(where + " has no manifest: " + s.ToString());
+  if (s.IsNotFound()) return DataLoss(where + " has no manifest");
+  if (!s.ok()) return DataLoss(where + " cannot be read: " + ReadError(s));
   std::vector<ChunkImage> chunks;
   for (const ManifestEntry& e : DecodeManifest(manifest_text)) {
     std::string record;
     s = db_->Get(rocksdb::ReadOptions(), ChunkKey(step, e.chunk), &record);
-    if (!s.ok()) return DataLoss(where + ": chunk " + std::to_string(e.chunk) + " is missing");
+    if (s.IsNotFound())
+      return DataLoss(where + ": chunk " + std::to_string(e.chunk) + " is missing");
+    if (!s.ok()) {
+      return DataLoss(where + ": chunk " + std::to_string(e.chunk) +
+                      " cannot be read: " + ReadError(s));
+    }
     if (record.size() != e.bytes || Crc(record.data(), record.size()) != e.crc ||
         record.size() < sizeof(uint64_t) || (record.size() - sizeof(uint64_t)) % sizeof(float)) {
       return DataLoss(where + ": chunk " + std::to_string(e.chunk) +

@@ -23,7 +23,8 @@
 
 namespace rocksdb {
 class DB;
-}
+class Status;
+}  // namespace rocksdb
 
 namespace een::ps {
 
@@ -42,8 +43,11 @@ class SnapshotStore {
 
   const std::string& path() const { return path_; }
   Status Write(uint64_t step, const std::vector<ChunkImage>& chunks);
+  // Steps with a snapshot (a manifest), newest first, unverified.
+  std::vector<uint64_t> Steps() const;
   // Steps with a whole, verified snapshot, newest first. Each snapshot
-  // that exists but fails verification adds a line to `problems`.
+  // that exists but fails verification, and a store that cannot be read
+  // through, adds a line to `problems`.
   std::vector<uint64_t> IntactSteps(std::vector<std::string>* problems) const;
   Result<std::vector<ChunkImage>> Read(uint64_t step) const;
 
@@ -52,7 +56,10 @@ class SnapshotStore {
   // Closes and opens the database for writing (db_ null when that fails;
   // the error says why).
   Status Reopen() const;
-  std::vector<uint64_t> ManifestStepsLocked() const;
+  // (`problem`, when given: why the listing stopped short, else "".)
+  std::vector<uint64_t> ManifestStepsLocked(std::string* problem = nullptr) const;
+  // "Corruption: ... (the store's files are damaged: ...)" for a failed read.
+  std::string ReadError(const rocksdb::Status& s) const;
   // Unavailable ("WHAT in PATH failed: disk full ...") when the disk lacks
   // room for a snapshot of `bytes` (0: for opening the store).
   Status CheckRoom(const std::string& what, uint64_t bytes) const;

@@ -98,6 +98,8 @@ struct Register {
   snapshotSteps @7 :List(UInt64);  # PS resuming: steps of its intact snapshots
   spare @8 :Bool;                  # PS: a standby; it gets a rank when a PS is lost
   localAddress @9 :Text;           # PS: where processes of its own host reach it (may be empty)
+  snapshotProblem @10 :Text;       # PS resuming with no intact snapshot: why (or "")
+  earlierSnapshots @11 :List(UInt64);  # PS not resuming: steps an earlier run left in its folder
 }
 
 struct JobStart {

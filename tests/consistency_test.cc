@@ -183,6 +183,23 @@ TEST_F(Consistency, AWorkerWaitingAtABarrierDoesNotHoldTheOthersBackUnderSsp) {
   }
 }
 
+// Under bsp the same program cannot go on: the short worker waits at the
+// barrier while the others wait in Step() for its gradients. The job ends
+// within seconds (not at the 30-minute step timeout), its last line naming
+// both sides and the fix.
+TEST_F(Consistency, UnderBspABarrierAgainstAStepEndsTheJobNamingBothSides) {
+  std::vector<std::string> argv = Job("bsp", 1, 0);
+  argv.insert(argv.end(), {"--short-rank", "2", "--short-by", "10"});
+  auto r = testing::Run(argv, seconds(120));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const std::string last = r.output.substr(r.output.rfind("[een-launch]"));
+  EXPECT_NE(last.find("job failed: worker 2 waits at Barrier() while step 140 on ps "),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(last.find("worker(s) 0,1,3 are still in Step()"), std::string::npos) << r.output;
+  EXPECT_NE(last.find("calls Finish() instead"), std::string::npos) << r.output;
+}
+
 // A lost worker leaves the bound at once: with the slowed worker SIGKILLed
 // under ssp:2 (and --min-workers 3), the others, which it held back, finish
 // without it, never more than 1 step ahead of the slowest live one, and end

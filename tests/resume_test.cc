@@ -227,6 +227,39 @@ TEST_F(Resume, OnDemandSnapshotIsCompleteAndResumable) {
   EXPECT_TRUE(plain.Wait(seconds(20)).has_value());
 }
 
+// A new run in a folder that holds an earlier run's snapshots would mix its
+// snapshots with the old ones (the newest few are kept), and a later
+// --resume could take the old run's model: it is refused, and the earlier
+// run stays resumable. Resuming with more PS than took the snapshots names
+// the --ps to use.
+TEST_F(Resume, AnEarlierRunsFolderIsNeitherMixedNorResumedWithOtherPs) {
+  const std::string dir = base_ + "/earlier";
+  auto earlier = testing::Run(Job(base_ + "/earlier.bin", {"--snapshot-dir", dir}), seconds(120));
+  ASSERT_EQ(earlier.exit_code, 0) << earlier.output;
+
+  auto fresh = testing::Run(Job(base_ + "/fresh.bin", {"--snapshot-dir", dir}), seconds(60));
+  EXPECT_EQ(fresh.exit_code, 1) << fresh.output;
+  EXPECT_NE(fresh.output.find("job failed: the snapshot folder " + dir +
+                              " already holds an earlier run's snapshots (ps 0: steps 2000,"),
+            std::string::npos)
+      << fresh.output;
+  EXPECT_NE(fresh.output.find("continue that run with --resume " + dir), std::string::npos)
+      << fresh.output;
+
+  std::vector<std::string> three = Job(base_ + "/three.bin", {"--resume", dir});
+  three[2] = "3";  // --ps 3
+  auto more = testing::Run(three, seconds(60));
+  EXPECT_EQ(more.exit_code, 1) << more.output;
+  EXPECT_NE(more.output.find("ps 2 none: " + dir + "/ps-2 holds no snapshot"), std::string::npos)
+      << more.output;
+  EXPECT_NE(more.output.find("was the run started with --ps 2?"), std::string::npos) << more.output;
+
+  auto resumed = testing::Run(Job(base_ + "/resumed.bin", {"--resume", dir}), seconds(120));
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming from the snapshot of step 2000"), std::string::npos)
+      << resumed.output;
+}
+
 TEST_F(Resume, NothingToResumeFromIsAClearError) {
   std::filesystem::create_directories(base_ + "/empty");
   auto r = testing::Run(Job(base_ + "/x.bin", {"--resume", base_ + "/empty"}), seconds(60));

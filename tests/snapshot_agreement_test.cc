@@ -19,10 +19,11 @@ TEST(SnapshotAgreement, AStepIsCompleteOnceEveryLivePsWroteIt) {
 }
 
 TEST(SnapshotAgreement, ResumesFromTheNewestStepEveryPsHoldsIntact) {
-  auto step = SnapshotAgreement::PickResumeStep({{100, 200, 300}, {100, 200}, {200, 300}});
+  auto step = SnapshotAgreement::PickResumeStep(
+      {{{100, 200, 300}, ""}, {{100, 200}, ""}, {{200, 300}, ""}});
   ASSERT_TRUE(step.ok()) << step.status().ToString();
   EXPECT_EQ(*step, 200u) << "300 is torn on ps 1";
-  auto none = SnapshotAgreement::PickResumeStep({{100}, {200}});
+  auto none = SnapshotAgreement::PickResumeStep({{{100}, ""}, {{200}, ""}});
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(none.status().message().find("no snapshot is complete and intact on every one of the "

@@ -532,6 +532,7 @@ Status Coordinator::SendJobStart(const Node& n, bool rebuild, uint64_t join_step
   if (join_step > 0) {
     start.resume = true;  // parameters come from the PS, not from this worker
     start.start_step = join_step;
+    start.joining = true;
   }
   return listener_->Send(n.control, coordinator_messages::JobStart(start));
 }

@@ -29,6 +29,7 @@ Message JobStart(const JobStartFields& f) {
   js.setRebuild(f.rebuild);
   js.setConsistency(f.consistency);
   js.setDynamicSlicing(f.dynamic_slicing);
+  js.setJoining(f.joining);
   auto history = js.initHistory(f.history->size());
   for (size_t k = 0; k < f.history->size(); ++k) {
     wire::MembershipToWire((*f.history)[k], history[k]);

@@ -35,6 +35,7 @@ struct JobStartFields {
   const std::vector<MembershipChange>* history = nullptr;
   std::string consistency = "bsp";
   bool dynamic_slicing = false;
+  bool joining = false;  // a worker joining the running job at start_step
 };
 Message JobStart(const JobStartFields& fields);
 

@@ -64,13 +64,29 @@ void Coordinator::BuildStatus(wire::JobStatus::Builder status) const {
     }
   }
   // A worker's straggler score: its compute over the others' median (with
-  // two workers, over all of them would put both halfway).
+  // two workers, over all of them would put both halfway). Under dynamic
+  // slicing a slow worker's compute is cut to the others' by a smaller
+  // slice: there its compute per sample is compared (beyond the fixed cost
+  // every step pays, as the balancer measures it).
+  const bool per_sample = options_.job.dynamic_slicing == "auto";
+  if (per_sample) {
+    computes.clear();
+    for (int w : live) {
+      if (auto micros = slices_.MicrosPerSample(w)) computes.push_back({w, *micros / 1000.0});
+    }
+  }
   auto others_median = [&](int rank) {
     std::vector<double> others;
     for (const auto& [w, ms] : computes) {
       if (w != rank) others.push_back(ms);
     }
     return Median(others);
+  };
+  auto own = [&](int rank) {
+    for (const auto& [w, ms] : computes) {
+      if (w == rank) return ms;
+    }
+    return 0.0;
   };
   status.setState(state_);
   status.setStep(lead ? lead->step : 0);
@@ -121,9 +137,7 @@ void Coordinator::BuildStatus(wire::JobStatus::Builder status) const {
       p.setStaleness(n.staleness);
       p.setBatchShare(ShareOf(n.rank));
       const double median = gone ? 0 : others_median(n.rank);
-      if (median > 0 && n.compute_micros > 0) {
-        p.setStragglerScore(n.compute_micros / 1000.0 / median);
-      }
+      if (median > 0 && own(n.rank) > 0) p.setStragglerScore(own(n.rank) / median);
     }
     Metrics::ToWire(n.metrics, p.initMetrics(n.metrics.size()));
   }

@@ -120,6 +120,12 @@ void SliceBalancer::Changed() {
   for (auto& [rank, m] : measures_) m.since_change = 0;
 }
 
+std::optional<double> SliceBalancer::MicrosPerSample(int rank) const {
+  auto it = measures_.find(rank);
+  if (it == measures_.end() || it->second.samples == 0) return std::nullopt;
+  return Marginal(it->second);
+}
+
 std::string SliceBalancer::Describe(const std::vector<int>& live) const {
   std::string out;
   for (int rank : live) {

@@ -67,6 +67,9 @@ class SliceBalancer {
   // batch_slice().
   std::vector<int> NeverSliced(const std::vector<int>& live, uint64_t after) const;
   double fixed_micros() const { return fixed_; }
+  // Worker `rank`'s measured compute per sample beyond the fixed cost
+  // (micros), once it has sliced.
+  std::optional<double> MicrosPerSample(int rank) const;
 
  private:
   struct Measure {

@@ -615,7 +615,11 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     return InvalidArgument("push from worker rank " + std::to_string(worker) + " of " +
                            std::to_string(store_->num_workers()));
   }
-  if (!store_->IsLive(worker)) {
+  // Initial values fill only chunks that have none, so they are taken from
+  // worker 0 whatever its state: its replacement sends them before this PS
+  // may have heard that it joined (the lost one may have died before it
+  // sent them all).
+  if (!store_->IsLive(worker) && push.getKind() != wire::PushKind::INITIAL) {
     return FailedPrecondition("worker " + std::to_string(worker) +
                               " was declared lost and is no longer part of the job");
   }

@@ -117,6 +117,8 @@ struct JobStart {
                                    # (a worker joining at `startStep` finds its data)
   consistency @10 :Text;           # "bsp" (empty: bsp), "ssp:K" or "async"
   dynamicSlicing @11 :Bool;        # --dynamic-slicing: memberships carry batch shares
+  joining @12 :Bool;               # worker joining a running job at startStep (a
+                                   # replacement or a late one)
 }
 
 enum JobState {

@@ -287,6 +287,31 @@ TEST_F(RoleLoss, APsLostBeforeItsBackupsHeldTheFirstValuesChangesNothing) {
                          "did not reach the moment it is for";
 }
 
+// Worker 0 lost after the job started but before it sent the initial
+// values (found by the random test above, rarely): its replacement joins
+// the running job and sends its own (the PS keep any they hold), and the
+// job trains on. Before, every worker waited for values no one would send.
+// The first incarnation of worker 0 is tests/first_values_loser.cc.
+TEST_F(RoleLoss, AWorker0LostBeforeItSentTheFirstValuesIsReplacedAndTheJobTrains) {
+  const std::string out = base_ / "params.bin", mark = base_ / "worker-0-lost";
+  const std::string program = kBin + "/equivalence_train --optimizer adam --steps 200 --out " + out;
+  auto job =
+      testing::Run({kBin + "/een-launch", "--ps", "2", "--workers", "2", "--max-restarts", "1",
+                    "--progress-interval", "200ms", "--", "/bin/sh", "-c",
+                    "if [ \"$EEN_RANK\" = 0 ] && mkdir " + mark + " 2>/dev/null; then exec " +
+                        kBin + "/first_values_loser; fi; exec " + program},
+                   seconds(120));
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("worker 0 joined and dies before sending the initial values"),
+            std::string::npos)
+      << job.output;
+  EXPECT_NE(job.output.find("worker 0 (host"), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("joins the running job"), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("job finished: 2 of 2 workers succeeded"), std::string::npos)
+      << job.output;
+  EXPECT_GT(testing::ReadBytes(out).size(), 4000u) << "worker 0's replacement saved no values";
+}
+
 // A PS lost while a membership round waits for its answer: worker 1 is
 // killed (a round begins: every PS is asked for its newest version), ps 0
 // answers and holds every answer beyond that version until the commit,

@@ -88,6 +88,11 @@ TEST(SliceBalancer, AFixedCostPerStepDoesNotKeepARecoveredWorkerSmall) {
   b.Changed();
   Feed(b, {100, 1000, 100, 100}, *slowed, &step, 40, fixed);
   EXPECT_NEAR(b.fixed_micros(), fixed, 100) << "learned from each worker's two shares";
+  // What eenctl's STRAGGLER compares under slicing: the small slice evens
+  // out worker 1's step, not its cost per sample.
+  ASSERT_TRUE(b.MicrosPerSample(1) && b.MicrosPerSample(0));
+  EXPECT_NEAR(*b.MicrosPerSample(1) / *b.MicrosPerSample(0), 10, 2) << b.Describe(live);
+  EXPECT_FALSE(b.MicrosPerSample(7)) << "never heard of";
   Feed(b, {100, 100, 100, 100}, *slowed, &step, 40, fixed);  // it recovered
   const auto recovered = b.Propose(live, *slowed);
   ASSERT_TRUE(recovered) << b.Describe(live);

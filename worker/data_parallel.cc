@@ -286,9 +286,12 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   BuildBuckets(options.bucket_bytes);
   if (device_ || fake_device_) SetUpDevicePath();
 
-  // Every worker starts from rank 0's values, or from the snapshot.
+  // Every worker starts from rank 0's values, or from the snapshot. A
+  // worker 0 that joins the running job (a replacement) sends its values
+  // too: the lost one may have died before it sent them all, and the PS
+  // keep any they hold.
   step_ = client_->start_step();
-  if (client_->rank() == 0 && !client_->resumed()) PushInitialValues();
+  if (client_->rank() == 0 && (!client_->resumed() || client_->joining())) PushInitialValues();
   JoinPull();
   HookGradients();
   size_t counts[4] = {0, 0, 0, 0};

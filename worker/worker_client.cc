@@ -101,6 +101,7 @@ Status WorkerClient::ApplyJobStart(wire::JobStart::Reader js) {
   rank_ = js.getRank();
   world_size_ = js.getWorldSize();
   resumed_ = js.getResume();
+  joining_ = js.getJoining();
   start_step_ = js.getStartStep();
   if (js.hasConsistency() && js.getConsistency().size() > 0) {
     EEN_ASSIGN_OR_RETURN(consistency_, Consistency::Parse(js.getConsistency()));
@@ -259,6 +260,8 @@ Status WorkerClient::Push(wire::PushKind kind, uint64_t step, const std::vector<
     initial_ = std::move(kept);
     // A PS was lost already: Recover() sends them, to the new owners.
     if (NeedsRecovery()) return Status::Ok();
+    // A joining worker 0 sends them "again": the PS keep any they hold.
+    return PushToOwners(kind, step, chunks, data, owner, /*again=*/joining_);
   }
   return PushToOwners(kind, step, chunks, data, owner, /*again=*/false);
 }

@@ -57,6 +57,8 @@ class WorkerClient {
   const OptimizerConfig& optimizer() const { return optimizer_; }
   // Resuming from a snapshot: the PS hold step start_step()'s values already.
   bool resumed() const { return resumed_; }
+  // Joining a running job (a replacement or a late worker) at start_step().
+  bool joining() const { return joining_; }
   uint64_t start_step() const { return start_step_; }
   const Consistency& consistency() const { return consistency_; }
   // ssp/async: how many steps the slowest live worker was behind this one
@@ -246,6 +248,7 @@ class WorkerClient {
   uint64_t slice_count_ = 0, slice_global_ = 0;  // the last SliceOf()
   double lr_ = -1;
   bool resumed_ = false;
+  bool joining_ = false;
   Consistency consistency_;
   // ssp/async: the version last pulled and the fewest steps a live worker
   // had applied to the chunks answered for it.

@@ -11,8 +11,12 @@
 // of a BSP step (the per-worker mean contribution): one optimizer step on
 // it at learning rate / live workers, so one gradient from each of N
 // workers moves the values about as far as one BSP step would (with SGD
-// exactly as the mean of those gradients, from staler values). Neither
-// mode is reproducible run to run. A plain value.
+// exactly as the mean of those gradients, from staler values). Adam and
+// AdamW take learning rate / sqrt(live workers) instead: they divide each
+// step by its gradient's root mean square, which one worker's batch (1/N
+// of BSP's) makes about sqrt(N) times noisier (the square-root scaling
+// rule for adaptive optimizers). Neither mode is reproducible run to run.
+// A plain value.
 #pragma once
 
 #include <cstdint>

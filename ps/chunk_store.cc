@@ -17,6 +17,8 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Create(const ShardMap& map, uint
   store->device_ = device;
   EEN_ASSIGN_OR_RETURN(store->optimizer_, Optimizer::Create(optimizer));
   store->max_norm_ = optimizer.clip_grad_norm;
+  store->adam_ = optimizer.kind == OptimizerConfig::Kind::kAdam ||
+                 optimizer.kind == OptimizerConfig::Kind::kAdamW;
   store->slot_of_.assign(map.chunks().size(), -1);
   EEN_RETURN_IF_ERROR(store->AddSlots(map.ChunksHeldBy(ps), ps));
   return store;
@@ -468,8 +470,12 @@ std::vector<uint32_t> ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks
     in.state = s.state;
     in.step = s.version + 1;
     if (optimizer_) in.lr = s.step_lr >= 0 ? s.step_lr : optimizer_->configured_lr();
-    // ssp/async: each gradient is 1/N of a step (N live workers).
-    if (consistency_.per_arrival()) in.lr /= static_cast<double>(std::max(1, LiveCount()));
+    // ssp/async: each gradient is 1/N of a step (N live workers): lr / N;
+    // Adam's by the square-root rule, lr / sqrt(N) (see common/consistency.h).
+    if (consistency_.per_arrival()) {
+      const double n = static_cast<double>(std::max(1, LiveCount()));
+      in.lr /= adam_ ? std::sqrt(n) : n;
+    }
     // Values a bf16/fp16 wire pulled before are converted while in cache.
     if (optimizer_ && s.wire_type != WireType::kF32) {
       in.wire_type = s.wire_type;

@@ -22,7 +22,8 @@
 // with no optimizer. Frozen chunks take an empty contribution each step:
 // their version moves on with the others', their values never change.
 // Under ssp:K and async (SetConsistency) each gradient is applied alone as
-// it arrives: one optimizer step at learning rate / live workers (a broadcast
+// it arrives: one optimizer step at learning rate / live workers (Adam and
+// AdamW: / sqrt(live workers), see common/consistency.h) (a broadcast
 // buffer takes the lowest live rank's values; others' only count), the
 // version counts those applications, and each chunk keeps, per worker, how
 // many of its steps were applied (WorkerSteps: the next step it may push)
@@ -294,6 +295,7 @@ class ChunkStore {
   std::vector<bool> parked_;         // ssp: waiting at a barrier (see Park)
   std::vector<uint64_t> join_step_;  // per worker: the first step it takes part in
   std::unique_ptr<Optimizer> optimizer_;
+  bool adam_ = false;  // Adam or AdamW: ssp/async take lr / sqrt(N), not lr / N
   std::vector<std::shared_ptr<Arena>> arenas_;  // first: the job's start; then one per Adopt
   std::vector<int32_t> slot_of_;                // chunk id -> slot, -1 if not owned
   std::vector<Slot> slots_;

@@ -210,5 +210,28 @@ TEST(AsyncSnapshot, KeepsEachWorkersStepsAndIsLabelledWithTheSlowest) {
   EXPECT_EQ(from_bsp->CompletedStep(), 4u);
 }
 
+// The per-arrival rule: each gradient is one optimizer step at lr / N
+// (SGD: exactly its share of a BSP step's mean), and at lr / sqrt(N) for
+// Adam and AdamW (the square-root rule: their step is about lr whatever
+// the gradient's scale). One gradient of 1 from one of 4 workers, from 0.
+TEST(PerArrivalRule, SgdTakesLrOverNAndAdamLrOverTheSquareRootOfN) {
+  auto map = ShardMap::Build({{"w", 8}}, 1, ShardingOptions{}, {"mem://a"});
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  Consistency async;
+  async.kind = Consistency::Kind::kAsync;
+  auto first_value = [&](const OptimizerConfig& optimizer) {
+    auto store = ChunkStore::Create(*map, 0, 4, optimizer);
+    EXPECT_TRUE(store.ok());
+    (*store)->SetConsistency(async);
+    EXPECT_TRUE((*store)->SetInitial(0, Floats(std::vector<float>(8, 0.0f))).ok());
+    EXPECT_TRUE((*store)->AddGradient(0, 2, 0, Floats(std::vector<float>(8, 1.0f))).ok());
+    return (*store)->CaptureChunk(0).data[0];
+  };
+  EXPECT_EQ(first_value(OptimizerConfig::SGD(0.5)), -0.125f) << "0.5 / 4";
+  // Adam's first step is lr * g / (|g| + eps): lr / sqrt(4) = 0.005.
+  EXPECT_NEAR(first_value(OptimizerConfig::Adam(1e-2)), -0.005f, 1e-6f);
+  EXPECT_NEAR(first_value(OptimizerConfig::AdamW(1e-2, 0.9, 0.999, 1e-8, 0)), -0.005f, 1e-6f);
+}
+
 }  // namespace
 }  // namespace een::ps

@@ -102,10 +102,7 @@ int main(int argc, char** argv) {
   auto sink = [&](uint32_t c) { return params.data() + chunk_at[c]; };
   const bool resumed = (*client)->resumed();
   int first_step = resumed ? static_cast<int>((*client)->start_step()) : 0;
-  // Worker 0 sends the starting values; a worker 0 joining the running job
-  // (a replacement) sends them again, in case the lost one died before it
-  // sent them all (the PS keep any they hold).
-  if ((*client)->rank() == 0 && (!resumed || (*client)->joining())) {
+  if ((*client)->sends_initial_values()) {
     // A copy the client may keep until step 1 (pulls overwrite `params`).
     auto initial = std::make_shared<const std::vector<float>>(params);
     std::vector<uint32_t> all;

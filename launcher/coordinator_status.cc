@@ -56,23 +56,19 @@ void Coordinator::BuildStatus(wire::JobStatus::Builder status) const {
   }
   const Node* lead = live.empty() ? nullptr : &workers_[live.front()];
   double samples_per_second = 0;
-  std::vector<std::pair<int, double>> computes;  // live workers' (rank, compute ms)
-  for (int w : live) {
-    samples_per_second += workers_[w].rates.samples_per_second();
-    if (workers_[w].compute_micros > 0) {
-      computes.push_back({w, workers_[w].compute_micros / 1000.0});
-    }
-  }
   // A worker's straggler score: its compute over the others' median (with
   // two workers, over all of them would put both halfway). Under dynamic
   // slicing a slow worker's compute is cut to the others' by a smaller
   // slice: there its compute per sample is compared (beyond the fixed cost
   // every step pays, as the balancer measures it).
   const bool per_sample = options_.job.dynamic_slicing == "auto";
-  if (per_sample) {
-    computes.clear();
-    for (int w : live) {
+  std::vector<std::pair<int, double>> computes;  // live workers' (rank, ms per step or sample)
+  for (int w : live) {
+    samples_per_second += workers_[w].rates.samples_per_second();
+    if (per_sample) {
       if (auto micros = slices_.MicrosPerSample(w)) computes.push_back({w, *micros / 1000.0});
+    } else if (workers_[w].compute_micros > 0) {
+      computes.push_back({w, workers_[w].compute_micros / 1000.0});
     }
   }
   auto others_median = [&](int rank) {

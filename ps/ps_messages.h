@@ -17,7 +17,6 @@ namespace een::ps_messages {
 using transport::Frame;
 using transport::Message;
 
-// To the coordinator.
 // What a PS found in its snapshot folder when it opened it.
 struct SnapshotsFound {
   std::vector<uint64_t> intact;   // resuming: the steps it holds intact, newest first

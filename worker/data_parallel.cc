@@ -286,12 +286,9 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   BuildBuckets(options.bucket_bytes);
   if (device_ || fake_device_) SetUpDevicePath();
 
-  // Every worker starts from rank 0's values, or from the snapshot. A
-  // worker 0 that joins the running job (a replacement) sends its values
-  // too: the lost one may have died before it sent them all, and the PS
-  // keep any they hold.
+  // Every worker starts from rank 0's values, or from the snapshot.
   step_ = client_->start_step();
-  if (client_->rank() == 0 && (!client_->resumed() || client_->joining())) PushInitialValues();
+  if (client_->sends_initial_values()) PushInitialValues();
   JoinPull();
   HookGradients();
   size_t counts[4] = {0, 0, 0, 0};

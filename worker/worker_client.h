@@ -59,6 +59,10 @@ class WorkerClient {
   bool resumed() const { return resumed_; }
   // Joining a running job (a replacement or a late worker) at start_step().
   bool joining() const { return joining_; }
+  // This worker sends the job's starting values: worker 0 of a job that
+  // starts, and a worker 0 that joins the running job (the lost one may
+  // have died before it sent them all; the PS keep any they hold).
+  bool sends_initial_values() const { return rank_ == 0 && (!resumed_ || joining_); }
   uint64_t start_step() const { return start_step_; }
   const Consistency& consistency() const { return consistency_; }
   // ssp/async: how many steps the slowest live worker was behind this one

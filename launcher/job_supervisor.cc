@@ -386,9 +386,10 @@ int JobSupervisor::Run() {
   bool workers_done = false;
   Clock::time_point workers_done_at, failure_at, coordinator_done_at;
   std::string failure;
-  // The failure is a PS's exit or a replacement's (one that came too late:
-  // the job ended while it started); moot if the coordinator ends it well.
-  bool failure_from_ps = false;
+  // The failure is a PS's exit, a replacement's (one that came too late:
+  // the job ended while it started) or a killed worker's; moot if the
+  // coordinator ends the job well.
+  bool failure_moot_if_finished = false;
   std::vector<bool> reported(slots_.size(), false);
   std::vector<bool> replacement(slots_.size(), false);
   int lost_workers = 0;
@@ -490,6 +491,15 @@ int JobSupervisor::Run() {
         // (then nothing is replaced); one that failed on its own keeps its
         // own last line as the verdict.
         const bool worker_killed = is_worker && !own_failure;
+        // The coordinator finished the job well before this worker was
+        // killed: it ends a job only when every worker has finished or was
+        // declared lost, so the training lost nothing.
+        if (worker_killed && slots_[0]->succeeded()) {
+          Say(what +
+              " after the coordinator had finished the job: the job lost nothing and goes on "
+              "without a replacement (what the program did after Finish() was cut short)");
+          continue;
+        }
         if (ps_may_restart || ((worker_may_restart || worker_killed) && !slots_[0]->exited())) {
           const auto gone = TellCoordinatorProcessGone(c, c.ExitDescription());
           if (gone && gone->finished) {
@@ -555,14 +565,17 @@ int JobSupervisor::Run() {
         const std::string verdict = CoordinatorVerdict();
         failure = verdict.empty() ? what : verdict;
         failure_at = Clock::now();
-        failure_from_ps = is_ps || replacement[i];
+        // (A PS, a replacement, or a worker killed from outside while the
+        // coordinator was ending the job: it may yet finish the job well.)
+        failure_moot_if_finished = is_ps || replacement[i] || worker_killed;
         break;
       }
     }
-    if (!failure.empty() && failure_from_ps && slots_[0]->succeeded()) {
+    if (!failure.empty() && failure_moot_if_finished && slots_[0]->succeeded()) {
       // The coordinator ended the job well all the same (it ends a job that
-      // a PS loss hurts): the PS went while or after it left, or the
-      // replacement came after the others had finished.
+      // a PS loss hurts): the PS went while or after it left, the
+      // replacement came after the others had finished, or the worker was
+      // killed after its last step while the coordinator was leaving.
       Say("the coordinator finished the job well after that: " +
           failure.substr(0, failure.find(';')) + " was no longer needed by it, nothing was lost");
       failure.clear();

@@ -1,5 +1,6 @@
 #include "common/consistency.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
@@ -21,6 +22,11 @@ Result<Consistency> Consistency::Parse(const std::string& text) {
   return InvalidArgument("consistency '" + text +
                          "' is not one of bsp, ssp:K (K from 1 to 999999: a worker may start "
                          "step t once every worker completed step t-K) or async");
+}
+
+double PerArrivalBeta1(double beta1, int workers) {
+  if (workers < 1) return beta1;
+  return std::max(0.0, beta1 - (1.0 - 1.0 / workers));
 }
 
 std::string Consistency::Name() const {

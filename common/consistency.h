@@ -15,7 +15,10 @@
 // AdamW take learning rate / sqrt(live workers) instead: they divide each
 // step by its gradient's root mean square, which one worker's batch (1/N
 // of BSP's) makes about sqrt(N) times noisier (the square-root scaling
-// rule for adaptive optimizers). Neither mode is reproducible run to run.
+// rule for adaptive optimizers). Their first moment's beta1 is lowered by
+// the momentum the asynchrony itself adds, 1 - 1/N for N workers
+// (Mitliagkas et al., "Asynchrony begets momentum"): PerArrivalBeta1.
+// Neither mode is reproducible run to run.
 // A plain value.
 #pragma once
 
@@ -42,5 +45,11 @@ struct Consistency {
     return kind != Kind::kSsp || slowest_completed >= t || slowest_completed + staleness > t;
   }
 };
+
+// Adam/AdamW's beta1 under ssp/async with `workers` workers: beta1 less the
+// implicit momentum of N workers' stale gradients, 1 - 1/N, and at least 0
+// (0.9 with 4 workers: 0.15; with 1 worker unchanged). SGD's momentum is
+// kept: there it also sets the step's size, lr / (1 - momentum).
+double PerArrivalBeta1(double beta1, int workers);
 
 }  // namespace een

@@ -421,6 +421,7 @@ Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register
     if (n.data_address.empty()) return InvalidArgument("a PS must give its data address");
     for (uint64_t step : reg.getSnapshotSteps()) n.snapshot_steps.push_back(step);
     n.snapshot_problem = reg.getSnapshotProblem().cStr();
+    n.snapshot_folder_empty = reg.getSnapshotFolderEmpty();
     for (uint64_t step : reg.getEarlierSnapshots()) n.earlier_snapshots.push_back(step);
   } else {
     EEN_ASSIGN_OR_RETURN(std::vector<TensorInfo> model, TensorsFromWire(reg.getTensors()));
@@ -582,7 +583,9 @@ Status Coordinator::StartJob() {
   }
   if (options_.resume) {
     std::vector<SnapshotAgreement::Found> intact;
-    for (const Node& p : ps_) intact.push_back({p.snapshot_steps, p.snapshot_problem});
+    for (const Node& p : ps_) {
+      intact.push_back({p.snapshot_steps, p.snapshot_problem, p.snapshot_folder_empty});
+    }
     auto step = SnapshotAgreement::PickResumeStep(intact);
     if (!step.ok()) {
       RefuseJob(step.status().message());

@@ -128,6 +128,7 @@ class Coordinator {
     uint64_t staleness = 0;                   // ssp/async (see Heartbeat)
     std::vector<uint64_t> snapshot_steps;     // PS, resuming: its intact snapshots
     std::string snapshot_problem;             // PS, resuming with none intact: why
+    bool snapshot_folder_empty = false;       // PS, resuming: it holds no snapshot at all
     std::vector<uint64_t> earlier_snapshots;  // PS, not resuming: an earlier run's steps
     uint64_t snapshot_step = 0;               // PS: newest snapshot written
     uint64_t chunks_ready = 0;                // PS: map epoch whose chunks it all holds

@@ -214,7 +214,8 @@ int main(int argc, char** argv) {
   std::string flight_dir;
   app.add_option("--flight-dir", flight_dir,
                  "where flight records go: every process's last steps, written when a step "
-                 "stalls past the failover threshold or the job fails (default /tmp)");
+                 "stalls past the failover threshold or the job fails (default /tmp)")
+      ->envname("EEN_FLIGHT_DIR");
   int replicas = 0;
   auto* replicas_opt = app.add_option(
       "--replicas", replicas,

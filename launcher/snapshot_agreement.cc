@@ -29,7 +29,7 @@ std::string NoCommonStep(const std::vector<SnapshotAgreement::Found>& per_ps) {
   }
   bool rest_empty = holding > 0 && holding < per_ps.size();
   for (size_t r = holding; r < per_ps.size() && rest_empty; ++r) {
-    rest_empty = per_ps[r].problem.find("holds no snapshot") != std::string::npos;
+    rest_empty = per_ps[r].none;
   }
   std::string hint = "start without --resume (and another --snapshot-dir) to train from scratch";
   if (rest_empty) {

@@ -26,10 +26,12 @@ namespace een {
 class SnapshotAgreement {
  public:
   // What one PS found in its snapshot folder: the steps it holds intact,
-  // and when none, why (its first refusal, or that it holds none).
+  // and when none, why (its first refusal, or that it holds none), and
+  // whether the folder holds no snapshot at all (intact or not).
   struct Found {
     std::vector<uint64_t> intact;
     std::string problem;
+    bool none = false;
   };
   // The newest step every PS holds intact, given each PS's (by rank); else
   // an error that says what each PS holds, and why a PS holds nothing.

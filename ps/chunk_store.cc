@@ -19,6 +19,8 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Create(const ShardMap& map, uint
   store->max_norm_ = optimizer.clip_grad_norm;
   store->adam_ = optimizer.kind == OptimizerConfig::Kind::kAdam ||
                  optimizer.kind == OptimizerConfig::Kind::kAdamW;
+  store->optimizer_config_ = optimizer;
+  store->job_workers_ = num_workers;
   store->slot_of_.assign(map.chunks().size(), -1);
   EEN_RETURN_IF_ERROR(store->AddSlots(map.ChunksHeldBy(ps), ps));
   return store;
@@ -27,6 +29,23 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Create(const ShardMap& map, uint
 namespace {
 // A frozen chunk's contribution: no bytes, but present (a null data() means "not in").
 const std::byte kNoChange{0};
+
+// Why an image of `floats` floats does not fit a chunk of `numel` values
+// and `slots` optimizer state slots (another model, or another optimizer).
+std::string WrongSize(size_t floats, uint32_t numel, size_t slots) {
+  std::string why = "holds " + std::to_string(floats) + " floats where this job needs " +
+                    std::to_string(size_t{numel} * (1 + slots)) + " (" + std::to_string(numel) +
+                    " values and " + std::to_string(slots) +
+                    " optimizer state slot(s) of each: sgd 0, sgd with momentum 1, adagrad 1, "
+                    "adam and adamw 2)";
+  if (numel > 0 && floats % numel == 0 && floats / numel >= 1) {
+    why += ": it was taken with an optimizer of " + std::to_string(floats / numel - 1) +
+           " state slot(s), or with another model";
+  } else {
+    why += ": it was taken with another model";
+  }
+  return why;
+}
 }  // namespace
 
 size_t ChunkStore::ContributionBytes(uint32_t chunk, WireType type) const {
@@ -349,6 +368,18 @@ std::optional<ChunkStore::Stall> ChunkStore::OldestStall() const {
     oldest = std::move(stall);
   }
   return oldest;
+}
+
+void ChunkStore::SetConsistency(const Consistency& c) {
+  consistency_ = c;
+  if (!adam_ || !c.per_arrival()) return;
+  // The same state slots (zeros before any step): only beta1 changes. A
+  // backup made with the same worker count applies the same. (A PS made
+  // after an elastic job grew takes its larger count: its values stay
+  // close, and nothing is reproducible under ssp/async anyway.)
+  OptimizerConfig config = optimizer_config_;
+  config.beta1 = PerArrivalBeta1(config.beta1, job_workers_);
+  if (auto adjusted = Optimizer::Create(config); adjusted.ok()) optimizer_ = std::move(*adjusted);
 }
 
 int ChunkStore::ArrivedFrom(const Slot& s) const {
@@ -680,8 +711,8 @@ Status ChunkStore::LoadImage(const ChunkImage& image) {
   Slot& s = slots_[slot_of_[image.chunk]];
   const uint32_t n = Numel(image.chunk);
   if (image.data.size() != size_t{n} * (1 + s.state.size())) {
-    return DataLoss("chunk " + std::to_string(image.chunk) +
-                    " has the wrong size (another model or optimizer?)");
+    return DataLoss("chunk " + std::to_string(image.chunk) + " " +
+                    WrongSize(image.data.size(), n, s.state.size()));
   }
   std::memcpy(s.values, image.data.data(), n * sizeof(float));
   for (size_t k = 0; k < s.state.size(); ++k) {
@@ -720,8 +751,10 @@ Status ChunkStore::Restore(const std::vector<ChunkImage>& images, uint64_t step)
     }
     const Slot& s = SlotOf(image.chunk);
     if (image.data.size() != size_t{Numel(image.chunk)} * (1 + s.state.size())) {
-      return DataLoss("the snapshot's chunk " + std::to_string(image.chunk) +
-                      " has the wrong size (another model or optimizer?)");
+      return DataLoss("the snapshot's chunk " + std::to_string(image.chunk) + " " +
+                      WrongSize(image.data.size(), Numel(image.chunk), s.state.size()) +
+                      "; resume with the model and optimizer the run was started with, or train "
+                      "from scratch (without --resume, with another --snapshot-dir)");
     }
     if (!consistency_.per_arrival() && !image.worker_steps.empty()) {
       return DataLoss(

@@ -23,7 +23,7 @@
 // their version moves on with the others', their values never change.
 // Under ssp:K and async (SetConsistency) each gradient is applied alone as
 // it arrives: one optimizer step at learning rate / live workers (Adam and
-// AdamW: / sqrt(live workers), see common/consistency.h) (a broadcast
+// AdamW: / sqrt(live workers), and a lower beta1: see common/consistency.h) (a broadcast
 // buffer takes the lowest live rank's values; others' only count), the
 // version counts those applications, and each chunk keeps, per worker, how
 // many of its steps were applied (WorkerSteps: the next step it may push)
@@ -80,7 +80,9 @@ class ChunkStore {
   bool HasContribution(uint32_t chunk, int worker) const;
   bool sum_mode() const { return optimizer_ == nullptr; }
   // Before any gradient: bsp (the default), ssp:K or async.
-  void SetConsistency(const Consistency& c) { consistency_ = c; }
+  // Under ssp/async Adam/AdamW's beta1 is PerArrivalBeta1 of the job's
+  // workers when this store was made.
+  void SetConsistency(const Consistency& c);
   const Consistency& consistency() const { return consistency_; }
   // ssp/async: worker `worker`'s steps applied to `chunk` (its next step).
   uint64_t WorkerSteps(uint32_t chunk, int worker) const {
@@ -295,7 +297,9 @@ class ChunkStore {
   std::vector<bool> parked_;         // ssp: waiting at a barrier (see Park)
   std::vector<uint64_t> join_step_;  // per worker: the first step it takes part in
   std::unique_ptr<Optimizer> optimizer_;
-  bool adam_ = false;  // Adam or AdamW: ssp/async take lr / sqrt(N), not lr / N
+  bool adam_ = false;                 // Adam or AdamW: ssp/async take lr / sqrt(N), not lr / N
+  OptimizerConfig optimizer_config_;  // as the job gave it
+  int job_workers_ = 0;               // the job's workers when this store was made
   std::vector<std::shared_ptr<Arena>> arenas_;  // first: the job's start; then one per Adopt
   std::vector<int32_t> slot_of_;                // chunk id -> slot, -1 if not owned
   std::vector<Slot> slots_;

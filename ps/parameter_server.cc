@@ -137,10 +137,15 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
     EEN_RETURN_IF_ERROR(store_->AddBatchShares(change));
   if (!history.empty()) batch_shares_ = history.back().shares;
   if (consistency.per_arrival()) {
+    const bool adam = optimizer.kind == OptimizerConfig::Kind::kAdam ||
+                      optimizer.kind == OptimizerConfig::Kind::kAdamW;
     spdlog::info(
         "consistency {}: each gradient is applied as it arrives, as 1/N of a step (the "
-        "optimizer at learning rate / live workers)",
-        consistency.Name());
+        "optimizer at learning rate / {}){}",
+        consistency.Name(), adam ? "sqrt(live workers)" : "live workers",
+        adam ? fmt::format(", beta1 {:g} for {} workers (less the momentum of the asynchrony)",
+                           PerArrivalBeta1(optimizer.beta1, workers), workers)
+             : "");
   }
   epoch_ = map_.epoch();
   if (rebuild) {
@@ -149,12 +154,23 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
         "images from their primaries",
         epoch_, store_->owned_chunks());
   } else if (resume) {
-    if (!snapshots_) return FailedPrecondition("asked to resume, but no snapshot folder was given");
+    if (!snapshots_) {
+      return FailedPrecondition(
+          "asked to resume, but " +
+          (env_.snapshot_dir.empty()
+               ? std::string("no snapshot folder was given")
+               : env_.snapshot_dir + "/ps-" + std::to_string(env_.rank) + " holds no snapshot"));
+    }
     EEN_ASSIGN_OR_RETURN(std::vector<ChunkImage> images, snapshots_->Read(start_step));
     EEN_RETURN_IF_ERROR(store_->Restore(images, start_step));
     step_ = start_step;
     TrustBackups();
     spdlog::info("restored the snapshot of step {} from {}", start_step, snapshots_->path());
+  }
+  if (!snapshots_ && !env_.snapshot_dir.empty() && env_.snapshot_every > 0) {
+    // A folder not created while resuming (it held nothing): created now.
+    EEN_ASSIGN_OR_RETURN(
+        snapshots_, SnapshotStore::Open(env_.snapshot_dir + "/ps-" + std::to_string(env_.rank)));
   }
   if (snapshots_ && env_.snapshot_every > 0) {
     next_snapshot_ = (store_->CompletedStep() / env_.snapshot_every + 1) * env_.snapshot_every;
@@ -210,8 +226,16 @@ Status ParameterServer::OpenSnapshots(ps_messages::SnapshotsFound* found) {
     return Unavailable("cannot create the snapshot folder " + env_.snapshot_dir + ": " +
                        ec.message());
   }
-  EEN_ASSIGN_OR_RETURN(snapshots_,
-                       SnapshotStore::Open(env_.snapshot_dir + "/ps-" + std::to_string(env_.rank)));
+  const std::string path = env_.snapshot_dir + "/ps-" + std::to_string(env_.rank);
+  if (env_.resume && !std::filesystem::exists(path, ec)) {
+    // Nothing to resume from (was the run started with fewer PS?): the
+    // folder is not created; it is opened for writing if the job starts.
+    found->none = true;
+    found->problem = path + " holds no snapshot";
+    spdlog::info("no snapshot in {}: the folder does not exist", path);
+    return Status::Ok();
+  }
+  EEN_ASSIGN_OR_RETURN(snapshots_, SnapshotStore::Open(path));
   if (!env_.resume) {
     found->earlier = snapshots_->Steps();  // the coordinator refuses a new run over them
     return Status::Ok();
@@ -223,6 +247,7 @@ Status ParameterServer::OpenSnapshots(ps_messages::SnapshotsFound* found) {
       "{} intact snapshot(s) in {}{}", found->intact.size(), snapshots_->path(),
       found->intact.empty() ? "" : ", newest of step " + std::to_string(found->intact.front()));
   if (found->intact.empty()) {
+    found->none = problems.empty();
     found->problem =
         problems.empty() ? snapshots_->path() + " holds no snapshot" : problems.front();
   }

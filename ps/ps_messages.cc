@@ -27,6 +27,7 @@ Message Register(int rank, const std::string& host, int pid, const std::string& 
   reg.setSpare(spare);
   SetAll(reg.initSnapshotSteps(snapshots.intact.size()), snapshots.intact);
   reg.setSnapshotProblem(snapshots.problem);
+  reg.setSnapshotFolderEmpty(snapshots.none);
   SetAll(reg.initEarlierSnapshots(snapshots.earlier.size()), snapshots.earlier);
   return b.Take();
 }

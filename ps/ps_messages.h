@@ -21,6 +21,7 @@ using transport::Message;
 struct SnapshotsFound {
   std::vector<uint64_t> intact;   // resuming: the steps it holds intact, newest first
   std::string problem;            // resuming with none intact: why
+  bool none = false;              // resuming: the folder holds no snapshot at all
   std::vector<uint64_t> earlier;  // not resuming: steps an earlier run left there
 };
 

@@ -31,13 +31,14 @@ std::string ChunkKey(uint64_t step, uint32_t chunk) {
 }
 std::string ManifestKey(uint64_t step) { return StepPrefix(step) + "manifest"; }
 
-// The step of a manifest key; nothing for any other key (a chunk, or one
-// this store never writes: a damaged or edited database is read, not trusted).
-std::optional<uint64_t> ManifestStep(const std::string& key) {
-  const std::string prefix = "snap/", suffix = "/manifest";
+// The step of a key under "snap/<20-digit step>/"; nothing for any other
+// key (one this store never writes: a damaged or edited database is read,
+// not trusted).
+std::optional<uint64_t> KeyStep(const std::string& key) {
+  const std::string prefix = "snap/";
   constexpr size_t kDigits = 20;
-  if (key.size() != prefix.size() + kDigits + suffix.size() || key.rfind(prefix, 0) != 0 ||
-      key.compare(prefix.size() + kDigits, suffix.size(), suffix) != 0) {
+  if (key.size() < prefix.size() + kDigits + 1 || key.rfind(prefix, 0) != 0 ||
+      key[prefix.size() + kDigits] != '/') {
     return std::nullopt;
   }
   uint64_t step = 0;
@@ -46,6 +47,16 @@ std::optional<uint64_t> ManifestStep(const std::string& key) {
   if (error != std::errc() || end != digits + kDigits)
     return std::nullopt;  // not all digits, or > 2^64
   return step;
+}
+
+// The step of a manifest key; nothing for any other key.
+std::optional<uint64_t> ManifestStep(const std::string& key) {
+  const std::string suffix = "/manifest";
+  constexpr size_t kLength = 5 + 20 + 9;  // "snap/", the digits, "/manifest"
+  if (key.size() != kLength || key.compare(kLength - suffix.size(), suffix.size(), suffix) != 0) {
+    return std::nullopt;
+  }
+  return KeyStep(key);
 }
 
 uint32_t Crc(const void* data, size_t n) {
@@ -216,6 +227,22 @@ std::vector<uint64_t> SnapshotStore::ManifestStepsLocked(std::string* problem) c
   return steps;
 }
 
+void SnapshotStore::AddTableFileStepsLocked(std::vector<uint64_t>* steps) const {
+  if (!db_) return;
+  std::vector<rocksdb::LiveFileMetaData> files;
+  db_->GetLiveFilesMetaData(&files);
+  for (const rocksdb::LiveFileMetaData& f : files) {
+    for (const std::string& key : {f.smallestkey, f.largestkey}) {
+      const std::optional<uint64_t> step = KeyStep(key);
+      if (!step || std::find(steps->begin(), steps->end(), *step) != steps->end()) continue;
+      std::string manifest;
+      if (db_->Get(rocksdb::ReadOptions(), ManifestKey(*step), &manifest).IsNotFound()) continue;
+      steps->push_back(*step);
+    }
+  }
+  std::sort(steps->rbegin(), steps->rend());
+}
+
 std::string SnapshotStore::ReadError(const rocksdb::Status& s) const {
   if (!s.IsCorruption()) return s.ToString();
   return s.ToString() + " (the store's files are damaged: restore " + path_ +
@@ -224,7 +251,10 @@ std::string SnapshotStore::ReadError(const rocksdb::Status& s) const {
 
 std::vector<uint64_t> SnapshotStore::Steps() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return ManifestStepsLocked();
+  std::string problem;
+  std::vector<uint64_t> steps = ManifestStepsLocked(&problem);
+  if (!problem.empty()) AddTableFileStepsLocked(&steps);
+  return steps;
 }
 
 Status SnapshotStore::CheckRoom(const std::string& what, uint64_t bytes) const {
@@ -247,8 +277,11 @@ std::vector<uint64_t> SnapshotStore::IntactSteps(std::vector<std::string>* probl
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<uint64_t> intact;
   std::string listing;
-  const std::vector<uint64_t> steps = ManifestStepsLocked(&listing);
-  if (!listing.empty() && problems) problems->push_back(listing);
+  std::vector<uint64_t> steps = ManifestStepsLocked(&listing);
+  if (!listing.empty()) {
+    if (problems) problems->push_back(listing);
+    AddTableFileStepsLocked(&steps);
+  }
   for (uint64_t step : steps) {
     auto chunks = ReadLocked(step);
     if (chunks.ok()) {

@@ -43,7 +43,8 @@ class SnapshotStore {
 
   const std::string& path() const { return path_; }
   Status Write(uint64_t step, const std::vector<ChunkImage>& chunks);
-  // Steps with a snapshot (a manifest), newest first, unverified.
+  // Steps with a snapshot (a manifest), newest first, unverified (past a
+  // damaged table file: any step a table file holds).
   std::vector<uint64_t> Steps() const;
   // Steps with a whole, verified snapshot, newest first. Each snapshot
   // that exists but fails verification, and a store that cannot be read
@@ -58,6 +59,13 @@ class SnapshotStore {
   Status Reopen() const;
   // (`problem`, when given: why the listing stopped short, else "".)
   std::vector<uint64_t> ManifestStepsLocked(std::string* problem = nullptr) const;
+  // For a listing cut short by a damaged table file: adds the steps at the
+  // ends of each table file's key range (RocksDB's metadata, no data block
+  // read; a snapshot is one file when written) whose manifest was not
+  // deleted, newest first. A damaged file then hides no step from the
+  // report (a step of another file may still be unreadable: RocksDB looks
+  // a key up in each of up to 3 level-0 files, the damaged one too).
+  void AddTableFileStepsLocked(std::vector<uint64_t>* steps) const;
   // "Corruption: ... (the store's files are damaged: ...)" for a failed read.
   std::string ReadError(const rocksdb::Status& s) const;
   // Unavailable ("WHAT in PATH failed: disk full ...") when the disk lacks

@@ -100,6 +100,7 @@ struct Register {
   localAddress @9 :Text;           # PS: where processes of its own host reach it (may be empty)
   snapshotProblem @10 :Text;       # PS resuming with no intact snapshot: why (or "")
   earlierSnapshots @11 :List(UInt64);  # PS not resuming: steps an earlier run left in its folder
+  snapshotFolderEmpty @12 :Bool;   # PS resuming: its folder holds no snapshot at all
 }
 
 struct JobStart {

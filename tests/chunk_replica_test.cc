@@ -210,6 +210,27 @@ TEST(AsyncSnapshot, KeepsEachWorkersStepsAndIsLabelledWithTheSlowest) {
   EXPECT_EQ(from_bsp->CompletedStep(), 4u);
 }
 
+// A snapshot taken with SGD resumed with Adam: refused, saying what the
+// snapshot holds (values and no state slot) and what to resume with.
+TEST(AsyncSnapshot, AnotherOptimizersSnapshotIsRefusedNamingTheFix) {
+  auto map = ShardMap::Build({{"w", 1000}}, 1, ShardingOptions{}, {"mem://a"});
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  auto sgd = ChunkStore::Create(*map, 0, 2, OptimizerConfig::SGD(0.25));
+  auto adam = ChunkStore::Create(*map, 0, 2, OptimizerConfig::Adam(1e-2));
+  ASSERT_TRUE(sgd.ok() && adam.ok());
+  ASSERT_TRUE((*sgd)->SetInitial(0, Floats(std::vector<float>(1000, 1.0f))).ok());
+  const Status refused = (*adam)->Restore((*sgd)->Capture());
+  EXPECT_EQ(refused.code(), StatusCode::kDataLoss);
+  EXPECT_NE(refused.message().find("holds 1000 floats where this job needs 3000"),
+            std::string::npos)
+      << refused.ToString();
+  EXPECT_NE(refused.message().find("taken with an optimizer of 0 state slot(s)"), std::string::npos)
+      << refused.ToString();
+  EXPECT_NE(refused.message().find("resume with the model and optimizer the run was started with"),
+            std::string::npos)
+      << refused.ToString();
+}
+
 // The per-arrival rule: each gradient is one optimizer step at lr / N
 // (SGD: exactly its share of a BSP step's mean), and at lr / sqrt(N) for
 // Adam and AdamW (the square-root rule: their step is about lr whatever
@@ -231,6 +252,28 @@ TEST(PerArrivalRule, SgdTakesLrOverNAndAdamLrOverTheSquareRootOfN) {
   // Adam's first step is lr * g / (|g| + eps): lr / sqrt(4) = 0.005.
   EXPECT_NEAR(first_value(OptimizerConfig::Adam(1e-2)), -0.005f, 1e-6f);
   EXPECT_NEAR(first_value(OptimizerConfig::AdamW(1e-2, 0.9, 0.999, 1e-8, 0)), -0.005f, 1e-6f);
+}
+
+// Adam's beta1 under ssp/async is lowered by the momentum 4 workers' stale
+// gradients add (1 - 1/4): 0.9 becomes 0.15. A gradient of 1 then one of
+// -1 (a step each at lr' = lr / 2): the second step's bias-corrected first
+// moment is -(1 - beta1) / (1 + beta1), its second moment 1, so the value
+// ends at -lr' + lr' * 0.85 / 1.15 (with beta1 0.9 it would be -lr' + lr' * 0.1 / 1.9).
+TEST(PerArrivalRule, AdamsBeta1LeavesOutTheMomentumOfTheAsynchrony) {
+  EXPECT_DOUBLE_EQ(PerArrivalBeta1(0.9, 4), 0.15);
+  EXPECT_DOUBLE_EQ(PerArrivalBeta1(0.9, 1), 0.9);
+  EXPECT_DOUBLE_EQ(PerArrivalBeta1(0.9, 32), 0.0);
+  auto map = ShardMap::Build({{"w", 8}}, 1, ShardingOptions{}, {"mem://a"});
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  Consistency async;
+  async.kind = Consistency::Kind::kAsync;
+  auto store = ChunkStore::Create(*map, 0, 4, OptimizerConfig::Adam(1e-2));
+  ASSERT_TRUE(store.ok());
+  (*store)->SetConsistency(async);
+  ASSERT_TRUE((*store)->SetInitial(0, Floats(std::vector<float>(8, 0.0f))).ok());
+  ASSERT_TRUE((*store)->AddGradient(0, 2, 0, Floats(std::vector<float>(8, 1.0f))).ok());
+  ASSERT_TRUE((*store)->AddGradient(0, 3, 0, Floats(std::vector<float>(8, -1.0f))).ok());
+  EXPECT_NEAR((*store)->CaptureChunk(0).data[0], -0.005 + 0.005 * 0.85 / 1.15, 1e-6);
 }
 
 }  // namespace

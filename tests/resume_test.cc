@@ -253,6 +253,7 @@ TEST_F(Resume, AnEarlierRunsFolderIsNeitherMixedNorResumedWithOtherPs) {
   EXPECT_NE(more.output.find("ps 2 none: " + dir + "/ps-2 holds no snapshot"), std::string::npos)
       << more.output;
   EXPECT_NE(more.output.find("was the run started with --ps 2?"), std::string::npos) << more.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ps-2")) << "a refused resume leaves no empty store";
 
   auto resumed = testing::Run(Job(base_ + "/resumed.bin", {"--resume", dir}), seconds(120));
   EXPECT_EQ(resumed.exit_code, 0) << resumed.output;

@@ -33,6 +33,26 @@ TEST(SnapshotAgreement, ResumesFromTheNewestStepEveryPsHoldsIntact) {
   EXPECT_FALSE(SnapshotAgreement::PickResumeStep({}).ok());
 }
 
+// A PS past those that hold snapshots holds none at all (its own field
+// says so, whatever its text): the run was likely started with fewer PS.
+// One whose snapshots are damaged is no such hint.
+TEST(SnapshotAgreement, PsThatHoldNothingAfterThoseThatHoldSnapshotsHintAtTheCount) {
+  auto fewer = SnapshotAgreement::PickResumeStep(
+      {{{100, 200}, ""}, {{100, 200}, ""}, {{}, "D/ps-2: nothing here", true}});
+  ASSERT_FALSE(fewer.ok());
+  EXPECT_NE(fewer.status().message().find("ps 2 none: D/ps-2: nothing here"), std::string::npos)
+      << fewer.status().message();
+  EXPECT_NE(fewer.status().message().find("only ps 0..1 hold snapshots there: was the run "
+                                          "started with --ps 2?"),
+            std::string::npos)
+      << fewer.status().message();
+  auto damaged = SnapshotAgreement::PickResumeStep(
+      {{{100, 200}, ""}, {{}, "D/ps-1 holds no snapshot it can read: Corruption", false}});
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_EQ(damaged.status().message().find("was the run started with"), std::string::npos)
+      << damaged.status().message();
+}
+
 TEST(SnapshotAgreement, ARoundServesTheRequestsWaitingWhenItBegan) {
   SnapshotAgreement agreement;
   EXPECT_EQ(agreement.StepFor(40), 0u) << "nobody asked: the round snapshots nothing";

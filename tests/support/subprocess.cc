@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -19,12 +20,17 @@ using Clock = std::chrono::steady_clock;
 
 Subprocess::Subprocess(const std::vector<std::string>& argv,
                        const std::map<std::string, std::string>& env) {
+  // Flight records of the tests' failing jobs go to the build folder, not
+  // /tmp (a test that looks at them gives --flight-dir).
+  std::error_code ec;
+  std::filesystem::create_directories(EEN_TEST_FLIGHT_DIR, ec);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return;
   pid_ = fork();
   if (pid_ == 0) {
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
+    if (!std::getenv("EEN_FLIGHT_DIR")) setenv("EEN_FLIGHT_DIR", EEN_TEST_FLIGHT_DIR, 1);
     for (const auto& [k, v] : env) {
       if (v.empty())
         unsetenv(k.c_str());

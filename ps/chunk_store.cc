@@ -1,5 +1,7 @@
 #include "ps/chunk_store.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -380,6 +382,14 @@ void ChunkStore::SetConsistency(const Consistency& c) {
   OptimizerConfig config = optimizer_config_;
   config.beta1 = PerArrivalBeta1(config.beta1, job_workers_);
   if (auto adjusted = Optimizer::Create(config); adjusted.ok()) optimizer_ = std::move(*adjusted);
+}
+
+std::string ChunkStore::PerArrivalRule() const {
+  if (!adam_) return "learning rate / live workers";
+  return fmt::format(
+      "learning rate / sqrt(live workers), beta1 {:g} for {} workers (less the momentum of the "
+      "asynchrony)",
+      PerArrivalBeta1(optimizer_config_.beta1, job_workers_), job_workers_);
 }
 
 int ChunkStore::ArrivedFrom(const Slot& s) const {

@@ -83,6 +83,9 @@ class ChunkStore {
   // Under ssp/async Adam/AdamW's beta1 is PerArrivalBeta1 of the job's
   // workers when this store was made.
   void SetConsistency(const Consistency& c);
+  // ssp/async: how each arrival is applied, for the log ("learning rate /
+  // sqrt(live workers), beta1 0.15 for 4 workers (...)").
+  std::string PerArrivalRule() const;
   const Consistency& consistency() const { return consistency_; }
   // ssp/async: worker `worker`'s steps applied to `chunk` (its next step).
   uint64_t WorkerSteps(uint32_t chunk, int worker) const {

@@ -137,15 +137,10 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
     EEN_RETURN_IF_ERROR(store_->AddBatchShares(change));
   if (!history.empty()) batch_shares_ = history.back().shares;
   if (consistency.per_arrival()) {
-    const bool adam = optimizer.kind == OptimizerConfig::Kind::kAdam ||
-                      optimizer.kind == OptimizerConfig::Kind::kAdamW;
     spdlog::info(
         "consistency {}: each gradient is applied as it arrives, as 1/N of a step (the "
-        "optimizer at learning rate / {}){}",
-        consistency.Name(), adam ? "sqrt(live workers)" : "live workers",
-        adam ? fmt::format(", beta1 {:g} for {} workers (less the momentum of the asynchrony)",
-                           PerArrivalBeta1(optimizer.beta1, workers), workers)
-             : "");
+        "optimizer at {})",
+        consistency.Name(), store_->PerArrivalRule());
   }
   epoch_ = map_.epoch();
   if (rebuild) {
@@ -155,11 +150,10 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
         epoch_, store_->owned_chunks());
   } else if (resume) {
     if (!snapshots_) {
-      return FailedPrecondition(
-          "asked to resume, but " +
-          (env_.snapshot_dir.empty()
-               ? std::string("no snapshot folder was given")
-               : env_.snapshot_dir + "/ps-" + std::to_string(env_.rank) + " holds no snapshot"));
+      return FailedPrecondition("asked to resume, but " +
+                                (env_.snapshot_dir.empty()
+                                     ? std::string("no snapshot folder was given")
+                                     : SnapshotPath() + " holds no snapshot"));
     }
     EEN_ASSIGN_OR_RETURN(std::vector<ChunkImage> images, snapshots_->Read(start_step));
     EEN_RETURN_IF_ERROR(store_->Restore(images, start_step));
@@ -169,8 +163,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   }
   if (!snapshots_ && !env_.snapshot_dir.empty() && env_.snapshot_every > 0) {
     // A folder not created while resuming (it held nothing): created now.
-    EEN_ASSIGN_OR_RETURN(
-        snapshots_, SnapshotStore::Open(env_.snapshot_dir + "/ps-" + std::to_string(env_.rank)));
+    EEN_ASSIGN_OR_RETURN(snapshots_, SnapshotStore::Open(SnapshotPath()));
   }
   if (snapshots_ && env_.snapshot_every > 0) {
     next_snapshot_ = (store_->CompletedStep() / env_.snapshot_every + 1) * env_.snapshot_every;
@@ -226,7 +219,7 @@ Status ParameterServer::OpenSnapshots(ps_messages::SnapshotsFound* found) {
     return Unavailable("cannot create the snapshot folder " + env_.snapshot_dir + ": " +
                        ec.message());
   }
-  const std::string path = env_.snapshot_dir + "/ps-" + std::to_string(env_.rank);
+  const std::string path = SnapshotPath();
   if (env_.resume && !std::filesystem::exists(path, ec)) {
     // Nothing to resume from (was the run started with fewer PS?): the
     // folder is not created; it is opened for writing if the job starts.

@@ -151,6 +151,10 @@ class ParameterServer {
   // Opens DIR/ps-RANK; when resuming, lists its intact snapshots (or why
   // it has none); else the steps an earlier run left there.
   Status OpenSnapshots(ps_messages::SnapshotsFound* found);
+  // This PS's snapshot store: SNAPSHOT_DIR/ps-RANK.
+  std::string SnapshotPath() const {
+    return env_.snapshot_dir + "/ps-" + std::to_string(env_.rank);
+  }
   // Hands a copy of every chunk to the writer when a snapshot step is reached.
   void MaybeSnapshot();
 

@@ -51,12 +51,9 @@ std::optional<uint64_t> KeyStep(const std::string& key) {
 
 // The step of a manifest key; nothing for any other key.
 std::optional<uint64_t> ManifestStep(const std::string& key) {
-  const std::string suffix = "/manifest";
-  constexpr size_t kLength = 5 + 20 + 9;  // "snap/", the digits, "/manifest"
-  if (key.size() != kLength || key.compare(kLength - suffix.size(), suffix.size(), suffix) != 0) {
-    return std::nullopt;
-  }
-  return KeyStep(key);
+  const std::optional<uint64_t> step = KeyStep(key);
+  if (!step || key != ManifestKey(*step)) return std::nullopt;
+  return step;
 }
 
 uint32_t Crc(const void* data, size_t n) {

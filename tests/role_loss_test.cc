@@ -123,6 +123,12 @@ class RoleLoss : public ::testing::Test {
             "--params-out",
             out};
   }
+  // Worker 0's parameters after an undisturbed run over tcp ("" when it failed).
+  std::string UndisturbedParameters() const {
+    auto whole = testing::Run(Job("tcp", base_ / "whole"), seconds(120));
+    EXPECT_EQ(whole.exit_code, 0) << whole.output;
+    return whole.exit_code == 0 ? testing::ReadBytes(base_ / "whole.rank-0") : "";
+  }
   testing::ScratchFolder base_{"role-loss-test"};
 };
 
@@ -248,9 +254,7 @@ TEST_F(RoleLoss, ARandomRoleKilledAtARandomMomentOfTheJobsLifeChangesNothing) {
 // shards exists anywhere but in worker 0, which sends its initial values
 // again. Every time: exit 0, the undisturbed parameters.
 TEST_F(RoleLoss, APsLostBeforeItsBackupsHeldTheFirstValuesChangesNothing) {
-  auto whole = testing::Run(Job("tcp", base_ / "whole"), seconds(120));
-  ASSERT_EQ(whole.exit_code, 0) << whole.output;
-  const std::string reference = testing::ReadBytes(base_ / "whole.rank-0");
+  const std::string reference = UndisturbedParameters();
   ASSERT_FALSE(reference.empty());
   int again = 0;
   for (int run = 0; run < 4; ++run) {
@@ -319,9 +323,7 @@ TEST_F(RoleLoss, AWorker0LostBeforeItSentTheFirstValuesIsReplacedAndTheJobTrains
 // exited: the job lost nothing, exit 0, both workers' parameters are the
 // undisturbed run's. Before, een-launch failed the job naming the kill.
 TEST_F(RoleLoss, AWorkerKilledAfterTheCoordinatorFinishedTheJobLosesNothing) {
-  auto whole = testing::Run(Job("tcp", base_ / "whole"), seconds(120));
-  ASSERT_EQ(whole.exit_code, 0) << whole.output;
-  const std::string reference = testing::ReadBytes(base_ / "whole.rank-0");
+  const std::string reference = UndisturbedParameters();
   ASSERT_FALSE(reference.empty());
   const std::string out = base_ / "late";
   testing::Subprocess job(Job("tcp", out));
@@ -358,9 +360,7 @@ TEST_F(RoleLoss, AWorkerKilledAfterTheCoordinatorFinishedTheJobLosesNothing) {
 // the PS alive now (before, the job hung there until --step-timeout).
 // Exit 0, the undisturbed parameters.
 TEST_F(RoleLoss, APsLostWhileAMembershipRoundWaitsForItChangesNothing) {
-  auto whole = testing::Run(Job("tcp", base_ / "whole"), seconds(120));
-  ASSERT_EQ(whole.exit_code, 0) << whole.output;
-  const std::string reference = testing::ReadBytes(base_ / "whole.rank-0");
+  const std::string reference = UndisturbedParameters();
   ASSERT_FALSE(reference.empty());
   const std::string out = base_ / "round";
   testing::Subprocess job(Job("tcp", out));

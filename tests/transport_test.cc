@@ -388,6 +388,27 @@ TEST(SharedMemory, ASegmentNamedAsARegionAndThenAsABlockIsRefused) {
       << s.ToString();
 }
 
+// Found by fuzz_shm_manifest: a name with a NUL after a real segment's name
+// opened that segment (shm_open stops at the NUL) but was kept as a new
+// mapping, one per such name, until mmap failed. Refused now.
+TEST(SharedMemory, ANameWithANulIsRefusedNotMappedAgain) {
+  auto memory = SharedMemory::Create(1 << 16, "test");
+  ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+  const std::string name = (*memory)->name();
+  shm::Mappings mappings;
+  auto first = mappings.Get(name, false);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  for (const std::string& alias : {name + std::string(1, '\0') + "x", name + "/x", name + "\n"}) {
+    auto again = mappings.Get(alias, false);
+    EXPECT_EQ(again.status().code(), StatusCode::kInvalidArgument) << again.status().ToString();
+    EXPECT_NE(again.status().message().find("was not made by this job"), std::string::npos)
+        << again.status().ToString();
+  }
+  auto same = mappings.Get(name, false);
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(same->get(), first->get());
+}
+
 // A full /dev/shm is an error with a message at allocation (never a SIGBUS
 // later): checked in a mount namespace of this test's own with a 2 MiB
 // /dev/shm (needs root for unshare/mount; skipped otherwise).

@@ -7,6 +7,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 
@@ -15,13 +16,20 @@
 namespace een::transport::shm {
 namespace {
 
-// "/een-PID-TAG-...": made by a process of this job (SharedMemory::Create).
+// "/een-PID-TAG-...": made by a process of this job (SharedMemory::Create),
+// in the characters SharedMemory::Create uses. Anything else (a '/', or a
+// NUL that shm_open would stop at: the same file under a new name each time,
+// a new mapping each time) is refused.
 bool OfThisJob(const std::string& name) {
   static const std::string tag = "-" + JobTag() + "-";
-  if (name.rfind("/een-", 0) != 0) return false;
+  if (name.rfind("/een-", 0) != 0 || name.size() > NAME_MAX) return false;
+  for (size_t i = 1; i < name.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    if (!std::isalnum(c) && c != '-' && c != '_' && c != '.') return false;
+  }
   size_t p = 5;
   while (p < name.size() && std::isdigit(static_cast<unsigned char>(name[p]))) ++p;
-  return p > 5 && name.compare(p, tag.size(), tag) == 0 && name.find('/', 1) == std::string::npos;
+  return p > 5 && name.compare(p, tag.size(), tag) == 0;
 }
 
 constexpr size_t kGranule = 1 << 20;  // requests are rounded up to this, so blocks get reused

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# consistency: BSP against BSP with --dynamic-slicing auto, ssp:2 and async
+# consistency: BSP against BSP with --dynamic-slicing auto, ssp:2, ssp:2 with
+# --dynamic-slicing auto ("ssp:2+auto") and async
 # on Fashion-MNIST (2 PS, 4 workers x batch 32, Adam, EPOCHS epochs),
 # measured in one run:
 #   equal:     four equal workers;
@@ -8,28 +9,39 @@
 #              after backward: fashion_mnist --slow-rank 1
 #              --slow-ms-per-sample X/32; a slower machine, whose cost
 #              follows its share of the batch);
+#   machines:  as on separate machines: every worker's samples cost X/32
+#              more on "an accelerator of its own" (a sleep, which takes no
+#              core from the others: --device-ms-per-sample X/32), so the
+#              two cores are no longer the whole job's bottleneck; a BSP run
+#              of four such equal workers measures their step time Y, then
+#              worker 1's samples cost Y/32 more (--slow-ms-per-sample):
+#              half speed;
 #   slowed:    worker 1 sleeps, before each step, the mean step time the
 #              equal BSP run measured (--slow-ms X: a fixed cost per step,
 #              which no slicing of the batch can shorten);
 #   jitter:    every worker sleeps 4X before a random quarter of its steps
 #              (--jitter-ms 4X: stragglers that come and go).
-# Under ssp/async the workers deal the batches out (DataParallel::NextBatch),
-# so every run trains the same number of samples. Prints samples/s (the whole
+# Under ssp/async the workers deal the batches out (DataParallel::NextBatch);
+# with slicing they take their slices of each step's global batch; either way
+# every run trains the same number of samples. Prints samples/s (the whole
 # job's: EPOCHS x 60000 over rank 0's training time), rank 0's mean step
 # time, test accuracy, and each run's samples/s against BSP's with the same
 # workers and its step time against the equal workers' BSP step time.
 #   bench/consistency.sh [BUILD_DIR] [EPOCHS]
 set -euo pipefail
 build=${1:-build} epochs=${2:-3}
-modes="bsp auto ssp:2 async"
-settings="equal halfspeed slowed jitter"
-run() {  # MODE SLOW_MS JITTER_MS SLOW_MS_PER_SAMPLE: prints "SAMPLES_PER_S ACCURACY MS_PER_STEP"
+modes="bsp auto ssp:2 ssp:2+auto async"
+# SETTINGS="equal machines" runs only those (equal always runs first).
+settings=${SETTINGS:-equal halfspeed machines slowed jitter}
+case " $settings " in *" equal "*) ;; *) settings="equal $settings" ;; esac
+run() {  # MODE SLOW_MS JITTER_MS SLOW_MS_PER_SAMPLE DEVICE_MS_PER_SAMPLE: prints "SAMPLES_PER_S ACCURACY MS_PER_STEP"
   local out consistency=$1 slicing=off
   if [ "$1" = auto ]; then consistency=bsp slicing=auto; fi
+  if [ "${1%+auto}" != "$1" ]; then consistency=${1%+auto} slicing=auto; fi
   out=$("$build/bin/een-launch" --ps 2 --workers 4 --consistency "$consistency" \
     --dynamic-slicing "$slicing" -- \
     "$build/bin/fashion_mnist" --epochs "$epochs" --slow-rank 1 --slow-ms "$2" \
-    --jitter-ms "$3" --slow-ms-per-sample "$4" 2>&1) ||
+    --jitter-ms "$3" --slow-ms-per-sample "$4" --device-ms-per-sample "$5" 2>&1) ||
     { echo "$out" >&2; exit 1; }
   echo "$(sed -n 's/.*images in [0-9.]* s: \([0-9]*\) samples\/s.*/\1/p' <<<"$out") \
 $(sed -n 's/.*test accuracy: \([0-9.]*\)%.*/\1/p' <<<"$out") \
@@ -38,23 +50,29 @@ $(sed -n 's/.*mean step time: \([0-9.]*\) ms.*/\1/p' <<<"$out")"
 declare -A rate acc step
 step_ms=0  # the equal BSP run's time per step
 for workers in $settings; do
-  slow=0 jitter=0 per_sample=0
+  slow=0 jitter=0 per_sample=0 device=0
   if [ "$workers" = halfspeed ]; then per_sample=$(awk "BEGIN {print $step_ms / 32}"); fi
+  if [ "$workers" = machines ]; then
+    device=$(awk "BEGIN {print $step_ms / 32}")
+    read -r r a ms < <(run bsp 0 0 0 "$device")
+    echo "machines: four equal workers: bsp: $r samples/s, $ms ms/step, test accuracy $a%"
+    per_sample=$(awk "BEGIN {print $ms / 32}")
+  fi
   if [ "$workers" = slowed ]; then slow=$(printf '%.0f' "$step_ms"); fi
   if [ "$workers" = jitter ]; then jitter=$(printf '%.0f' "$(awk "BEGIN {print 4 * $step_ms}")"); fi
   for mode in $modes; do
-    read -r r a ms < <(run "$mode" "$slow" "$jitter" "$per_sample")
+    read -r r a ms < <(run "$mode" "$slow" "$jitter" "$per_sample" "$device")
     rate[$workers/$mode]=$r acc[$workers/$mode]=$a step[$workers/$mode]=$ms
     echo "$workers: $mode: $r samples/s, $ms ms/step, test accuracy $a%"
     if [ "$workers/$mode" = equal/bsp ]; then step_ms=$ms; fi
   done
 done
 echo
-printf '%-10s %-6s %10s %8s %9s %16s %9s\n' workers mode samples/s "vs bsp" ms/step \
+printf '%-10s %-10s %10s %8s %9s %16s %9s\n' workers mode samples/s "vs bsp" ms/step \
   "vs equal bsp" accuracy
 for workers in $settings; do
   for mode in $modes; do
-    printf '%-10s %-6s %10s %7.2fx %9s %15.2fx %8s%%\n' "$workers" "$mode" \
+    printf '%-10s %-10s %10s %7.2fx %9s %15.2fx %8s%%\n' "$workers" "$mode" \
       "${rate[$workers/$mode]}" \
       "$(awk "BEGIN {print ${rate[$workers/$mode]} / ${rate[$workers/bsp]}}")" \
       "${step[$workers/$mode]}" \

@@ -181,11 +181,11 @@ Status JobConfig::Validate() const {
   if (dynamic_slicing != "off" && dynamic_slicing != "auto") {
     return InvalidArgument("dynamic_slicing: '" + dynamic_slicing + "' is not off or auto");
   }
-  if (dynamic_slicing == "auto" && consistency != "bsp") {
-    return InvalidArgument("dynamic_slicing: auto slices each BSP step's global batch; under " +
-                           consistency +
-                           " a fast worker already takes more batches (DataParallel::NextBatch)"
-                           ": use one or the other");
+  if (dynamic_slicing == "auto" && consistency == "async") {
+    return InvalidArgument(
+        "dynamic_slicing: auto slices each step's global batch, under bsp or ssp:K; under "
+        "async a fast worker already takes more batches (DataParallel::NextBatch): use one or "
+        "the other");
   }
   if (replicas != 1 && replicas != 2) {
     return InvalidArgument("replicas: " + std::to_string(replicas) +

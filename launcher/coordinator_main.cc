@@ -94,8 +94,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--consistency: %s\n", c.status().message().c_str());
     return 2;
   }
-  if (o.job.dynamic_slicing == "auto" && o.job.consistency != "bsp") {
-    std::fprintf(stderr, "--dynamic-slicing auto needs --consistency bsp\n");
+  if (o.job.dynamic_slicing == "auto" && o.job.consistency == "async") {
+    std::fprintf(stderr, "--dynamic-slicing auto needs --consistency bsp or ssp:K\n");
     return 2;
   }
   std::signal(SIGTERM, OnSignal);

@@ -145,8 +145,8 @@ int main(int argc, char** argv) {
                  "arrive) or async (no waiting)");
   std::string dynamic_slicing;
   app.add_option("--dynamic-slicing", dynamic_slicing,
-                 "off (default) or auto: each BSP step's global batch is shared out in "
-                 "proportion to each worker's measured speed (DataParallel::batch_slice)");
+                 "off (default) or auto (bsp or ssp:K): each step's global batch is shared out "
+                 "in proportion to each worker's measured speed (DataParallel::batch_slice)");
   app.add_option("--host", host, "address the roles listen on (default 127.0.0.1)");
   app.add_option("--backend", backend,
                  "where roles run: auto (slurm inside an srun step, else local), local (every role "

@@ -34,8 +34,15 @@ class BatchShares {
   // shares, or a worker without a share: it joined after the shares were
   // given, and every gradient counts as one).
   std::vector<float> Weights(uint64_t version, const std::vector<int>& workers) const;
+  // ssp (each gradient applied alone, as 1/N of a step): the weight of
+  // `worker`'s gradient of the step that makes `version`, n_w * N / B with
+  // N the live workers and B their global batch, so that one gradient from
+  // each of them adds up to the global batch's mean; 1 with equal shares.
+  float WeightOf(uint64_t version, int worker) const;
 
  private:
+  // The newest membership whose step is below `version`, if any.
+  const MembershipChange* InForce(uint64_t version) const;
   std::vector<MembershipChange> changes_;  // ascending steps; only the newest few
 };
 

@@ -451,6 +451,13 @@ void ChunkStore::TakeContributions(const Slot& s, StepInputs* in) {
     in->divisor = 1;
     in->grads.push_back(s.contributions[w].data());
     in->types.push_back(s.contribution_types[w]);
+    // ssp with --dynamic-slicing: the mean over its worker's share of the
+    // batch of that worker's step.
+    if (s.kind == TensorKind::kParameter) {
+      if (const float weight = batch_shares_.WeightOf(s.worker_steps[w] + 1, w); weight != 1.0f) {
+        in->weights = {weight};
+      }
+    }
     return;
   }
   std::vector<int> from;

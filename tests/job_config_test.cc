@@ -55,7 +55,8 @@ TEST(JobConfig, ErrorsNameTheField) {
            {"ps: 2\nspare_ps: 1\n", "spare_ps: a spare takes over"},
            {"max_restarts: -1\n", "field 'max_restarts' must be >= 0"},
            {"dynamic_slicing: sometimes\n", "'sometimes' is not off or auto"},
-           {"consistency: async\ndynamic_slicing: auto\n", "auto slices each BSP step"},
+           {"consistency: async\ndynamic_slicing: auto\n",
+            "under async a fast worker already takes"},
            // Numbers that once wrapped or crashed the coordinator: every one has a range.
            {"shards_per_ps: 1073741824\n", "shards_per_ps must be between 1 and 4096"},
            {"shards_per_ps: 2000000000\n", "shards_per_ps must be between 1 and 4096"},

@@ -6,9 +6,14 @@
 //    parameters are bitwise those of BSP with the same per-step batches
 //    (each worker's mean gradient weighted by its share of the samples),
 //    recomputed in one process from the slices the workers wrote.
-//  - dynamic slicing is refused under ssp/async and with a bad value.
+//  - under ssp:2, with a loss whose gradients do not depend on the values,
+//    the same, but for float rounding: each gradient is applied alone and
+//    weighs its worker's share.
+//  - dynamic slicing is refused under async and with a bad value.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 
@@ -28,38 +33,46 @@ class Slicing : public ::testing::Test {
   testing::ScratchFolder scratch_{"slicing-test"};
 };
 
-TEST_F(Slicing, SharesFollowASlowWorkerTileEveryBatchAndEqualBspWithTheSameBatches) {
-  const std::string out = scratch_ / "job";
-  auto job = testing::Run({kBin + "/een-launch",
-                           "--ps",
-                           "2",
-                           "--workers",
-                           std::to_string(kWorkers),
-                           "--dynamic-slicing",
-                           "auto",
-                           "--progress-interval",
-                           "500ms",
-                           "--",
-                           kBin + "/slicing_train",
-                           "--out",
-                           out,
-                           "--steps",
-                           "300",
-                           "--max-steps",
-                           std::to_string(kMaxSteps),
-                           "--batch",
-                           std::to_string(kBatch),
-                           "--micros-per-sample",
-                           "200",
-                           "--slow-rank",
-                           "1",
-                           "--slow-factor",
-                           "3",
-                           "--slow-steps",
-                           "300"},
-                          seconds(400));
-  ASSERT_EQ(job.exit_code, 0) << job.output;
-  EXPECT_NE(job.output.find("dynamic slicing: "), std::string::npos) << job.output;
+// A job of 4 slicing_train workers under `consistency`, worker 1 three
+// times slower per sample for its first 300 steps.
+testing::RunResult RunJob(const std::string& consistency, const std::string& out, bool linear) {
+  std::vector<std::string> args = {kBin + "/een-launch",
+                                   "--ps",
+                                   "2",
+                                   "--workers",
+                                   std::to_string(kWorkers),
+                                   "--consistency",
+                                   consistency,
+                                   "--dynamic-slicing",
+                                   "auto",
+                                   "--progress-interval",
+                                   "500ms",
+                                   "--",
+                                   kBin + "/slicing_train",
+                                   "--out",
+                                   out,
+                                   "--steps",
+                                   "300",
+                                   "--max-steps",
+                                   std::to_string(kMaxSteps),
+                                   "--batch",
+                                   std::to_string(kBatch),
+                                   "--micros-per-sample",
+                                   "200",
+                                   "--slow-rank",
+                                   "1",
+                                   "--slow-factor",
+                                   "3",
+                                   "--slow-steps",
+                                   "300"};
+  if (linear) args.push_back("--linear");
+  return testing::Run(args, seconds(400));
+}
+
+// The slices every worker wrote: at every step they tile the global batch
+// in rank order, and the slow worker 1 had a smaller share for a while
+// but not to the end (the shares came back near equal).
+void ExpectSlicesFollowWorker1(const std::string& out, const std::string& output) {
   // step -> rank -> (offset, count)
   std::map<uint64_t, std::map<int, std::pair<uint64_t, uint64_t>>> slices;
   for (int r = 0; r < kWorkers; ++r) {
@@ -70,7 +83,7 @@ TEST_F(Slicing, SharesFollowASlowWorkerTileEveryBatchAndEqualBspWithTheSameBatch
   ASSERT_GE(slices.size(), 300u);
   EXPECT_LT(slices.size(), static_cast<size_t>(kMaxSteps))
       << "the shares never came back near equal after worker 1 recovered\n"
-      << job.output;
+      << output;
   uint64_t smallest_of_1 = kBatch, unequal_steps = 0;
   for (const auto& [step, of_step] : slices) {
     ASSERT_EQ(of_step.size(), static_cast<size_t>(kWorkers)) << "step " << step;
@@ -86,16 +99,41 @@ TEST_F(Slicing, SharesFollowASlowWorkerTileEveryBatchAndEqualBspWithTheSameBatch
   }
   EXPECT_LT(smallest_of_1, static_cast<uint64_t>(kBatch) * 3 / 4)
       << "worker 1 (3x slower) kept a near-equal share\n"
-      << job.output;
+      << output;
   std::printf("[ slicing ] %zu steps, %llu of them with unequal shares, worker 1's smallest %llu\n",
               slices.size(), static_cast<unsigned long long>(unequal_steps),
               static_cast<unsigned long long>(smallest_of_1));
+}
 
-  auto reference = testing::Run({kBin + "/slicing_train", "--reference", "--out", out, "--workers",
-                                 std::to_string(kWorkers), "--batch", std::to_string(kBatch)},
-                                seconds(120));
-  ASSERT_EQ(reference.exit_code, 0) << reference.output;
-  const std::string expected = testing::ReadBytes(out + ".reference");
+// BSP with the slices the workers took, recomputed in one process.
+std::string Reference(const std::string& out, bool linear) {
+  std::vector<std::string> args = {kBin + "/slicing_train",
+                                   "--reference",
+                                   "--out",
+                                   out,
+                                   "--workers",
+                                   std::to_string(kWorkers),
+                                   "--batch",
+                                   std::to_string(kBatch)};
+  if (linear) args.push_back("--linear");
+  auto reference = testing::Run(args, seconds(120));
+  EXPECT_EQ(reference.exit_code, 0) << reference.output;
+  return testing::ReadBytes(out + ".reference");
+}
+
+std::vector<float> Floats(const std::string& bytes) {
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
+}
+
+TEST_F(Slicing, SharesFollowASlowWorkerTileEveryBatchAndEqualBspWithTheSameBatches) {
+  const std::string out = scratch_ / "job";
+  auto job = RunJob("bsp", out, false);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("dynamic slicing: "), std::string::npos) << job.output;
+  ExpectSlicesFollowWorker1(out, job.output);
+  const std::string expected = Reference(out, false);
   ASSERT_FALSE(expected.empty());
   for (int r = 0; r < kWorkers; ++r) {
     EXPECT_TRUE(testing::ReadBytes(out + ".rank-" + std::to_string(r)) == expected)
@@ -103,14 +141,40 @@ TEST_F(Slicing, SharesFollowASlowWorkerTileEveryBatchAndEqualBspWithTheSameBatch
   }
 }
 
+// Under ssp:2 each gradient is applied alone, as it arrives, weighted by
+// its worker's share of its step's global batch (n_w * N / B at lr / N), so
+// one gradient from each worker adds up to the global batch's mean. With a
+// loss whose gradients do not depend on the values (--linear), any order
+// of arrival ends where BSP with the same batches does, but for float
+// rounding; without the weighting, worker 1's small slices would count as
+// much as the others' large ones and the values would differ by far more.
+TEST_F(Slicing, UnderSspEachGradientWeighsItsWorkersShare) {
+  const std::string out = scratch_ / "ssp";
+  auto job = RunJob("ssp:2", out, true);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("dynamic slicing: "), std::string::npos) << job.output;
+  ExpectSlicesFollowWorker1(out, job.output);
+  const std::vector<float> expected = Floats(Reference(out, true));
+  ASSERT_FALSE(expected.empty());
+  for (int r = 0; r < kWorkers; ++r) {
+    const std::vector<float> got = Floats(testing::ReadBytes(out + ".rank-" + std::to_string(r)));
+    ASSERT_EQ(got.size(), expected.size()) << "worker " << r;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_NEAR(got[i], expected[i], 1e-4 * (1 + std::abs(expected[i])))
+          << "worker " << r << ", value " << i;
+    }
+  }
+}
+
 TEST_F(Slicing, RefusedWhereItCannotWork) {
-  auto ssp = testing::Run(
-      {kBin + "/een-launch", "--ps", "1", "--workers", "2", "--consistency", "ssp:2",
-       "--dynamic-slicing", "auto", "--", kBin + "/slicing_train", "--out", scratch_ / "ssp"},
+  auto async = testing::Run(
+      {kBin + "/een-launch", "--ps", "1", "--workers", "2", "--consistency", "async",
+       "--dynamic-slicing", "auto", "--", kBin + "/slicing_train", "--out", scratch_ / "async"},
       seconds(60));
-  EXPECT_NE(ssp.exit_code, 0);
-  EXPECT_NE(ssp.output.find("dynamic_slicing: auto slices each BSP step"), std::string::npos)
-      << ssp.output;
+  EXPECT_NE(async.exit_code, 0);
+  EXPECT_NE(async.output.find("under async a fast worker already takes more batches"),
+            std::string::npos)
+      << async.output;
   auto bad = testing::Run({kBin + "/een-launch", "--ps", "1", "--workers", "2", "--dynamic-slicing",
                            "sometimes", "--", kBin + "/slicing_train", "--out", scratch_ / "bad"},
                           seconds(60));

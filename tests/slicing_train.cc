@@ -1,4 +1,4 @@
-// slicing_train: BSP training under een-launch --dynamic-slicing auto, for
+// slicing_train: BSP (or ssp:K) training under een-launch --dynamic-slicing auto, for
 // tests/slicing_test.cc, and the same steps recomputed in one process.
 //   Under een-launch: a small MLP on a fixed synthetic regression set,
 //   global batch live_count() * --batch, each worker taking its
@@ -9,7 +9,8 @@
 //   which moved, are within 25% of equal again (every worker sees the same
 //   shares at the same step, so they stop together; at most --max-steps). Each
 //   worker writes its slices ("step offset count" lines) to --out.slices-R
-//   and the final parameters (raw float32) to --out.rank-R.
+//   and the final parameters (raw float32) to --out.rank-R (under ssp:K,
+//   after a barrier, the values every worker's gradients made).
 //   --reference: reads the slices of --workers workers and recomputes every
 //   step in one process as BSP with those batches: each worker's mean
 //   gradient over its slice, weighted by its share of the samples and
@@ -50,10 +51,20 @@ Data MakeData() {
   return d;
 }
 
+bool g_linear = false;  // --linear
+
+// --linear: a loss whose gradient does not depend on the parameters (each
+// parameter's is a mean over the slice's samples), so a run whose
+// gradients are applied on stale values in any order (ssp) still ends at
+// the values of BSP with the same batches, but for float rounding.
 torch::Tensor Loss(Mlp& net, const Data& data, const std::vector<size_t>& indices) {
   std::vector<int64_t> idx(indices.begin(), indices.end());
   auto at = torch::tensor(idx, torch::kLong);
-  return torch::mse_loss(net.forward(data.x.index_select(0, at)), data.y.index_select(0, at));
+  const torch::Tensor x = data.x.index_select(0, at), y = data.y.index_select(0, at);
+  if (g_linear) {
+    return net.fc1->forward(x).mean() + (net.fc2->weight.sum() + net.fc2->bias.sum()) * y.mean();
+  }
+  return torch::mse_loss(net.forward(x), y);
 }
 
 void Save(Mlp& net, const std::string& path) {
@@ -153,6 +164,7 @@ int main(int argc, char** argv) {
   app.add_option("--slow-factor", slow_factor);
   app.add_option("--slow-steps", slow_steps);
   app.add_flag("--reference", reference);
+  app.add_flag("--linear", g_linear, "a loss whose gradient does not depend on the parameters");
   app.add_option("--workers", workers, "--reference: how many workers wrote slices");
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);
@@ -195,6 +207,10 @@ int main(int argc, char** argv) {
       dp.Step(loss.item<double>(), static_cast<int64_t>(slice.count));
     }
     log.close();
+    if (dp.consistency() != "bsp") {  // every worker's gradients in, then the values they made
+      dp.Barrier();
+      dp.PullParameters();
+    }
     std::printf("worker %d: %llu steps, slices from %llu to %llu samples of %llu\n", dp.rank(),
                 static_cast<unsigned long long>(dp.step()),
                 static_cast<unsigned long long>(smallest), static_cast<unsigned long long>(largest),

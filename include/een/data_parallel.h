@@ -124,7 +124,9 @@ class DataParallel {
   // DistributedSampler::Slice(position, offset, count) and advance the
   // position by live_count() * b as before. Every worker passes the same b.
   // Without --dynamic-slicing (dynamic_slicing() false) the slices are
-  // equal: offset live_index() * b, count b.
+  // equal: offset live_index() * b, count b. Under ssp:K the same (take
+  // the slices, not NextBatch()): each gradient, applied alone as it
+  // arrives, weighs its share of its step's global batch.
   struct BatchSlice {
     uint64_t offset = 0;
     uint64_t count = 0;

@@ -10,13 +10,16 @@
 // Under `een-launch --consistency ssp:K` or `async` the workers deal the
 // batches out with DataParallel::NextBatch() (a fast worker takes more of
 // them), and rank 0 evaluates after a barrier and PullParameters().
-// Under `een-launch --dynamic-slicing auto` each worker takes its
-// dp.batch_slice() of every step's global batch (a slow worker a smaller
-// one). `--slow-rank R --slow-ms X` makes worker R sleep X ms before each
+// Under `een-launch --dynamic-slicing auto` (bsp or ssp:K) each worker
+// takes its dp.batch_slice() of every step's global batch (a slow worker a
+// smaller one) instead. `--slow-rank R --slow-ms X` makes worker R sleep X ms before each
 // step (a straggler, for bench/README's figures), `--slow-rank R
 // --slow-ms-per-sample X` makes each of its samples cost X ms more (it
 // sleeps X times the samples of its batch after backward: a slower machine,
-// whose cost follows its share of the batch); `--jitter-ms X` makes every worker
+// whose cost follows its share of the batch); `--device-ms-per-sample Y`
+// makes every worker's samples cost Y ms more (as if each worker computed on
+// an accelerator of its own: a sleep takes no core from the others, so
+// workers on one host behave as on separate machines); `--jitter-ms X` makes every worker
 // sleep X ms before a random quarter of its steps (stragglers that come and
 // go).
 #include <een/data_parallel.h>
@@ -133,6 +136,10 @@ int main(int argc, char** argv) {
   app.add_option("--slow-ms-per-sample", slow_ms_per_sample,
                  "the slowed worker sleeps this per sample of its batch")
       ->check(CLI::Range(0.0, 1000.0));
+  double device_ms_per_sample = 0;
+  app.add_option("--device-ms-per-sample", device_ms_per_sample,
+                 "every worker sleeps this per sample of its batch (an accelerator of its own)")
+      ->check(CLI::Range(0.0, 1000.0));
   int jitter_ms = 0;
   app.add_option("--jitter-ms", jitter_ms, "every worker sleeps this before a random 1 in 4 steps");
   CLI11_PARSE(app, argc, argv);
@@ -170,9 +177,20 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(jitter_ms));
       }
     };
+    // Each worker's samples cost --device-ms-per-sample more (the time of an
+    // accelerator of its own, which takes no core from the others), worker
+    // `slow_rank`'s --slow-ms-per-sample more again (a slower machine).
+    auto slow_machine = [&](size_t samples) {
+      const double ms = device_ms_per_sample + (dp.rank() == slow_rank ? slow_ms_per_sample : 0);
+      if (ms > 0) {
+        std::this_thread::sleep_for(
+            std::chrono::duration<double, std::milli>(ms * static_cast<double>(samples)));
+      }
+    };
     // ssp/async: batch k of the job is batch k % B of epoch k / B, of one
     // permutation per epoch that every worker draws the same.
-    const bool dealt = dp.consistency() != "bsp";
+    // Under ssp with --dynamic-slicing the steps are sliced as under bsp.
+    const bool dealt = dp.consistency() != "bsp" && !dp.dynamic_slicing();
     if (dealt) {
       een::DistributedSampler order(n, 0, 1, true, seed);
       const uint64_t per_epoch = static_cast<uint64_t>((n + batch - 1) / batch);
@@ -189,6 +207,7 @@ int main(int argc, char** argv) {
                 order.Batch(static_cast<int64_t>(k % per_epoch) * batch, 0, 1, batch);
             auto loss = BatchLoss(*net, train, mine);
             loss.backward();
+            slow_machine(mine.size());
             const double l = loss.item<double>();
             dp.Step(l, static_cast<int64_t>(mine.size()));
             if (dp.rank() == 0 && log_every > 0 && dp.step() % log_every == 0) {
@@ -231,10 +250,7 @@ int main(int argc, char** argv) {
             }
             auto loss = BatchLoss(*net, train, mine);
             loss.backward();
-            if (dp.rank() == slow_rank && slow_ms_per_sample > 0) {
-              std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(
-                  slow_ms_per_sample * static_cast<double>(mine.size())));
-            }
+            slow_machine(mine.size());
             const double l = loss.item<double>();
             dp.Step(l, static_cast<int64_t>(mine.size()));
             position += int64_t{live} * batch;
@@ -253,6 +269,10 @@ int main(int argc, char** argv) {
                         epoch_loss / std::max<int64_t>(steps, 1), secs);
             std::fflush(stdout);
           }
+        }
+        if (dp.consistency() != "bsp") {  // ssp with slicing: every worker's gradients in
+          dp.Barrier();
+          if (dp.rank() == 0) dp.PullParameters();
         }
         done = true;
       } catch (const een::RolledBack& back) {

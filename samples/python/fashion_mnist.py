@@ -131,6 +131,10 @@ def main():
                     print("epoch %d done: mean loss %.4f, %.1f s elapsed"
                           % (epoch + 1, epoch_loss / max(steps, 1), time.monotonic() - start),
                           flush=True)
+            if dp.consistency != "bsp":  # ssp/async: every worker's gradients in, then pull
+                dp.barrier()
+                if dp.rank == 0:
+                    dp.pull_parameters()
             done = True
         except een.RolledBack as back:
             if dp.rank == 0:

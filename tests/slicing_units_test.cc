@@ -163,6 +163,20 @@ TEST(BatchShares, AGradientWeighsItsShareOfTheSamples) {
   EXPECT_TRUE(shares.Weights(21, {0, 1, 2}).empty()) << "equal shares weigh exactly 1";
 }
 
+// ssp: each gradient is applied alone, at lr / N; weighted by n_w * N / B
+// the N gradients of a step add up to the global batch's mean.
+TEST(BatchShares, UnderSspEachGradientAloneWeighsItsShare) {
+  ps::BatchShares shares;
+  ASSERT_TRUE(shares.Add({0, {0, 1, 2}, 0, {}}).ok());
+  EXPECT_EQ(shares.WeightOf(5, 1), 1.0f) << "equal shares";
+  ASSERT_TRUE(shares.Add({10, {0, 1, 2}, 3, {8, 2, 2}}).ok());
+  EXPECT_EQ(shares.WeightOf(10, 0), 1.0f) << "worker 0's step 10 was trained before the change";
+  EXPECT_FLOAT_EQ(shares.WeightOf(11, 0), 2.0f);  // 8 * 3 / 12
+  EXPECT_FLOAT_EQ(shares.WeightOf(11, 1), 0.5f);
+  EXPECT_FLOAT_EQ(shares.WeightOf(11, 2), 0.5f);
+  EXPECT_EQ(shares.WeightOf(11, 3), 1.0f) << "a worker without a share counts as one";
+}
+
 TEST(BatchShares, BadSharesAreRefused) {
   ps::BatchShares shares;
   EXPECT_FALSE(shares.Add({0, {0, 1}, 1, {5}}).ok()) << "one share for two workers";

@@ -125,7 +125,11 @@ Result<std::shared_ptr<Mappings::Mapping>> Mappings::Get(const std::string& name
     return it->second;
   }
   if (!OfThisJob(name)) {
-    return InvalidArgument("shared memory " + name.substr(0, 64) +
+    std::string shown = name.substr(0, 64);  // a peer's bytes: printable ones only in the log
+    for (char& c : shown) {
+      if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+    }
+    return InvalidArgument("shared memory " + shown +
                            " was not made by this job: refused (only /een-PID-" + JobTag() +
                            "-... objects are mapped)");
   }

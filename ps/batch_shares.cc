@@ -45,14 +45,18 @@ const MembershipChange* BatchShares::InForce(uint64_t version) const {
 float BatchShares::WeightOf(uint64_t version, int worker) const {
   const MembershipChange* in_force = InForce(version);
   if (!in_force) return 1.0f;
-  const std::vector<float> weights = Weights(version, in_force->live);
+  const std::vector<float> weights = WeightsUnder(in_force, in_force->live);
   auto at = std::find(in_force->live.begin(), in_force->live.end(), worker);
   if (weights.empty() || at == in_force->live.end()) return 1.0f;
   return weights[at - in_force->live.begin()];
 }
 
 std::vector<float> BatchShares::Weights(uint64_t version, const std::vector<int>& workers) const {
-  const MembershipChange* in_force = InForce(version);
+  return WeightsUnder(InForce(version), workers);
+}
+
+std::vector<float> BatchShares::WeightsUnder(const MembershipChange* in_force,
+                                             const std::vector<int>& workers) {
   if (!in_force || in_force->shares.empty() || workers.size() < 2) return {};
   std::vector<uint64_t> samples;
   uint64_t sum = 0;

@@ -43,6 +43,9 @@ class BatchShares {
  private:
   // The newest membership whose step is below `version`, if any.
   const MembershipChange* InForce(uint64_t version) const;
+  // Weights() under the membership `in_force` (null: none known).
+  static std::vector<float> WeightsUnder(const MembershipChange* in_force,
+                                         const std::vector<int>& workers);
   std::vector<MembershipChange> changes_;  // ascending steps; only the newest few
 };
 

@@ -15,22 +15,31 @@ std::vector<uint32_t> ProportionalShares(const std::vector<double>& weights, uin
   std::vector<uint32_t> shares(n, 1);
   if (n == 0 || total < n) return shares;
   const double sum = std::accumulate(weights.begin(), weights.end(), 0.0);
-  // Each worker's one sample first, the rest in proportion.
-  const uint32_t rest = total - static_cast<uint32_t>(n);
-  std::vector<double> remainder(n);
-  uint32_t given = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double ideal = rest * weights[i] / sum;
-    const uint32_t whole = static_cast<uint32_t>(std::min<double>(std::floor(ideal), rest - given));
-    shares[i] += whole;
-    given += whole;
-    remainder[i] = ideal - whole;
+  uint64_t given = 0;
+  for (size_t i = 0; i < n; ++i) {  // at most the ideal, at least one
+    shares[i] = std::max<uint32_t>(1, static_cast<uint32_t>(std::floor(total * weights[i] / sum)));
+    given += shares[i];
   }
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return remainder[a] > remainder[b]; });
-  for (size_t k = 0; given < rest; k = (k + 1) % n, ++given) shares[order[k]]++;
+  // Worker i's time is shares[i] / weights[i]: the ones at least 1 made
+  // too many are taken from the longest, the rest go one by one where they
+  // lengthen the longest least.
+  auto time = [&](size_t i, uint32_t samples) { return samples / weights[i]; };
+  for (; given > total; --given) {
+    size_t longest = n;
+    for (size_t i = 0; i < n; ++i) {
+      if (shares[i] > 1 && (longest == n || time(i, shares[i]) > time(longest, shares[longest]))) {
+        longest = i;
+      }
+    }
+    shares[longest]--;
+  }
+  for (; given < total; ++given) {
+    size_t least = 0;
+    for (size_t i = 1; i < n; ++i) {
+      if (time(i, shares[i] + 1) < time(least, shares[least] + 1)) least = i;
+    }
+    shares[least]++;
+  }
   return shares;
 }
 
@@ -69,7 +78,11 @@ void SliceBalancer::EstimateFixed() {
   for (const auto& [rank, m] : measures_) {
     if (m.count < options_.settle) continue;
     smallest = smallest == 0 ? m.compute : std::min(smallest, m.compute);
-    if (m.old_samples == 0 || m.old_samples == m.samples) continue;
+    // A line through two shares a few samples apart is mostly noise: only
+    // a share that changed by a quarter or more gives an intercept.
+    const uint32_t change =
+        m.samples > m.old_samples ? m.samples - m.old_samples : m.old_samples - m.samples;
+    if (m.old_samples == 0 || 4 * uint64_t{change} < std::max(m.samples, m.old_samples)) continue;
     const double slope = (m.compute - m.old_compute) /
                          (static_cast<double>(m.samples) - static_cast<double>(m.old_samples));
     if (slope <= 0) continue;  // noise, or its speed changed with its share
@@ -87,8 +100,8 @@ double SliceBalancer::Marginal(const Measure& m) const {
   return (m.compute - fixed) / m.samples;
 }
 
-std::optional<std::vector<uint32_t>> SliceBalancer::Propose(
-    const std::vector<int>& live, const std::vector<uint32_t>& current) const {
+std::optional<std::vector<uint32_t>> SliceBalancer::Propose(const std::vector<int>& live,
+                                                            const std::vector<uint32_t>& current) {
   if (live.size() < 2) return std::nullopt;
   uint32_t batch = 0;
   std::vector<double> per_sample, speed;
@@ -112,11 +125,15 @@ std::optional<std::vector<uint32_t>> SliceBalancer::Propose(
     for (size_t i = 0; i < shares.size(); ++i) worst = std::max(worst, shares[i] * per_sample[i]);
     return fixed_ + worst;
   };
-  if (slowest(proposed) > (1 - options_.min_gain) * slowest(now)) return std::nullopt;
+  const double gain = 1 - slowest(proposed) / slowest(now);
+  if (gain < (may_refine_ ? options_.refine_gain : options_.min_gain)) return std::nullopt;
+  proposed_large_ = gain >= options_.min_gain;
   return proposed;
 }
 
 void SliceBalancer::Changed() {
+  may_refine_ = proposed_large_;  // not after a refinement, nor new live workers' equal shares
+  proposed_large_ = false;
   for (auto& [rank, m] : measures_) m.since_change = 0;
 }
 

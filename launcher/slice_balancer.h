@@ -9,18 +9,21 @@
 // own cost per sample. The balancer keeps, per worker, a moving average of
 // its compute at its current share; when shares change, each worker's
 // averages at its old and new share give a line, whose intercepts (their
-// median) estimate the fixed cost. Propose() shares the global batch out
-// in proportion to each live worker's speed per sample beyond the fixed
-// cost (largest remainders, at least one sample each), which makes their
-// predicted computes equal; it does so only when that shortens the
-// slowest worker's predicted compute by at least `min_gain`, and once
+// median, of the workers whose share changed by a quarter or more: a few
+// samples' difference is mostly noise) estimate the fixed cost. Propose() shares the global batch
+// out in proportion to each live worker's speed per sample beyond the fixed cost (largest
+// remainders, at least one sample each), which makes their predicted computes equal; it does so
+// only when that shortens the slowest worker's predicted compute by at least `min_gain`, and once
 // every live worker was measured `settle` times since the shares last
-// changed. A worker that slows down or recovers moves its average, and
-// the shares follow it (a worker with a small slice is not taken for a
-// slow one because its fixed cost is spread over few samples).
-// It also notices misuse: workers asking batch_slice() for different
-// global batches, and workers that never call it.
-// Thread safety: none; the coordinator's thread owns it.
+// changed. The change after a large one may gain as little as
+// `refine_gain`: the first shares come from measurements at a single
+// share each, before the fixed cost is known, and can be a sample or two
+// off; once refined, small gains wait again (each change is a membership
+// round, so noise must not make the shares flap). A worker that slows down or recovers moves its
+// average, and the shares follow it (a worker with a small slice is not taken for a slow one
+// because its fixed cost is spread over few samples). It also notices misuse: workers asking
+// batch_slice() for different global batches, and workers that never call it. Thread safety: none;
+// the coordinator's thread owns it.
 #pragma once
 
 #include <chrono>
@@ -36,9 +39,10 @@ class SliceBalancer {
  public:
   using Clock = std::chrono::steady_clock;
   struct Options {
-    double min_gain = 0.1;   // of the predicted step's compute
-    int settle = 20;         // measurements of each worker since the last change
-    double smoothing = 0.2;  // weight of the newest measurement in the average
+    double min_gain = 0.1;      // of the predicted step's compute
+    double refine_gain = 0.02;  // the same, for the change right after a large one
+    int settle = 20;            // measurements of each worker since the last change
+    double smoothing = 0.2;     // weight of the newest measurement in the average
   };
   SliceBalancer() = default;
   explicit SliceBalancer(Options options) : options_(options) {}
@@ -51,7 +55,7 @@ class SliceBalancer {
   // New shares for the workers `live` (ascending ranks) that now train
   // `current` (in their order; empty: equal shares), or nothing.
   std::optional<std::vector<uint32_t>> Propose(const std::vector<int>& live,
-                                               const std::vector<uint32_t>& current) const;
+                                               const std::vector<uint32_t>& current);
   // The shares (or the live workers) changed: each worker's measurements
   // since count from here.
   void Changed();
@@ -88,11 +92,16 @@ class SliceBalancer {
   Options options_;
   std::map<int, Measure> measures_;
   double fixed_ = 0;  // the estimated fixed cost per step (micros)
+  // The next change may be a refinement (the last one was a large
+  // proposal), and whether the last proposal was large.
+  bool may_refine_ = false;
+  bool proposed_large_ = false;
   std::optional<Clock::time_point> disagree_since_;
 };
 
-// `total` shared out in proportion to `weights` (each > 0): largest
-// remainders, each share at least 1 (total >= weights.size()).
+// `total` shared out in proportion to `weights` (each > 0, a worker's
+// speed), rounded so that the longest time, share / weight, is as short as
+// it can be; each share at least 1 (total >= weights.size()).
 std::vector<uint32_t> ProportionalShares(const std::vector<double>& weights, uint32_t total);
 
 }  // namespace een

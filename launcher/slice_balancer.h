@@ -9,21 +9,27 @@
 // own cost per sample. The balancer keeps, per worker, a moving average of
 // its compute at its current share; when shares change, each worker's
 // averages at its old and new share give a line, whose intercepts (their
-// median, of the workers whose share changed by a quarter or more: a few
-// samples' difference is mostly noise) estimate the fixed cost. Propose() shares the global batch
-// out in proportion to each live worker's speed per sample beyond the fixed cost (largest
-// remainders, at least one sample each), which makes their predicted computes equal; it does so
-// only when that shortens the slowest worker's predicted compute by at least `min_gain`, and once
-// every live worker was measured `settle` times since the shares last
-// changed. The change after a large one may gain as little as
-// `refine_gain`: the first shares come from measurements at a single
-// share each, before the fixed cost is known, and can be a sample or two
-// off; once refined, small gains wait again (each change is a membership
-// round, so noise must not make the shares flap). A worker that slows down or recovers moves its
-// average, and the shares follow it (a worker with a small slice is not taken for a slow one
-// because its fixed cost is spread over few samples). It also notices misuse: workers asking
-// batch_slice() for different global batches, and workers that never call it. Thread safety: none;
-// the coordinator's thread owns it.
+// median, over the workers whose share changed by a quarter or more: a
+// few samples' difference is mostly noise) estimate the fixed cost.
+//
+// Propose() shares the global batch out in proportion to each live
+// worker's speed per sample beyond the fixed cost (ProportionalShares:
+// rounded so that the slowest predicted compute is shortest, at least one
+// sample each), which makes their predicted computes equal. It does so
+// only once every live worker was measured `settle` times since the
+// shares last changed, and only when that shortens the slowest worker's
+// predicted compute by at least `min_gain`; the change right after such
+// a large one may gain as little as `refine_gain` (the first shares come
+// from a single share per worker, before the fixed cost is known, and can
+// be a sample or two off). After a refinement small gains wait again:
+// each change is a membership round, so noise must not make shares flap.
+// A worker that slows down or recovers moves its average, and the shares
+// follow it (a worker with a small slice is not taken for a slow one
+// because its fixed cost is spread over few samples).
+//
+// It also notices misuse: workers asking batch_slice() for different
+// global batches, and workers that never call it.
+// Thread safety: none; the coordinator's thread owns it.
 #pragma once
 
 #include <chrono>

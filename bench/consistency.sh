@@ -25,8 +25,12 @@
 # with slicing they take their slices of each step's global batch; either way
 # every run trains the same number of samples. Prints samples/s (the whole
 # job's: EPOCHS x 60000 over rank 0's training time), rank 0's mean step
-# time, test accuracy, and each run's samples/s against BSP's with the same
-# workers and its step time against the equal workers' BSP step time.
+# time (over the whole run, and over its last epoch: with slicing, once the
+# shares have settled), test accuracy, and each run's samples/s against
+# BSP's with the same workers and its step times against four equal
+# workers' BSP step times (for "machines", four equal such machines').
+# Under ssp/async rank 0's steps are its own, not the job's: compare their
+# samples/s.
 #   bench/consistency.sh [BUILD_DIR] [EPOCHS]
 set -euo pipefail
 build=${1:-build} epochs=${2:-3}
@@ -34,7 +38,7 @@ modes="bsp auto ssp:2 ssp:2+auto async"
 # SETTINGS="equal machines" runs only those (equal always runs first).
 settings=${SETTINGS:-equal halfspeed machines slowed jitter}
 case " $settings " in *" equal "*) ;; *) settings="equal $settings" ;; esac
-run() {  # MODE SLOW_MS JITTER_MS SLOW_MS_PER_SAMPLE DEVICE_MS_PER_SAMPLE: prints "SAMPLES_PER_S ACCURACY MS_PER_STEP"
+run() {  # MODE SLOW_MS JITTER_MS SLOW_MS_PER_SAMPLE DEVICE_MS_PER_SAMPLE: prints "SAMPLES_PER_S ACCURACY MS_PER_STEP LAST_EPOCH_MS_PER_STEP"
   local out consistency=$1 slicing=off
   if [ "$1" = auto ]; then consistency=bsp slicing=auto; fi
   if [ "${1%+auto}" != "$1" ]; then consistency=${1%+auto} slicing=auto; fi
@@ -45,38 +49,48 @@ run() {  # MODE SLOW_MS JITTER_MS SLOW_MS_PER_SAMPLE DEVICE_MS_PER_SAMPLE: print
     { echo "$out" >&2; exit 1; }
   echo "$(sed -n 's/.*images in [0-9.]* s: \([0-9]*\) samples\/s.*/\1/p' <<<"$out") \
 $(sed -n 's/.*test accuracy: \([0-9.]*\)%.*/\1/p' <<<"$out") \
-$(sed -n 's/.*mean step time: \([0-9.]*\) ms.*/\1/p' <<<"$out")"
+$(sed -n 's/.*mean step time: \([0-9.]*\) ms.*/\1/p' <<<"$out") \
+$(sed -n 's/.*epoch [0-9]* done: .*, \([0-9.]*\) ms a step.*/\1/p' <<<"$out" | tail -1 | grep . || echo -)"
 }
-declare -A rate acc step
+ratio() {  # A B: A / B as "1.23x", or "-" (ssp/async runs have no epoch lines)
+  if [ "$1" = - ] || [ "$2" = - ]; then echo -; else awk "BEGIN {printf \"%.2fx\", $1 / $2}"; fi
+}
+declare -A rate acc step last base base_last
 step_ms=0  # the equal BSP run's time per step
 for workers in $settings; do
   slow=0 jitter=0 per_sample=0 device=0
   if [ "$workers" = halfspeed ]; then per_sample=$(awk "BEGIN {print $step_ms / 32}"); fi
   if [ "$workers" = machines ]; then
     device=$(awk "BEGIN {print $step_ms / 32}")
-    read -r r a ms < <(run bsp 0 0 0 "$device")
-    echo "machines: four equal workers: bsp: $r samples/s, $ms ms/step, test accuracy $a%"
+    read -r r a ms lm < <(run bsp 0 0 0 "$device")
+    echo "machines: four equal workers: bsp: $r samples/s, $ms ms/step ($lm in the last epoch), test accuracy $a%"
     per_sample=$(awk "BEGIN {print $ms / 32}")
+    base[machines]=$ms base_last[machines]=$lm
+  else
+    base[$workers]=${step[equal/bsp]:-0} base_last[$workers]=${last[equal/bsp]:-0}
   fi
   if [ "$workers" = slowed ]; then slow=$(printf '%.0f' "$step_ms"); fi
   if [ "$workers" = jitter ]; then jitter=$(printf '%.0f' "$(awk "BEGIN {print 4 * $step_ms}")"); fi
   for mode in $modes; do
-    read -r r a ms < <(run "$mode" "$slow" "$jitter" "$per_sample" "$device")
-    rate[$workers/$mode]=$r acc[$workers/$mode]=$a step[$workers/$mode]=$ms
-    echo "$workers: $mode: $r samples/s, $ms ms/step, test accuracy $a%"
-    if [ "$workers/$mode" = equal/bsp ]; then step_ms=$ms; fi
+    read -r r a ms lm < <(run "$mode" "$slow" "$jitter" "$per_sample" "$device")
+    rate[$workers/$mode]=$r acc[$workers/$mode]=$a step[$workers/$mode]=$ms last[$workers/$mode]=$lm
+    echo "$workers: $mode: $r samples/s, $ms ms/step ($lm in the last epoch), test accuracy $a%"
+    if [ "$workers/$mode" = equal/bsp ]; then
+      step_ms=$ms base[equal]=$ms base_last[equal]=$lm
+    fi
   done
 done
 echo
-printf '%-10s %-10s %10s %8s %9s %16s %9s\n' workers mode samples/s "vs bsp" ms/step \
-  "vs equal bsp" accuracy
+printf '%-10s %-10s %10s %8s %9s %9s %12s %12s %9s\n' workers mode samples/s "vs bsp" ms/step \
+  "last ep." "vs equal" "(last ep.)" accuracy
 for workers in $settings; do
   for mode in $modes; do
-    printf '%-10s %-10s %10s %7.2fx %9s %15.2fx %8s%%\n' "$workers" "$mode" \
-      "${rate[$workers/$mode]}" \
-      "$(awk "BEGIN {print ${rate[$workers/$mode]} / ${rate[$workers/bsp]}}")" \
-      "${step[$workers/$mode]}" \
-      "$(awk "BEGIN {print ${step[$workers/$mode]} / ${step[equal/bsp]}}")" \
+    printf '%-10s %-10s %10s %8s %9s %9s %12s %12s %8s%%\n' "$workers" "$mode" \
+      "${rate[$workers/$mode]}" "$(ratio "${rate[$workers/$mode]}" "${rate[$workers/bsp]}")" \
+      "${step[$workers/$mode]}" "${last[$workers/$mode]}" \
+      "$(ratio "${step[$workers/$mode]}" "${base[$workers]}")" \
+      "$(ratio "${last[$workers/$mode]}" "${base_last[$workers]}")" \
       "${acc[$workers/$mode]}"
   done
 done
+echo "(vs equal: against four equal workers' BSP step; for machines, four equal machines')"

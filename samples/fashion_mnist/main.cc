@@ -238,6 +238,7 @@ int main(int argc, char** argv) {
           int64_t position = epoch == first_epoch ? static_cast<int64_t>(at.position) : 0;
           double epoch_loss = 0;
           int64_t steps = 0;
+          const auto epoch_start = std::chrono::steady_clock::now();
           while (position < n) {
             straggle();
             const int live = dp.live_count();
@@ -263,10 +264,13 @@ int main(int argc, char** argv) {
             }
           }
           if (dp.rank() == 0) {
-            const double secs =
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            std::printf("epoch %d done: mean loss %.4f, %.1f s elapsed\n", epoch + 1,
-                        epoch_loss / std::max<int64_t>(steps, 1), secs);
+            const auto now = std::chrono::steady_clock::now();
+            const double secs = std::chrono::duration<double>(now - start).count();
+            const double epoch_ms =
+                std::chrono::duration<double, std::milli>(now - epoch_start).count();
+            std::printf("epoch %d done: mean loss %.4f, %.1f s elapsed, %.3f ms a step\n",
+                        epoch + 1, epoch_loss / std::max<int64_t>(steps, 1), secs,
+                        epoch_ms / static_cast<double>(std::max<int64_t>(steps, 1)));
             std::fflush(stdout);
           }
         }

@@ -55,19 +55,19 @@ $(sed -n 's/.*epoch [0-9]* done: .*, \([0-9.]*\) ms a step.*/\1/p' <<<"$out" | t
 ratio() {  # A B: A / B as "1.23x", or "-" (ssp/async runs have no epoch lines)
   if [ "$1" = - ] || [ "$2" = - ]; then echo -; else awk "BEGIN {printf \"%.2fx\", $1 / $2}"; fi
 }
-declare -A rate acc step last base base_last
-step_ms=0  # the equal BSP run's time per step
+declare -A rate acc step last
+# Steps are compared with four equal workers' BSP step (equal/bsp, the
+# first run), for "machines" with four equal machines' (equal_machines).
+equal_machines=- equal_machines_last=-
 for workers in $settings; do
   slow=0 jitter=0 per_sample=0 device=0
+  step_ms=${step[equal/bsp]:-0}  # the equal BSP run's time per step (equal runs first)
   if [ "$workers" = halfspeed ]; then per_sample=$(awk "BEGIN {print $step_ms / 32}"); fi
   if [ "$workers" = machines ]; then
     device=$(awk "BEGIN {print $step_ms / 32}")
-    read -r r a ms lm < <(run bsp 0 0 0 "$device")
-    echo "machines: four equal workers: bsp: $r samples/s, $ms ms/step ($lm in the last epoch), test accuracy $a%"
-    per_sample=$(awk "BEGIN {print $ms / 32}")
-    base[machines]=$ms base_last[machines]=$lm
-  else
-    base[$workers]=${step[equal/bsp]:-0} base_last[$workers]=${last[equal/bsp]:-0}
+    read -r r a equal_machines equal_machines_last < <(run bsp 0 0 0 "$device")
+    echo "machines: four equal workers: bsp: $r samples/s, $equal_machines ms/step ($equal_machines_last in the last epoch), test accuracy $a%"
+    per_sample=$(awk "BEGIN {print $equal_machines / 32}")
   fi
   if [ "$workers" = slowed ]; then slow=$(printf '%.0f' "$step_ms"); fi
   if [ "$workers" = jitter ]; then jitter=$(printf '%.0f' "$(awk "BEGIN {print 4 * $step_ms}")"); fi
@@ -75,21 +75,20 @@ for workers in $settings; do
     read -r r a ms lm < <(run "$mode" "$slow" "$jitter" "$per_sample" "$device")
     rate[$workers/$mode]=$r acc[$workers/$mode]=$a step[$workers/$mode]=$ms last[$workers/$mode]=$lm
     echo "$workers: $mode: $r samples/s, $ms ms/step ($lm in the last epoch), test accuracy $a%"
-    if [ "$workers/$mode" = equal/bsp ]; then
-      step_ms=$ms base[equal]=$ms base_last[equal]=$lm
-    fi
   done
 done
 echo
 printf '%-10s %-10s %10s %8s %9s %9s %12s %12s %9s\n' workers mode samples/s "vs bsp" ms/step \
   "last ep." "vs equal" "(last ep.)" accuracy
 for workers in $settings; do
+  base=${step[equal/bsp]} base_last=${last[equal/bsp]}
+  if [ "$workers" = machines ]; then base=$equal_machines base_last=$equal_machines_last; fi
   for mode in $modes; do
     printf '%-10s %-10s %10s %8s %9s %9s %12s %12s %8s%%\n' "$workers" "$mode" \
       "${rate[$workers/$mode]}" "$(ratio "${rate[$workers/$mode]}" "${rate[$workers/bsp]}")" \
       "${step[$workers/$mode]}" "${last[$workers/$mode]}" \
-      "$(ratio "${step[$workers/$mode]}" "${base[$workers]}")" \
-      "$(ratio "${last[$workers/$mode]}" "${base_last[$workers]}")" \
+      "$(ratio "${step[$workers/$mode]}" "$base")" \
+      "$(ratio "${last[$workers/$mode]}" "$base_last")" \
       "${acc[$workers/$mode]}"
   done
 done

@@ -66,7 +66,9 @@ Status JobConfig::LoadYaml(const std::string& path) {
                                                 "insecure",
                                                 "metrics_port",
                                                 "flight_dir",
-                                                "liveness"};
+                                                "liveness",
+                                                "c10d_store",
+                                                "master_port"};
   std::set<std::string> seen;
   for (const auto& kv : root) {
     if (!kv.first.IsScalar()) {  // e.g. `[a, b]: 1` or `{x: 1}: 2`
@@ -115,6 +117,14 @@ Status JobConfig::LoadYaml(const std::string& path) {
       if (key == "dynamic_slicing") dynamic_slicing = v.as<std::string>();
       if (key == "insecure") insecure = v.as<bool>();
       if (key == "flight_dir") flight_dir = v.as<std::string>();
+      if (key == "c10d_store") c10d_store = v.as<bool>();
+      if (key == "master_port") {
+        master_port = v.as<int>();
+        if (master_port < 0 || master_port > 65535) {
+          return InvalidArgument(where + " must be a port, 0 (any free one) to 65535, got " +
+                                 std::to_string(master_port));
+        }
+      }
       if (key == "metrics_port") {
         metrics_port = v.as<int>();
         if (metrics_port < 0 || metrics_port > 65535) {

@@ -51,6 +51,11 @@ struct JobConfig {
   // Where the coordinator writes flight records (a step stalled past the
   // failover threshold, the job failed): every process's last steps.
   std::string flight_dir = "/tmp";
+  // torch.distributed: een-launch hosts the c10d store the workers'
+  // init_process_group meets at (MASTER_ADDR:MASTER_PORT) on the
+  // coordinator's host, on `master_port` (0: any free port).
+  bool c10d_store = true;
+  int master_port = 0;
 
   // Overlays the fields present in the YAML file at `path` onto *this.
   Status LoadYaml(const std::string& path);

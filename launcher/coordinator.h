@@ -82,6 +82,7 @@ struct CoordinatorOptions {
   ElasticNodes elastic;      // per-node launch with --nnodes MIN:MAX (else disabled)
   std::string job_settings;  // per-node launch: node 0's JobWideSettings ("": not checked)
   std::string flight_dir = "/tmp";  // where flight records go (a step stalls, the job fails)
+  std::string torch_store;  // per-node launch: node 0's c10d store, HOST:PORT, for the others
 };
 
 class Coordinator {

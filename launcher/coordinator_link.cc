@@ -69,6 +69,7 @@ bool CoordinatorLink::Read(milliseconds timeout) {
                         lost_pids_.clear();
                         for (int pid : r.getLostPids()) lost_pids_.push_back(pid);
                         share_.nodes_joined = r.getNodesJoined();
+                        share_.torch_store = r.getTorchStore();
                         share_.restart_workers.clear();
                         for (int rank : r.getRestartWorkers()) {
                           share_.restart_workers.push_back(rank);

@@ -53,6 +53,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-chunk-numel", o.job.sharding.max_chunk_numel)->check(CLI::PositiveNumber);
   app.add_option("--shards-per-ps", o.job.sharding.shards_per_ps)->check(CLI::PositiveNumber);
   app.add_option("--ready-fd", ready_fd, "file descriptor to write the address to");
+  app.add_option(
+      "--torch-store", o.torch_store,
+      "per-node launch: node 0's torch.distributed store, HOST:PORT, told to every node");
   app.add_flag("--resume", o.resume, "start from the newest snapshot every PS holds intact");
   app.add_option("--snapshot-dir", o.snapshot_dir,
                  "the job's snapshot folder: the membership history is kept there too");

@@ -130,6 +130,7 @@ Message NodeStatusReply(wire::JobState state, const std::string& reason,
   r.setNumPs(share.num_ps);
   r.setWorldSize(share.world_size);
   r.setNodesJoined(share.nodes_joined);
+  r.setTorchStore(share.torch_store);
   auto restart = r.initRestartWorkers(static_cast<unsigned>(share.restart_workers.size()));
   for (size_t i = 0; i < share.restart_workers.size(); ++i) {
     restart.set(static_cast<unsigned>(i), share.restart_workers[i]);

@@ -61,6 +61,7 @@ struct NodeShare {
   int num_ps = 0, world_size = 0;
   int nodes_joined = 0;
   std::vector<int> restart_workers;  // lost hosts' worker ranks this node replaces
+  std::string torch_store;           // node 0's c10d store, HOST:PORT ("": none)
 };
 // To a node's launcher (per-node launch): the job's state, why it was
 // aborted, the pids of that node's workers declared lost; `refused`: why

@@ -106,6 +106,7 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
   coordinator_messages::NodeShare share = it->second.share;
   share.nodes_joined = static_cast<int>(node_launchers_.size());
   share.restart_workers = WorkersToRestartOn(node);
+  share.torch_store = options_.torch_store;
   return listener_->Send(
       peer, coordinator_messages::NodeStatusReply(state_, abort_reason_, lost_pids, "", share));
 }

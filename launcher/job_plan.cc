@@ -103,6 +103,10 @@ ProcessSpec JobPlan::Coordinator(bool restore, int ready_fd) const {
     argv.push_back("--metrics-port");
     argv.push_back(std::to_string(config_.metrics_port));
   }
+  if (!store_host_.empty() && !node_.empty()) {
+    argv.push_back("--torch-store");
+    argv.push_back(c10d_store());
+  }
   if (!node_.empty()) {
     argv.push_back("--job-settings");
     argv.push_back(JobWideSettings(config_));
@@ -147,9 +151,54 @@ ProcessSpec JobPlan::Spare(int n) const {
       "spare " + std::to_string(n), {bin_dir_ + "/een-ps"}, std::move(env), {}, false};
 }
 
-ProcessSpec JobPlan::Worker(int rank) const {
-  return ProcessSpec{
-      "worker " + std::to_string(rank), command_, RoleEnvironment("worker", rank), {}, true};
+std::map<std::string, std::string> JobPlan::TorchrunEnvironment(int rank, int restarts,
+                                                                int local_rank) const {
+  const int here = workers_here_ > 0 ? workers_here_ : config_.workers;
+  if (local_rank < 0) local_rank = rank - first_worker_;
+  const std::string world = std::to_string(config_.workers);
+  const size_t scheme = coordinator_address_.find("://");
+  const std::string run_id =
+      scheme == std::string::npos ? coordinator_address_ : coordinator_address_.substr(scheme + 3);
+  std::map<std::string, std::string> env = {
+      {"RANK", std::to_string(rank)},
+      {"WORLD_SIZE", world},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      // A replacement of another node's worker runs beside this node's own.
+      {"LOCAL_WORLD_SIZE", std::to_string(std::max(here, local_rank + 1))},
+      {"GROUP_RANK", std::to_string(node_rank_)},
+      {"GROUP_WORLD_SIZE", std::to_string(nnodes_)},
+      {"ROLE_NAME", "default"},
+      {"ROLE_RANK", std::to_string(rank)},
+      {"ROLE_WORLD_SIZE", world},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(restarts)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(config_.max_restarts)},
+      // The same on every node: the coordinator's address names the job.
+      {"TORCHELASTIC_RUN_ID", run_id},
+      // torch's env:// rendezvous then connects to the store as a client
+      // (under the prefix /worker/attempt_RESTARTS) instead of rank 0
+      // hosting one: the store outlives any worker.
+      {"TORCHELASTIC_USE_AGENT_STORE", store_host_.empty() ? "False" : "True"},
+  };
+  if (!store_host_.empty()) {
+    env["MASTER_ADDR"] = store_host_;
+    env["MASTER_PORT"] = std::to_string(store_port_);
+  }
+  return env;
+}
+
+ProcessSpec JobPlan::Worker(int rank, int restarts, int local_rank) const {
+  auto env = RoleEnvironment("worker", rank);
+  env.merge(TorchrunEnvironment(rank, restarts, local_rank));
+  return ProcessSpec{"worker " + std::to_string(rank), command_, std::move(env), {}, true};
+}
+
+ProcessSpec JobPlan::C10dStore(int port, int ready_fd) const {
+  return ProcessSpec{"c10d store",
+                     {bin_dir_ + "/een-c10d-store", "--port", std::to_string(port), "--ready-fd",
+                      std::to_string(ready_fd)},
+                     {},
+                     {ready_fd},
+                     false};
 }
 
 }  // namespace een

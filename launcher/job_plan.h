@@ -2,6 +2,9 @@
 // environment (coordinator address, role, rank, counts, transport, timings,
 // the job secret's file, snapshot settings), and the files of the job's run
 // folder that roles and een-launch share (secret, verdict, lost list).
+// Workers also get torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE,
+// MASTER_ADDR/MASTER_PORT of the job's c10d store, ...), so that
+// torch.distributed's env:// initialisation works in them unchanged.
 //
 // It decides nothing about where or when a role runs (that is the
 // supervisor's and the ProcessHost's), so every launch backend gives its
@@ -40,6 +43,23 @@ class JobPlan {
     workers_here_ = workers_here;
   }
   const std::string& node() const { return node_; }
+  // Per-node launch: torchrun's GROUP_RANK and GROUP_WORLD_SIZE (node rank,
+  // nodes), and this node's first worker rank (its LOCAL_RANK 0).
+  void set_node_ranks(int node_rank, int nnodes, int first_worker) {
+    node_rank_ = node_rank;
+    nnodes_ = nnodes;
+    first_worker_ = first_worker;
+  }
+  // Where the job's c10d store listens (the workers' MASTER_ADDR and
+  // MASTER_PORT); "" (the default): there is none.
+  void set_c10d_store(std::string host, int port) {
+    store_host_ = std::move(host);
+    store_port_ = port;
+  }
+  // "HOST:PORT" of the c10d store ("" when none), as the rendezvous tells it.
+  std::string c10d_store() const {
+    return store_host_.empty() ? "" : store_host_ + ":" + std::to_string(store_port_);
+  }
   // Where the coordinator listens (default: tcp://HOST:0, any free port).
   void set_coordinator_listen(std::string address) { coordinator_listen_ = std::move(address); }
   // An elastic per-node launch: the coordinator's rendezvous rules.
@@ -54,11 +74,17 @@ class JobPlan {
   // The coordinator; `restore`: on its old address, from its saved state.
   // It writes the address it listens on, one line, to `ready_fd`.
   ProcessSpec Coordinator(bool restore, int ready_fd) const;
+  // The c10d store on `port` (0: any free one); it writes the port it
+  // listens on, one line, to `ready_fd`.
+  ProcessSpec C10dStore(int port, int ready_fd) const;
   ProcessSpec Ps(int rank) const;
   // The n-th standby PS (a placeholder rank above the PS ranks).
   ProcessSpec Spare(int n) const;
-  // The user's program, on a pseudo-terminal (its lines show up as written).
-  ProcessSpec Worker(int rank) const;
+  // The user's program, on a pseudo-terminal (its lines show up as written);
+  // `restarts`: how many processes held this rank before (torchrun's
+  // TORCHELASTIC_RESTART_COUNT); `local_rank`: its LOCAL_RANK (-1: its
+  // place among this node's workers).
+  ProcessSpec Worker(int rank, int restarts = 0, int local_rank = -1) const;
 
   // The job secret's file (0600): every role authenticates with it, unless --insecure.
   std::string SecretPath() const { return run_dir_ + "/secret"; }
@@ -72,6 +98,8 @@ class JobPlan {
  private:
   std::map<std::string, std::string> RoleEnvironment(const std::string& role, int rank) const;
   std::map<std::string, std::string> SecurityEnvironment() const;
+  std::map<std::string, std::string> TorchrunEnvironment(int rank, int restarts,
+                                                         int local_rank) const;
 
   JobConfig config_;
   std::vector<std::string> command_;
@@ -81,6 +109,9 @@ class JobPlan {
   std::string coordinator_listen_;
   std::string node_;
   int workers_here_ = 0;  // 0: every worker on this host
+  int node_rank_ = 0, nnodes_ = 1, first_worker_ = 0;
+  std::string store_host_;
+  int store_port_ = 0;
   ElasticNodes elastic_;
 };
 

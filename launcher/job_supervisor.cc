@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <utility>
 
 #include "common/logging.h"
 #include "common/transport/auth.h"
@@ -72,8 +74,66 @@ Status JobSupervisor::StartSpare(size_t slot) {
   return StartInto(slot, {Role::kSpare, n}, place_("ps", config().ps + n), plan_.Spare(n));
 }
 
-Status JobSupervisor::StartWorker(size_t slot, int rank) {
-  return StartInto(slot, {Role::kWorker, rank}, place_("worker", rank), plan_.Worker(rank));
+Status JobSupervisor::StartWorker(size_t slot, int rank, int local_rank) {
+  const int restarts = incarnations_[rank]++;
+  // A replacement keeps the LOCAL_RANK of the process it replaces.
+  if (local_rank < 0 && local_ranks_.count(rank)) local_rank = local_ranks_[rank];
+  if (local_rank >= 0) local_ranks_[rank] = local_rank;
+  return StartInto(slot, {Role::kWorker, rank}, place_("worker", rank),
+                   plan_.Worker(rank, restarts, local_rank));
+}
+
+Status JobSupervisor::ReadReadyLine(int fd, const RoleProcess& process, const std::string& what,
+                                    std::string* line, milliseconds patience) {
+  // One line. EOF first means it failed.
+  line->clear();
+  const auto start = Clock::now();
+  while (line->find('\n') == std::string::npos) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) > 0) {
+      char buf[256];
+      ssize_t n = read(fd, buf, sizeof buf);
+      if (n <= 0) break;
+      line->append(buf, n);
+    }
+    here_->Watch(milliseconds(0));
+    if (MillisSince(start) > patience.count()) break;
+  }
+  close(fd);
+  if (line->find('\n') == std::string::npos) {
+    // Say how it ended, if it did (killed before it listened, say).
+    for (int i = 0; i < 20 && !process.exited(); ++i) here_->Watch(milliseconds(10));
+    return Unavailable(what + " (pid " + std::to_string(process.pid()) + ") " +
+                       (process.exited() ? process.ExitDescription() : "gave no address") +
+                       " before it started listening" +
+                       (process.killed_by_signal() ? "" : " (see its output above)"));
+  }
+  line->resize(line->find('\n'));
+  return Status::Ok();
+}
+
+Status JobSupervisor::LaunchC10dStore(int port) {
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) return Internal("pipe failed");
+  if (std::find(hosts_.begin(), hosts_.end(), here_) == hosts_.end()) hosts_.push_back(here_);
+  auto started = here_->Start(plan_.C10dStore(port, ready[1]));
+  close(ready[1]);
+  if (!started.ok()) {
+    close(ready[0]);
+    return started.status();
+  }
+  store_ = *started;
+  store_ready_fd_ = ready[0];
+  return Status::Ok();
+}
+
+Status JobSupervisor::AwaitC10dStore() {
+  std::string line;
+  const int fd = std::exchange(store_ready_fd_, -1);
+  // It loads LibTorch first: seconds on a busy machine.
+  EEN_RETURN_IF_ERROR(ReadReadyLine(fd, *store_, "the c10d store", &line, milliseconds(60000)));
+  plan_.set_c10d_store(config().host, std::atoi(line.c_str()));
+  return Status::Ok();
 }
 
 Status JobSupervisor::StartCoordinator(bool restore) {
@@ -85,31 +145,9 @@ Status JobSupervisor::StartCoordinator(bool restore) {
     close(ready[0]);
     return s;
   }
-  RoleProcess& coordinator = *slots_[0];
-  // One line: the address it listens on. EOF first means it failed.
   std::string line;
-  const auto start = Clock::now();
-  while (line.find('\n') == std::string::npos) {
-    pollfd p{ready[0], POLLIN, 0};
-    if (poll(&p, 1, 100) > 0) {
-      char buf[256];
-      ssize_t n = read(ready[0], buf, sizeof buf);
-      if (n <= 0) break;
-      line.append(buf, n);
-    }
-    here_->Watch(milliseconds(0));
-    if (MillisSince(start) > 10000) break;
-  }
-  close(ready[0]);
-  if (line.find('\n') == std::string::npos) {
-    // Say how it ended, if it did (killed before it listened, say).
-    for (int i = 0; i < 20 && !coordinator.exited(); ++i) here_->Watch(milliseconds(10));
-    return Unavailable("the coordinator (pid " + std::to_string(coordinator.pid()) + ") " +
-                       (coordinator.exited() ? coordinator.ExitDescription() : "gave no address") +
-                       " before it started listening" +
-                       (coordinator.killed_by_signal() ? "" : " (see its output above)"));
-  }
-  plan_.set_coordinator_address(line.substr(0, line.find('\n')));
+  EEN_RETURN_IF_ERROR(ReadReadyLine(ready[0], *slots_[0], "the coordinator", &line));
+  plan_.set_coordinator_address(line);
   // For eenctl on this machine: which job secret goes with this address.
   std::ofstream(plan_.run_dir() + "/coordinator") << plan_.coordinator_address() << '\n';
   return Status::Ok();
@@ -120,6 +158,7 @@ Status JobSupervisor::StartRoles() {
   const int first_ps = node_ ? node_->first_ps : 0;
   const int ps = node_ ? node_->ps_here : config().ps;
   const int first_worker = node_ ? node_->first_worker : 0;
+  if (node_) plan_.set_node_ranks(node_->node_rank, node_->nnodes, first_worker);
   for (int r = first_ps; r < first_ps + ps; ++r) EEN_RETURN_IF_ERROR(StartPs(slots_.size(), r));
   for (int r = first_worker; r < first_worker + LocalWorkers(); ++r) {
     EEN_RETURN_IF_ERROR(StartWorker(slots_.size(), r));
@@ -179,6 +218,11 @@ Status JobSupervisor::Rendezvous() {
     node_->ps = share.num_ps;
     node_->workers = share.world_size;
     plan_.set_counts(share.num_ps, share.world_size);
+  }
+  if (!HostsCoordinator() && !link_->share().torch_store.empty()) {
+    const std::string& store = link_->share().torch_store;  // HOST:PORT
+    const size_t colon = store.rfind(':');
+    plan_.set_c10d_store(store.substr(0, colon), std::atoi(store.c_str() + colon + 1));
   }
   auto ranks = [](int first, int count) {
     return count == 0 ? std::string("none")
@@ -338,6 +382,27 @@ int JobSupervisor::Run() {
   CatchStopSignals();
   if (Status s = CreateSecret(); !s.ok()) return Fail(s.message());
   slots_.reserve(1 + config().ps + config().workers + config().spare_ps);
+  // The store loads LibTorch (most of a second): it starts beside the
+  // coordinator, unless a per-node launch's coordinator must tell it.
+  auto await_store = [&]() -> Status {
+    if (store_ready_fd_ < 0) return Status::Ok();
+    Status s = AwaitC10dStore();
+    if (!s.ok() && config().master_port > 0) {
+      return Unavailable(s.message() + ": choose another --master-port, or 0 for any free one");
+    }
+    return s;
+  };
+#ifdef EEN_NO_C10D_STORE
+  constexpr bool kStoreBuilt = false;  // a sanitizer build (launcher/CMakeLists.txt)
+#else
+  constexpr bool kStoreBuilt = true;
+#endif
+  if (HostsCoordinator() && config().c10d_store && kStoreBuilt) {
+    if (Status s = LaunchC10dStore(config().master_port); !s.ok()) return Fail(s.message());
+    if (node_) {
+      if (Status s = await_store(); !s.ok()) return Fail(s.message());
+    }
+  }
   if (HostsCoordinator()) {
     // A coordinator killed before it listened lost nothing: start it again.
     Status started = StartCoordinator(false);
@@ -347,6 +412,7 @@ int JobSupervisor::Run() {
       started = StartCoordinator(false);
     }
     if (!started.ok()) return Fail(started.message());
+    if (Status s = await_store(); !s.ok()) return Fail(s.message());
     Say("coordinator at " + plan_.coordinator_address() + "; " +
         (node_ ? "the job has " : "starting ") + std::to_string(config().ps) + " PS and " +
         std::to_string(config().workers) + " workers: " + plan_.command()[0]);
@@ -409,7 +475,9 @@ int JobSupervisor::Run() {
       Say("worker " + std::to_string(rank) +
           " was lost with its node; starting its replacement on this node (the coordinator's "
           "choice), which joins the running job");
-      if (Status s = StartWorker(slots_.size(), rank); !s.ok()) {
+      incarnations_[rank] = std::max(incarnations_[rank], 1);  // it replaces one
+      const int local_rank = LocalWorkers() + static_cast<int>(adopted_.size()) - 1;
+      if (Status s = StartWorker(slots_.size(), rank, local_rank); !s.ok()) {
         return Fail("starting a replacement for worker " + std::to_string(rank) + ": " +
                     s.message());
       }
@@ -427,6 +495,21 @@ int JobSupervisor::Run() {
       StopAll();
       Say("job interrupted; every process stopped");
       return 130;
+    }
+    if (store_ && store_->exited() && failure.empty() && !workers_done) {
+      if (store_restarts_ >= 3)
+        return Fail("the c10d store " + store_->ExitDescription() +
+                    " a fourth time (see its output above)");
+      ++store_restarts_;
+      const std::string store = plan_.c10d_store();
+      Say("the c10d store (pid " + std::to_string(store_->pid()) + ") " +
+          store_->ExitDescription() + "; starting it again at " + store + " (restart " +
+          std::to_string(store_restarts_) +
+          " of 3): workers in the middle of init_process_group may have to start again");
+      const int port = std::atoi(store.c_str() + store.rfind(':') + 1);
+      if (Status s = LaunchC10dStore(port); !s.ok()) return Fail(s.message());
+      if (Status s = AwaitC10dStore(); !s.ok()) return Fail(s.message());
+      continue;
     }
     if (failure.empty() && !workers_done && HostsCoordinator() && slots_[0]->killed_by_signal() &&
         !reported[0] && coordinator_restarts_ < 3) {

@@ -14,6 +14,9 @@
 //  - the coordinator killed by a signal while the job runs -> restarted (up
 //    to 3 times) on the same address, from its saved state;
 //  - SIGINT/SIGTERM/SIGHUP to een-launch -> stops every process -> 130.
+// Beside the coordinator it runs the job's c10d store (torch.distributed's
+// rendezvous, JobPlan::C10dStore) unless --c10d-store off: restarted on
+// the same port if it dies while the job runs (up to 3 times).
 // Before a replacement starts, the coordinator is told that the old process
 // is gone, so its rank is free at once. No process outlives Run(), and the
 // run folder is removed.
@@ -27,6 +30,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -80,7 +84,18 @@ class JobSupervisor {
   Status StartInto(size_t slot, Slot role, ProcessHost* host, ProcessSpec spec);
   Status StartPs(size_t slot, int rank);
   Status StartSpare(size_t slot);
-  Status StartWorker(size_t slot, int rank);
+  // `local_rank`: its LOCAL_RANK (-1: its place among this node's ranks).
+  Status StartWorker(size_t slot, int rank, int local_rank = -1);
+  // Starts the c10d store (not a slot: no role of the job) on `port`;
+  // AwaitC10dStore() then reads the port it listens on into the plan.
+  Status LaunchC10dStore(int port);
+  Status AwaitC10dStore();
+  // Reads the one line `process` writes to `fd` once it listens (its
+  // address or port) into *line; closes `fd`. Unavailable, saying how
+  // `process` (`what`) ended, when none comes within `patience`.
+  Status ReadReadyLine(int fd, const RoleProcess& process, const std::string& what,
+                       std::string* line,
+                       std::chrono::milliseconds patience = std::chrono::milliseconds(10000));
   void Watch(std::chrono::milliseconds timeout);
   void StopAll();
   int Fail(const std::string& reason);
@@ -117,6 +132,11 @@ class JobSupervisor {
   int coordinator_restarts_ = 0;
   int ps_restarts_ = 0;
   int worker_restarts_ = 0;
+  std::map<int, int> incarnations_;     // worker rank -> processes started for it so far
+  std::map<int, int> local_ranks_;      // worker rank -> its LOCAL_RANK, when not rank - first
+  std::shared_ptr<RoleProcess> store_;  // the c10d store (nullptr: none)
+  int store_ready_fd_ = -1;             // where it says its port, until read
+  int store_restarts_ = 0;
   int spares_started_ = 0;
   std::set<int> adopted_;  // workers of lost nodes this node started replacements for
   std::unique_ptr<transport::Connection> coordinator_;  // opened at the first worker exit

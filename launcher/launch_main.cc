@@ -25,6 +25,7 @@
 #include "launcher/node_launch.h"
 #include "launcher/slurm_step.h"
 #include "launcher/ssh_job.h"
+#include "launcher/torchrun_flags.h"
 
 namespace {
 
@@ -101,9 +102,19 @@ int main(int argc, char** argv) {
     }
   }
 
+  // torchrun's spellings become een-launch's (or are refused, saying what to write).
+  std::vector<std::string> own_args(argv + 1, argv + own_argc);
+  if (een::Status s = een::TranslateTorchrunFlags(&own_args); !s.ok()) return Usage(s.message());
+  if (!command.empty()) {
+    if (std::string problem = een::ProgramProblem(command[0]); !problem.empty()) {
+      return Usage(problem);
+    }
+  }
+
   CLI::App app{
       "een-launch: start an EEN job (coordinator, parameter servers, workers).\n"
       "Usage: een-launch --ps N --workers M [options] -- PROGRAM ARGS..."};
+  app.allow_extras();  // what is left is explained below (a typo, a forgotten --)
   app.set_version_flag("--version", een::kVersionLine);
   std::string config_path, threshold, heartbeat, startup, progress, step_timeout, transport, host;
   std::string backend = "auto";
@@ -111,6 +122,28 @@ int main(int argc, char** argv) {
   // Counts are checked after parsing, so each error says "--ps must be at least 1".
   auto* ps_opt = app.add_option("--ps", ps, "number of parameter-server processes (>= 1)");
   auto* workers_opt = app.add_option("--workers", workers, "number of worker processes (>= 1)");
+  int nproc_per_node = 0;
+  auto* nproc_opt = app.add_option(
+      "--nproc-per-node", nproc_per_node,
+      "torchrun's spelling (also --nproc_per_node): --workers on one host, --workers-per-node "
+      "with --nnodes");
+  std::string master_addr, c10d_store;
+  int master_port = -1;
+  auto* master_addr_opt = app.add_option(
+      "--master-addr", master_addr,
+      "torchrun's spelling: with --nnodes, node 0's address where the nodes meet (--rdzv "
+      "ADDR:PORT with --master-port, default 29500); on one host, --host");
+  auto* master_port_opt =
+      app.add_option("--master-port", master_port,
+                     "with --nnodes: the port where the nodes meet (see --master-addr); on one "
+                     "host: the port of the workers' torch.distributed store (MASTER_PORT; "
+                     "default: any free port)")
+          ->check(CLI::Range(0, 65535));
+  app.add_option("--c10d-store", c10d_store,
+                 "on (default): een-launch hosts the c10d store that torch.distributed's "
+                 "init_process_group meets at (the workers' MASTER_ADDR:MASTER_PORT, "
+                 "unauthenticated, as torchrun's); off: none")
+      ->check(CLI::IsMember({"on", "off"}));
   int min_workers = 0;
   auto* min_opt = app.add_option("--min-workers", min_workers,
                                  "go on without lost workers while this many live (default: all)");
@@ -229,10 +262,19 @@ int main(int argc, char** argv) {
                  "restart from the newest complete snapshot in DIR (keeps snapshotting there)")
       ->check(CLI::ExistingDirectory);
   try {
-    app.parse(own_argc, argv);
+    std::vector<char*> parsed = {argv[0]};
+    for (std::string& a : own_args) parsed.push_back(a.data());
+    app.parse(static_cast<int>(parsed.size()), parsed.data());
   } catch (const CLI::ParseError& e) {
     // --help prints and exits 0; any bad flag is exit 2, as documented.
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (!app.remaining().empty()) {
+    std::vector<std::string> known;
+    for (const CLI::Option* opt : app.get_options()) {
+      for (const std::string& name : opt->get_lnames()) known.push_back("--" + name);
+    }
+    return Usage(een::ExplainUnparsed(app.remaining(), known));
   }
   // Every role reads it: a typo fails here once, not in each of them.
   if (auto level = een::LogLevelFromEnvironment(); !level.ok()) {
@@ -337,6 +379,48 @@ int main(int argc, char** argv) {
           "`srun --ntasks-per-node=1 een-launch ...` inside an allocation");
     }
   }
+  // torchrun's --nproc-per-node and --master-addr/--master-port.
+  const bool many_nodes = *nnodes_opt || slurm.has_value();
+  if (*nproc_opt && *hostfile_opt) {
+    return Usage(
+        "--nproc-per-node with --hostfile: give the job's --workers instead (each "
+        "host's slots=N shares them out)");
+  }
+  if (*nproc_opt) {
+    if (nproc_per_node < 1) return Usage("--nproc-per-node must be at least 1");
+    if (many_nodes) {
+      if (*workers_per_node_opt && node_flags.workers_per_node != nproc_per_node) {
+        return Usage("--nproc-per-node and --workers-per-node say different counts: give one");
+      }
+      node_flags.workers_per_node = nproc_per_node;
+    } else {
+      if (*workers_opt && workers != nproc_per_node) {
+        return Usage("--nproc-per-node " + std::to_string(nproc_per_node) + " and --workers " +
+                     std::to_string(workers) +
+                     " differ: on one host they are the same count; "
+                     "give one");
+      }
+      config.workers = workers = nproc_per_node;
+    }
+  }
+  if (many_nodes && (*master_addr_opt || *master_port_opt)) {
+    if (!node_flags.rdzv.empty()) {
+      return Usage(
+          "--master-addr/--master-port and --rdzv both say where the nodes meet: "
+          "give one");
+    }
+    if (!*master_addr_opt) {
+      return Usage("--master-port needs --master-addr (node 0's address) with --nnodes");
+    }
+    node_flags.rdzv = master_addr + ":" + std::to_string(*master_port_opt ? master_port : 29500);
+  } else {
+    if (*master_addr_opt && !host.empty() && host != master_addr) {
+      return Usage("--master-addr and --host differ: on one host they are the same address");
+    }
+    if (*master_addr_opt) config.host = master_addr;
+    if (*master_port_opt) config.master_port = master_port;
+  }
+  if (!c10d_store.empty()) config.c10d_store = c10d_store == "on";
   if (*hostfile_opt) {
     if (*nnodes_opt || slurm) return Usage("--hostfile and --nnodes (or srun) do not mix");
     if (config_path.empty() && (!*ps_opt || !*workers_opt)) {
@@ -358,8 +442,8 @@ int main(int argc, char** argv) {
     // Every flag of the job but those the ssh backend sets per node.
     const std::set<std::string> per_node = {"--hostfile", "--ssh-args", "--rdzv-port", "--ps",
                                             "--workers",  "--backend",  "--host"};
-    for (int i = 1; i < own_argc; ++i) {
-      const std::string arg = argv[i];
+    for (size_t i = 0; i < own_args.size(); ++i) {
+      const std::string arg = own_args[i];
       const std::string name = arg.substr(0, arg.find('='));
       if (name == "--insecure") continue;  // the ssh backend passes it on itself
       if (per_node.count(name)) {
@@ -426,7 +510,7 @@ int main(int argc, char** argv) {
   }
 
   if (config_path.empty() && !*ps_opt) return Usage("--ps N is required (or a --config with ps:)");
-  if (config_path.empty() && !*workers_opt) {
+  if (config_path.empty() && !*workers_opt && !*nproc_opt) {
     return Usage("--workers M is required (or a --config with workers:)");
   }
   if (een::Status s = config.Validate(); !s.ok()) return Usage(s.message());

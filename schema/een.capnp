@@ -606,6 +606,8 @@ struct NodeStatusReply {
   nodesJoined @9 :Int32;           # launchers that met the coordinator so far
   restartWorkers @10 :List(Int32); # lost workers of a lost node (its launcher silent too)
                                    # that this node starts replacements for (--max-restarts)
+  torchStore @11 :Text;            # "HOST:PORT" of node 0's torch.distributed store (the
+                                   # workers' MASTER_ADDR:MASTER_PORT); "": none
 }
 
 # A primary PS keeps its backup in step: for each chunk either the mean

@@ -178,7 +178,7 @@ TEST(Launch, CtrlCLeavesNoProcessBehind) {
   Subprocess job(LongJob());
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
   std::vector<pid_t> children = testing::ChildrenOf(job.pid());
-  ASSERT_EQ(children.size(), 5u) << "coordinator + 2 PS + 2 workers expected";
+  ASSERT_EQ(children.size(), 6u) << "coordinator, c10d store, 2 PS and 2 workers expected";
   job.Signal(SIGINT);
   auto code = job.Wait(seconds(10));
   ASSERT_TRUE(code.has_value()) << job.output();

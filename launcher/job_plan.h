@@ -56,6 +56,7 @@ class JobPlan {
     store_host_ = std::move(host);
     store_port_ = port;
   }
+  int c10d_store_port() const { return store_port_; }
   // "HOST:PORT" of the c10d store ("" when none), as the rendezvous tells it.
   std::string c10d_store() const {
     return store_host_.empty() ? "" : store_host_ + ":" + std::to_string(store_port_);

@@ -506,8 +506,7 @@ int JobSupervisor::Run() {
           store_->ExitDescription() + "; starting it again at " + store + " (restart " +
           std::to_string(store_restarts_) +
           " of 3): workers in the middle of init_process_group may have to start again");
-      const int port = std::atoi(store.c_str() + store.rfind(':') + 1);
-      if (Status s = LaunchC10dStore(port); !s.ok()) return Fail(s.message());
+      if (Status s = LaunchC10dStore(plan_.c10d_store_port()); !s.ok()) return Fail(s.message());
       if (Status s = AwaitC10dStore(); !s.ok()) return Fail(s.message());
       continue;
     }

@@ -214,6 +214,9 @@ int main(int argc, char** argv) {
   app.add_flag("--stdin-secret", node_flags.stdin_secret,
                "per-node launch started over ssh: the job secret is stdin's first line, and "
                "stdin closing ends the job (the ssh backend's)");
+  app.add_flag("--stdin-env", node_flags.stdin_env,
+               "per-node launch started over ssh: the launching host's environment follows on "
+               "stdin (the ssh backend's)");
   std::string hostfile, ssh_args;
   int rdzv_port = 29500;
   auto* hostfile_opt = app.add_option(

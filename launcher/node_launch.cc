@@ -14,6 +14,7 @@
 
 #include "common/job_env.h"
 #include "common/transport/auth.h"
+#include "launcher/forwarded_environment.h"
 #include "launcher/job_supervisor.h"
 #include "launcher/leftovers.h"
 #include "launcher/local_host.h"
@@ -244,7 +245,7 @@ Result<NodeLaunch> MakeNodeLaunch(const NodeLaunchFlags& flags) {
       ExplicitShare("--node-ps", flags.ps_share, node.ps, &node.first_ps, &node.ps_here));
   EEN_RETURN_IF_ERROR(ExplicitShare("--node-workers", flags.workers_share, node.workers,
                                     &node.first_worker, &node.workers_here));
-  node.watch_stdin = flags.stdin_secret;
+  node.watch_stdin = flags.stdin_secret || flags.stdin_env;
   node.rdzv = flags.rdzv;
   std::string host;
   int port = 0;
@@ -293,6 +294,11 @@ Result<NodeLaunch> MakeNodeLaunch(const NodeLaunchFlags& flags) {
   }
   node.name = HostName() + "@" + node.address;
   EEN_ASSIGN_OR_RETURN(node.secret, SharedSecret(flags));
+  if (flags.stdin_env) {
+    EEN_ASSIGN_OR_RETURN(const EnvironmentEntries forwarded,
+                         ReadForwardedEnvironment(STDIN_FILENO));
+    ApplyForwardedEnvironment(forwarded);
+  }
   return node;
 }
 

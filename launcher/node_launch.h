@@ -68,6 +68,9 @@ struct NodeLaunchFlags {
   // stdin closing (ssh ended) then ends the job like a Ctrl-C.
   std::string ps_share, workers_share;
   bool stdin_secret = false;
+  // Then (or first, with --insecure) the launching host's environment
+  // (forwarded_environment.h), set here before anything starts.
+  bool stdin_env = false;
   // How long node 0's name may take to resolve (a pod or host starting).
   std::chrono::milliseconds resolve_timeout{0};
 };

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/transport/auth.h"
+#include "launcher/forwarded_environment.h"
 #include "launcher/local_host.h"
 #include "launcher/say.h"
 #include "launcher/stop_signal.h"
@@ -120,6 +121,7 @@ int RunSshJob(const JobConfig& config, const SshJob& job, const std::vector<std:
   Say("starting " + std::to_string(config.ps) + " PS and " + std::to_string(config.workers) +
       " workers on " + std::to_string(n) + " hosts over ssh; node 0 (" + job.hosts[0].host +
       ") runs the coordinator, the others meet it at " + rdzv);
+  const std::string forwarded = EncodeForwardedEnvironment(environ);
   LocalHost here;
   std::vector<std::shared_ptr<RoleProcess>> nodes;
   for (int r = 0; r < n; ++r) {
@@ -136,6 +138,7 @@ int RunSshJob(const JobConfig& config, const SshJob& job, const std::vector<std:
       remote.push_back(flag);
     }
     remote.push_back(config.insecure ? "--insecure" : "--stdin-secret");
+    remote.push_back("--stdin-env");
     remote.push_back("--");
     remote.insert(remote.end(), command.begin(), command.end());
     std::string line = "cd " + Quote(cwd) + " && exec";
@@ -150,7 +153,7 @@ int RunSshJob(const JobConfig& config, const SshJob& job, const std::vector<std:
     spec.argv.push_back(job.hosts[r].host);
     spec.argv.push_back(line);
     spec.input_pipe = true;
-    spec.input = secret + "\n";
+    spec.input = (config.insecure ? "" : secret + "\n") + forwarded;
     spec.nested_labels = true;
     spec.watch_for = "met the coordinator at ";  // it joined the job
     auto started = here.Start(std::move(spec));

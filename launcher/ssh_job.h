@@ -17,7 +17,9 @@
 // (node_launch.h) with the same paths as here (like mpirun, EEN and the
 // program must be installed at the same place on every host). The user's
 // own keys and ssh configuration are used; nothing is copied. The job
-// secret travels on ssh's stdin (never on a command line), which stays
+// secret and this host's environment (forwarded_environment.h: what the
+// user set here, not the session's own variables) travel on ssh's stdin
+// (never on a command line; --stdin-secret --stdin-env), which stays
 // open: when this een-launch stops or dies, every remote een-launch sees
 // its stdin close and ends the job, so no process is left on any host.
 // Every line comes back prefixed with its host and role: `[node2 ps 1] ...`.

@@ -142,8 +142,18 @@ TEST_F(Consistency, SspNeverExceedsItsBoundAndAppliesEachGradientOnce) {
   auto r = testing::Run(Job("ssp:2", 1, 10, /*max_staleness=*/1), seconds(180));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<int> staleness = Staleness(r.output);
-  for (int w : {0, 2, 3}) EXPECT_EQ(staleness[w], 1) << "worker " << w << "\n" << r.output;
-  EXPECT_EQ(staleness[1], 0) << r.output;  // the slowed worker is never ahead
+  // The unhindered workers run ahead of the slowed one, never past the bound.
+  int ahead = 0;
+  for (int w : {0, 2, 3}) {
+    EXPECT_GE(staleness[w], 0) << "worker " << w << " printed none\n" << r.output;
+    EXPECT_LE(staleness[w], 1) << "worker " << w << "\n" << r.output;
+    ahead += staleness[w] == 1;
+  }
+  EXPECT_GT(ahead, 0) << "no worker ran ahead of the slowed one\n" << r.output;
+  // The slowed worker is mostly behind, but a busy machine can starve the
+  // others for longer than its 10 ms pause: the bound is what holds for it.
+  EXPECT_GE(staleness[1], 0) << r.output;
+  EXPECT_LE(staleness[1], 1) << r.output;
   ExpectEveryGradientOnce(r.output);
 }
 

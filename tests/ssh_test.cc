@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -130,7 +131,20 @@ TEST_F(Ssh, AHostfileJobTrainsBitwiseAsOneHostWithEveryLineNamingItsHost) {
                     kBin + "/equivalence_train", "--steps", "500", "--out", base_ / "local.bin"},
                    seconds(120));
   ASSERT_EQ(local.exit_code, 0) << local.output;
-  auto r = testing::Run(Job(Train(base_ / "ssh.bin", 500), Hostfile()), seconds(180));
+  // What the user set where they typed the command reaches every worker on
+  // every host (the job trains bitwise as on one host only then, when the
+  // environment picks BLAS kernels: OPENBLAS_CORETYPE).
+  std::vector<std::string> program = {
+      "/bin/sh", "-c",
+      "test \"$EEN_TEST_FORWARDED\" = \"two words 'quoted'\" || "
+      "{ echo \"EEN_TEST_FORWARDED is '$EEN_TEST_FORWARDED'\"; exit 7; }; exec \"$@\"",
+      "sh"};
+  for (const std::string& a : Train(base_ / "ssh.bin", 500)) program.push_back(a);
+  std::vector<std::string> job = Job(program, Hostfile());
+  const auto launcher = std::find(job.begin(), job.end(), kBin + "/een-launch");
+  ASSERT_NE(launcher, job.end());
+  job.insert(launcher, {"env", "EEN_TEST_FORWARDED=two words 'quoted'"});
+  auto r = testing::Run(job, seconds(180));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(testing::ReadBytes(base_ / "ssh.bin") == testing::ReadBytes(base_ / "local.bin"))
       << "the job over ssh trained differently from one host";

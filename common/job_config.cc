@@ -99,7 +99,11 @@ Status JobConfig::LoadYaml(const std::string& path) {
         *out = *d;
         return Status::Ok();
       };
-      if (key == "ps") EEN_RETURN_IF_ERROR(positive_int(&ps));
+      if (key == "ps") {  // 0: no parameter servers (a program with its own gradients' path)
+        ps = v.as<int>();
+        if (ps < 0)
+          return InvalidArgument(where + " must be an integer >= 0, got " + std::to_string(ps));
+      }
       if (key == "workers") EEN_RETURN_IF_ERROR(positive_int(&workers));
       if (key == "min_workers") EEN_RETURN_IF_ERROR(positive_int(&min_workers));
       if (key == "failover_threshold") EEN_RETURN_IF_ERROR(duration(&failover_threshold));
@@ -172,7 +176,7 @@ Status JobConfig::Validate() const {
     return InvalidArgument(std::string(name) + " must be between " + std::to_string(lo) + " and " +
                            std::to_string(hi) + " (got " + std::to_string(v) + ")");
   };
-  EEN_RETURN_IF_ERROR(range("ps", ps, 1, 1024));
+  EEN_RETURN_IF_ERROR(range("ps", ps, 0, 1024));
   EEN_RETURN_IF_ERROR(range("workers", workers, 1, 65536));
   EEN_RETURN_IF_ERROR(range("min_workers", min_workers, 0, workers));
   EEN_RETURN_IF_ERROR(range("max_restarts", max_restarts, 0, 100000));
@@ -211,6 +215,29 @@ Status JobConfig::Validate() const {
   }
   if (replicas == 2 && ps < 2) {
     return InvalidArgument("replicas 2 needs at least 2 PS (--ps 2): a backup lives on another PS");
+  }
+  if (ps == 0) {
+    // No parameter servers: een-launch supervises the workers and hosts the
+    // c10d store; the program moves its own gradients (gloo, nccl).
+    const char* needs_ps = min_workers > 0 && min_workers < workers ? "min_workers"
+                           : max_restarts > 0                       ? "max_restarts"
+                           : replicas > 1                           ? "replicas"
+                           : snapshot_every > 0                     ? "snapshot_every"
+                           : spare_ps > 0                           ? "spare_ps"
+                           : resume                                 ? "resume"
+                           : dynamic_slicing != "off"               ? "dynamic_slicing"
+                                                                    : nullptr;
+    if (needs_ps) {
+      std::string flag = std::string("--") + needs_ps;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      return InvalidArgument(
+          "--ps 0 runs the program without parameter servers (it moves its own gradients, as "
+          "a gloo DDP script does), and " +
+          flag + " (" + needs_ps +
+          ") needs them: give --ps N (N >= 1) with een.DataParallel or "
+          "init_process_group(\"een\"), or drop " +
+          flag);
+    }
   }
   if (min_workers > workers) {
     return InvalidArgument("min_workers (" + std::to_string(min_workers) +

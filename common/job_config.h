@@ -11,6 +11,12 @@
 
 namespace een {
 
+// Why a process that needs the parameter servers cannot join a --ps 0 job.
+inline constexpr const char* kWithoutPsRefusal =
+    "this job runs without parameter servers (een-launch --ps 0): een.DataParallel and "
+    "init_process_group(\"een\") need them; start the job with --ps N (N >= 1), or train "
+    "with a backend of torch's own (gloo, nccl)";
+
 struct JobConfig {
   int ps = 1;
   int workers = 1;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "common/job_config.h"
 #include "common/logging.h"
 #include "common/transport/auth.h"
 #include "common/transport/registry.h"
@@ -107,6 +108,9 @@ Result<JobEnvironment> JobEnvironment::FromProcess(const std::string& program) {
   }
   EEN_RETURN_IF_ERROR(ReadInt("EEN_RANK", 0, &rank));
   EEN_RETURN_IF_ERROR(ReadInt("EEN_WORLD_SIZE", 1, &world));
+  if (const char* n = std::getenv("EEN_NUM_PS"); n && std::string(n) == "0") {
+    return FailedPrecondition(kWithoutPsRefusal);
+  }
   EEN_RETURN_IF_ERROR(ReadInt("EEN_NUM_PS", 1, &ps));
   EEN_RETURN_IF_ERROR(ReadInt("EEN_FAILOVER_THRESHOLD_MS", 1, &threshold));
   EEN_RETURN_IF_ERROR(ReadInt("EEN_HEARTBEAT_MS", 1, &heartbeat));

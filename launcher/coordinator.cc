@@ -33,11 +33,17 @@ Coordinator::Coordinator(CoordinatorOptions options) : options_(std::move(option
 Coordinator::~Coordinator() = default;
 
 Status Coordinator::Bind() {
-  if (options_.job.ps < 1 || options_.job.workers < 1) {
-    return InvalidArgument("a job needs at least one PS and one worker");
+  if (options_.job.ps < 0 || options_.job.workers < 1) {
+    return InvalidArgument("a job needs at least one worker");
   }
   ps_.resize(options_.job.ps);
   workers_.resize(options_.job.workers);
+  if (WithoutPs() && !options_.restore) {
+    // Nothing registers: the job runs from the start, and ends when every
+    // worker has exited with status 0 (or at the first that failed).
+    state_ = wire::JobState::RUNNING;
+    last_progress_ = Clock::now();
+  }
   if (!options_.state_path.empty()) {
     EEN_ASSIGN_OR_RETURN(state_store_, StateStore::Open(options_.state_path));
     if (options_.restore) EEN_RETURN_IF_ERROR(RestoreState());
@@ -92,7 +98,12 @@ Coordinator::Node* Coordinator::NodeByControl(const transport::PeerId& peer) {
 }
 
 Status Coordinator::Run(const std::atomic<bool>& stop) {
-  if (state_ == wire::JobState::STARTING) {
+  if (WithoutPs() && !options_.restore) {
+    spdlog::info(
+        "listening on {} (pid {}); the job has {} workers and no parameter servers (--ps 0): "
+        "the program moves its own gradients (gloo, nccl), een-launch supervises it",
+        address(), getpid(), options_.job.workers);
+  } else if (state_ == wire::JobState::STARTING) {
     spdlog::info("listening on {} (pid {}); waiting for {} PS and {} workers", address(), getpid(),
                  options_.job.ps, options_.job.workers);
   } else {
@@ -133,7 +144,7 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
     MaybePublishMetrics();
     MaybeAnswerTraces();
     MaybeAnswerProbes();
-    if (state_ == wire::JobState::RUNNING) {
+    if (state_ == wire::JobState::RUNNING && !WithoutPs()) {
       CheckLiveness();
       if (MillisSince(last_progress_) >= options_.job.progress_interval.count()) ReportProgress();
     }
@@ -335,6 +346,9 @@ void Coordinator::Handle(const transport::Envelope& envelope) {
 
 Status Coordinator::HandleRegister(const transport::PeerId& peer, wire::Register::Reader reg) {
   const wire::Role role = reg.getRole();
+  if (WithoutPs()) {
+    return FailedPrecondition(kWithoutPsRefusal);
+  }
   if (state_ == wire::JobState::RUNNING && role == wire::Role::WORKER) {
     return AcceptReplacementWorker(peer, reg);
   }
@@ -909,15 +923,20 @@ Status Coordinator::HandleWorkerExited(wire::WorkerExit::Reader exit) {
     return InvalidArgument(
         fmt::format("exit of worker rank {} (job has {})", rank, workers_.size()));
   }
-  if (exit.getStatus() != 0) return Status::Ok();  // heartbeats tell a lost worker
   Node& w = workers_[rank];
+  if (WithoutPs()) {
+    w.rank = rank;  // (never registered)
+    return PlainWorkerExited(w, exit);
+  }
+  if (exit.getStatus() != 0) return Status::Ok();  // heartbeats tell a lost worker
   const bool same = w.registered && w.pid == exit.getPid() &&
                     (!exit.hasHost() || exit.getHost().size() == 0 || w.host == exit.getHost());
   if (state_ == wire::JobState::STARTING && !same) {
     RefuseJob(fmt::format(
         "worker {} (pid {}) exited with status 0 without joining the job: the program never "
         "created een::DataParallel (een-launch runs PROGRAM once per worker; it must be an EEN "
-        "training program)",
+        "training program, or run with --ps 0 when it moves its own gradients, as a gloo DDP "
+        "script does)",
         rank, exit.getPid()));
     return Status::Ok();
   }
@@ -929,6 +948,26 @@ Status Coordinator::HandleWorkerExited(wire::WorkerExit::Reader exit) {
   return Status::Ok();
 }
 
+Status Coordinator::PlainWorkerExited(Node& w, wire::WorkerExit::Reader exit) {
+  if (state_ != wire::JobState::RUNNING || w.done) return Status::Ok();
+  if (exit.getStatus() != 0) {
+    // As torchrun: one failed worker ends the job (others may wait for it in
+    // a collective that never completes).
+    Abort(fmt::format("worker {} (pid {}) exited with status {}", w.rank, exit.getPid(),
+                      exit.getStatus()));
+    return Status::Ok();
+  }
+  w.done = true;
+  w.pid = exit.getPid();
+  int done = 0;
+  for (const Node& n : workers_) done += n.done;
+  spdlog::info("worker {} (pid {}) finished (status 0); {} of {} done", w.rank, exit.getPid(), done,
+               workers_.size());
+  MaybeFinish();
+  SaveState();
+  return Status::Ok();
+}
+
 void Coordinator::MaybeFinish() {
   for (const Node& w : workers_) {
     if (!w.done && !w.lost) return;
@@ -936,7 +975,7 @@ void Coordinator::MaybeFinish() {
   if (state_ == wire::JobState::RUNNING) {
     state_ = wire::JobState::SHUTDOWN;
     shutdown_at_ = Clock::now();
-    ReportProgress();
+    if (!WithoutPs()) ReportProgress();
   }
 }
 

@@ -211,6 +211,10 @@ class Coordinator {
   // `how`: "finished at step 12", for the log.
   void WorkerFinished(Node& worker, const std::string& how);
   Status HandleWorkerExited(wire::WorkerExit::Reader exit);
+  // --ps 0: no process registers; a worker's exit is all the coordinator
+  // hears of it (status 0: done; else the job ends naming it).
+  bool WithoutPs() const { return options_.job.ps == 0; }
+  Status PlainWorkerExited(Node& w, wire::WorkerExit::Reader exit);
   // een-launch saw a PS or worker process end and starts a replacement:
   // lost at once (before the start: its rank is free again). Answered.
   Status HandleProcessGone(const transport::PeerId& peer, wire::ProcessGone::Reader gone);

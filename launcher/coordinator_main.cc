@@ -27,9 +27,10 @@ int main(int argc, char** argv) {
   int ready_fd = -1;
   long threshold = 500, heartbeat = 100, startup = 120000, progress = 2000;
   app.add_option("--listen", o.listen_address, "address to listen on");
-  app.add_option("--ps", o.job.ps, "number of PS processes")
+  app.add_option("--ps", o.job.ps,
+                 "number of PS processes (0: none, the workers move their own gradients)")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--workers", o.job.workers, "number of workers")
       ->required()
       ->check(CLI::PositiveNumber);

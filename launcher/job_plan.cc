@@ -179,6 +179,9 @@ std::map<std::string, std::string> JobPlan::TorchrunEnvironment(int rank, int re
       // hosting one: the store outlives any worker.
       {"TORCHELASTIC_USE_AGENT_STORE", store_host_.empty() ? "False" : "True"},
   };
+  for (const char* name : {"GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"}) {
+    if (!torch_interface_.empty() && !std::getenv(name)) env[name] = torch_interface_;
+  }
   if (!store_host_.empty()) {
     env["MASTER_ADDR"] = store_host_;
     env["MASTER_PORT"] = std::to_string(store_port_);

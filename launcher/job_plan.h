@@ -57,6 +57,11 @@ class JobPlan {
     store_port_ = port;
   }
   int c10d_store_port() const { return store_port_; }
+  // Per-node launch over many hosts: the interface this node's roles use
+  // (its address's). Workers get it as GLOO_SOCKET_IFNAME and
+  // TP_SOCKET_IFNAME unless the user set those: gloo would otherwise bind
+  // to what the host name resolves to, often a loopback address.
+  void set_torch_interface(std::string name) { torch_interface_ = std::move(name); }
   // "HOST:PORT" of the c10d store ("" when none), as the rendezvous tells it.
   std::string c10d_store() const {
     return store_host_.empty() ? "" : store_host_ + ":" + std::to_string(store_port_);
@@ -112,6 +117,7 @@ class JobPlan {
   int workers_here_ = 0;  // 0: every worker on this host
   int node_rank_ = 0, nnodes_ = 1, first_worker_ = 0;
   std::string store_host_;
+  std::string torch_interface_;
   int store_port_ = 0;
   ElasticNodes elastic_;
 };

@@ -665,7 +665,8 @@ int JobSupervisor::Run() {
     if (!failure.empty()) {
       // Let the coordinator say which process and step, then stop everyone.
       const bool coordinator_gone = slots_[0]->exited();
-      if (coordinator_gone ||
+      // (--ps 0: nothing else knows more than this process's own end.)
+      if (coordinator_gone || config().ps == 0 ||
           MillisSince(failure_at) > config().failover_threshold.count() + 1500) {
         // A node but 0 whose coordinator fell silent: its roles stopped
         // because of that (they wait for it as long), and that is the cause.

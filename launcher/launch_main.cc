@@ -37,9 +37,10 @@ std::string BinaryDir() {
   return std::filesystem::path(buf).parent_path().string();
 }
 
+// One line, so that whoever reports only the last (the ssh backend, a
+// node's verdict) reports the reason.
 int Usage(const std::string& message) {
-  std::fprintf(stderr, "een-launch: %s\nRun `een-launch --help` for the options.\n",
-               message.c_str());
+  std::fprintf(stderr, "een-launch: %s (`een-launch --help` lists the options)\n", message.c_str());
   return 2;
 }
 
@@ -120,7 +121,9 @@ int main(int argc, char** argv) {
   std::string backend = "auto";
   int ps = 0, workers = 0;
   // Counts are checked after parsing, so each error says "--ps must be at least 1".
-  auto* ps_opt = app.add_option("--ps", ps, "number of parameter-server processes (>= 1)");
+  auto* ps_opt = app.add_option("--ps", ps,
+                                "number of parameter-server processes (>= 1; 0: none, for a "
+                                "program that moves its own gradients, like a gloo DDP script)");
   auto* workers_opt = app.add_option("--workers", workers, "number of worker processes (>= 1)");
   int nproc_per_node = 0;
   auto* nproc_opt = app.add_option(
@@ -286,7 +289,7 @@ int main(int argc, char** argv) {
 
   using Count = std::tuple<CLI::Option*, int, int>;  // option, value, least allowed
   for (const auto& [opt, value, least] : std::initializer_list<Count>{
-           {ps_opt, ps, 1},
+           {ps_opt, ps, 0},
            {workers_opt, workers, 1},
            {min_opt, min_workers, 1},
            {replicas_opt, replicas, 1},

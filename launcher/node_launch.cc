@@ -1,6 +1,7 @@
 #include "launcher/node_launch.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -140,9 +141,10 @@ Status ShareOf(const std::string& what, int per_node, int total, const NodeLaunc
   }
   // int64: the job's total must fit the ranks' int.
   const int64_t job_total = per_node >= 0 ? n * per_node : total;
-  if (job_total < 1 || job_total > 65536) {
+  const int64_t least = what == "PS" ? 0 : 1;  // --ps 0: a program with its own gradients' path
+  if (job_total < least || job_total > 65536) {
     return InvalidArgument("the job's " + what + " would be " + std::to_string(job_total) +
-                           ": give 1 to 65536 in all");
+                           ": give " + std::to_string(least) + " to 65536 in all");
   }
   const int64_t base = job_total / n, extra = job_total % n;
   *job = static_cast<int>(job_total);
@@ -194,6 +196,27 @@ Result<std::string> SharedSecret(const NodeLaunchFlags& flags) {
       "`een-launch --new-secret FILE`, copy FILE to every node (mode 0600), and give "
       "--secret-file FILE to each een-launch (or set EEN_JOB_SECRET to its text); --insecure "
       "runs without one, on a network nobody else can reach");
+}
+
+// The network interface that holds `address` ("" when none does).
+std::string InterfaceOf(const std::string& address) {
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return "";
+  std::string name;
+  for (ifaddrs* i = all; i && name.empty(); i = i->ifa_next) {
+    if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+      continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw =
+        i->ifa_addr->sa_family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr);
+    if (inet_ntop(i->ifa_addr->sa_family, raw, text, sizeof text) && address == text) {
+      name = i->ifa_name;
+    }
+  }
+  freeifaddrs(all);
+  return name;
 }
 
 }  // namespace
@@ -318,6 +341,7 @@ int RunNodeJob(JobConfig config, const NodeLaunch& node, const std::vector<std::
   config.host = node.address;
   JobPlan plan(config, command, bin_dir, run_dir);
   plan.set_node(node.name, node.workers_here);
+  if (node.nnodes > 1) plan.set_torch_interface(InterfaceOf(node.address));
   if (node.hosts_coordinator()) plan.set_coordinator_listen(node.coordinator_address);
   plan.set_elastic(node.elastic);
   LocalHost host;

@@ -43,7 +43,6 @@ TEST(JobConfig, ErrorsNameTheField) {
   };
   for (const Case& k : std::vector<Case>{
            {"pss: 2\n", "field 'pss' is unknown"},
-           {"ps: 0\n", "field 'ps' must be an integer >= 1"},
            {"workers: many\n", "field 'workers' has the wrong type"},
            {"failover_threshold: soon\n", "field 'failover_threshold'"},
            {"transport: udp\n", "transport 'udp' is not one of tcp, ipc"},
@@ -61,7 +60,12 @@ TEST(JobConfig, ErrorsNameTheField) {
            {"shards_per_ps: 1073741824\n", "shards_per_ps must be between 1 and 4096"},
            {"shards_per_ps: 2000000000\n", "shards_per_ps must be between 1 and 4096"},
            {"max_chunk_numel: 2000000000\n", "max_chunk_numel must be between 1 and 67108864"},
-           {"ps: 100000\n", "ps must be between 1 and 1024"},
+           {"ps: 100000\n", "ps must be between 0 and 1024"},
+           {"ps: -1\n", "field 'ps' must be an integer >= 0"},
+           // --ps 0: no parameter servers, so nothing that needs them.
+           {"ps: 0\nworkers: 4\nmin_workers: 2\n", "--min-workers (min_workers) needs them"},
+           {"ps: 0\nmax_restarts: 1\n", "--max-restarts (max_restarts) needs them"},
+           {"ps: 0\nsnapshot_every: 10\nsnapshot_dir: /tmp\n", "--snapshot-every"},
            {"failover_threshold: 1e300s\n", "longer than a week"},
            {"ps: 2\nps: 3\n", "field 'ps' appears twice"},
            {"insecure: maybe\n", "field 'insecure' has the wrong type"},

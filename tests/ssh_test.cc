@@ -161,6 +161,34 @@ TEST_F(Ssh, AHostfileJobTrainsBitwiseAsOneHostWithEveryLineNamingItsHost) {
   ExpectNothingButSshdLeft();
 }
 
+TEST_F(Ssh, AnUnchangedGlooDdpScriptRunsOnEveryHostWithPs0) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  // PyTorch's DDP tutorial as is: torchrun's variables on every host, the
+  // c10d store node 0's een-launch hosts, gloo moving the gradients.
+  std::vector<std::string> job =
+      Job({"/usr/bin/python3", std::string(EEN_SOURCE_DIR) + "/tests/python/ddp_tutorial.py"},
+          Hostfile());
+  const auto ps = std::find(job.begin(), job.end(), "--ps");
+  ASSERT_NE(ps, job.end());
+  *(ps + 1) = "0";
+  auto r = testing::Run(job, seconds(240));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("rank 0 of 4: done, checksum (\\S+)")))
+      << r.output;
+  for (const auto& [rank, host] :
+       std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {2, 1}, {3, 2}}) {
+    EXPECT_NE(
+        r.output.find("[" + hosts_->Address(host) + " worker " + std::to_string(rank) + "] rank " +
+                      std::to_string(rank) + " of 4: done, checksum " + m[1].str()),
+        std::string::npos)
+        << "rank " << rank << " on host " << host << "\n"
+        << r.output;
+  }
+  EXPECT_NE(r.output.find("[een-launch] job finished on every host"), std::string::npos);
+  ExpectNothingButSshdLeft();
+}
+
 TEST_F(Ssh, CtrlCEndsTheJobOnEveryHostAndLeavesNoProcess) {
   testing::Subprocess job(Job(Train(base_ / "long.bin", 10000000), Hostfile()));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(90))) << job.output();

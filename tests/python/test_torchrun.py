@@ -10,6 +10,7 @@ import unittest
 from job import BIN, HERE, launch_args, run
 
 SCRIPT = [sys.executable, os.path.join(HERE, "torchrun_env.py")]
+DDP_TUTORIAL = os.path.join(HERE, "ddp_tutorial.py")
 
 
 def variables(output, rank):
@@ -75,6 +76,35 @@ class Torchrun(unittest.TestCase):
                         timeout=240)
         self.assertEqual(code, 0, out)
         self.assertEqual(variables(out, 1)["WORLD_SIZE"], "2")
+
+    def test_an_unchanged_gloo_ddp_script_runs_with_ps_0(self):
+        launch = os.path.join(BIN, "een-launch")
+        code, out = run([launch, "--ps", "0", "--nproc-per-node", "3", "--", sys.executable,
+                         DDP_TUTORIAL], timeout=240)
+        self.assertEqual(code, 0, out)
+        checksums = set(re.findall(r"\[worker (\d)\] rank \1 of 3: done, checksum (\S+)", out))
+        self.assertEqual(sorted(r for r, _ in checksums), ["0", "1", "2"], out)
+        self.assertEqual(len({c for _, c in checksums}), 1, out)  # DDP kept the ranks equal
+        self.assertIn("job finished: 3 of 3 workers succeeded", out)
+
+    def test_a_failing_rank_ends_a_ps_0_job_naming_it(self):
+        launch = os.path.join(BIN, "een-launch")
+        code, out = run([launch, "--ps", "0", "--workers", "3", "--", sys.executable,
+                         DDP_TUTORIAL, "--fail-rank", "1", "--fail-step", "5"], timeout=240)
+        self.assertEqual(code, 1, out)
+        self.assertRegex(out, r"job failed: worker 1 \(pid \d+\) exited with status 1; its last "
+                              r"line: rank 1 gives up at step 5")
+
+    def test_ps_0_refuses_what_needs_parameter_servers(self):
+        launch = os.path.join(BIN, "een-launch")
+        code, out = run([launch, "--ps", "0", "--workers", "2", "--max-restarts", "1", "--",
+                         "true"], timeout=30)
+        self.assertEqual(code, 2, out)
+        self.assertIn("--max-restarts (max_restarts) needs them", out)
+        # An EEN program in a job without PS: told why, not left waiting.
+        code, out = run([launch, "--ps", "0", "--workers", "2", "--"] + SCRIPT, timeout=240)
+        self.assertEqual(code, 1, out)
+        self.assertIn("this job runs without parameter servers (een-launch --ps 0)", out)
 
     def test_torchrun_habits_get_een_launchs_spelling(self):
         launch = os.path.join(BIN, "een-launch")

@@ -46,6 +46,10 @@ struct TensorInfo {
   TensorKind kind = TensorKind::kParameter;
   std::vector<int64_t> shape;  // for messages only; may be empty
 };
+// The model a worker of the een torch.distributed backend registers
+// (een/process_group.h): one frozen placeholder element of this name.
+inline constexpr const char* kProcessGroupModelName = "een.process_group";
+
 // Reads and checks one TensorSpec (a kind the schema does not define is an error).
 Result<TensorInfo> TensorFromWire(wire::TensorSpec::Reader reader);
 void TensorToWire(const TensorInfo& tensor, wire::TensorSpec::Builder builder);

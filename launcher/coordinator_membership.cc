@@ -93,6 +93,16 @@ void Coordinator::WorkerLost(Node& w, const std::string& what) {
     std::ofstream(options_.lost_path, std::ios::app) << w.rank << ' ' << w.pid << '\n';
   }
   const std::vector<int> live = LiveWorkerRanks();
+  if (model_.size() == 1 && model_[0].name == kProcessGroupModelName) {
+    // Not yet: collectives over the survivors, and a replacement joining
+    // torch's groups. The job ends rather than leave the others waiting.
+    Abort(
+        fmt::format("{}; a job of torch.distributed's een backend cannot yet go on without a "
+                    "worker (--min-workers and --max-restarts do not apply to it yet): ending "
+                    "the job",
+                    what));
+    return;
+  }
   const int restarts_left = options_.job.max_restarts - worker_replacements_;
   int finished = 0;  // done with their data: they count toward --min-workers
   for (const Node& x : workers_) finished += x.done && !x.lost;

@@ -561,6 +561,13 @@ const ParameterServer::DataMessage* ParameterServer::DataMessageOf(wire::Header:
                                     ps_messages::ProbeReply(ps.env_.rank, h.getProbe().getRound(),
                                                             h.getProbe().getWorker()));
         }}},
+      // The een backend's collectives: independent of the shard map.
+      {wire::Header::REDUCE,
+       {[](H) { return uint64_t{0}; },
+        [](H h) { return transport::WorkerIdentity(h.getReduce().getWorker()); },
+        [](ParameterServer& ps, E e, H h) {
+          return ps.HandleReduce(e.from, h.getReduce(), e.message);
+        }}},
       // An answer to a replication: routed with no epoch of its own.
       {wire::Header::REPLICATED,
        {[](H) { return uint64_t{0}; },
@@ -576,7 +583,9 @@ const ParameterServer::DataMessage* ParameterServer::DataMessageOf(wire::Header:
 void ParameterServer::Handle(const transport::Envelope& envelope) {
   Status s = wire::Visit(envelope.message, [&](wire::Header::Reader h) -> Status {
     const DataMessage* kind = DataMessageOf(h.which());
-    if (!kind) return InvalidArgument("a PS takes only push, pull, norm and replication messages");
+    if (!kind)
+      return InvalidArgument(
+          "a PS takes only push, pull, norm, replication and collective messages");
     // A message speaks only for the identity its connection authenticated as.
     if (!envelope.authenticated.empty()) {
       const std::string claimed = kind->speaks_for(h);
@@ -750,6 +759,40 @@ Status ParameterServer::CheckClipMessage(const char* what, uint64_t epoch, int w
   if (worker < 0 || worker >= store_->num_workers() || !store_->IsLive(worker)) {
     return InvalidArgument(std::string(what) + " from worker rank " + std::to_string(worker) +
                            ", which does not train in this job now");
+  }
+  return Status::Ok();
+}
+
+Status ParameterServer::HandleReduce(const transport::PeerId& peer, wire::Reduce::Reader reduce,
+                                     const Message& message) {
+  if (message.payload_count() != 1) {
+    return InvalidArgument("a collective part carries one payload frame");
+  }
+  const Frame& data = message.payload(0);
+  CollectiveContribution c{.group = reduce.getGroup(),
+                           .seq = reduce.getSeq(),
+                           .rank = reduce.getRank(),
+                           .contributors = reduce.getContributors(),
+                           .op = reduce.getOp(),
+                           .dtype = reduce.getDtype(),
+                           .offset = reduce.getOffset(),
+                           .numel = reduce.getNumel(),
+                           .total = reduce.getTotal(),
+                           .root = reduce.getRoot(),
+                           .from = peer,
+                           .data = data.data(),
+                           .bytes = data.size()};
+  EEN_ASSIGN_OR_RETURN(std::optional<CollectiveResult> done, collectives_.Add(c));
+  if (!done) return Status::Ok();
+  // Every contributor gets the same bytes: one buffer, borrowed by each reply.
+  auto result = std::make_shared<const std::vector<std::byte>>(std::move(done->result));
+  for (const transport::PeerId& to : done->to) {
+    Message reply = ps_messages::ReduceReply(env_.rank, done->group, done->seq, done->offset,
+                                             done->error, result);
+    if (Status s = listener_->Send(to, std::move(reply)); !s.ok()) {
+      spdlog::warn("could not answer collective call {} of group {}: {}", done->seq, done->group,
+                   s.ToString());
+    }
   }
   return Status::Ok();
 }

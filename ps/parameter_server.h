@@ -46,6 +46,7 @@
 #include "common/shard_map.h"
 #include "common/transport/device.h"
 #include "ps/chunk_store.h"
+#include "ps/collective_table.h"
 #include "ps/ps_messages.h"
 #include "ps/snapshot_writer.h"
 
@@ -124,6 +125,10 @@ class ParameterServer {
   Status HandlePull(const transport::PeerId& peer, wire::Pull::Reader pull);
   // Gradient clipping: a worker asks for this PS's share of a step's norm, or
   // brings the total.
+  // The een backend's collectives (collective_table.h): answered once
+  // every contributor of the part came.
+  Status HandleReduce(const transport::PeerId& peer, wire::Reduce::Reader reduce,
+                      const transport::Message& message);
   Status HandleNormQuery(const transport::PeerId& peer, wire::NormQuery::Reader query);
   Status HandleClipNorm(wire::ClipNorm::Reader clip);
   // Both: clipping is on, the map epoch is current, the worker trains.
@@ -172,6 +177,7 @@ class ParameterServer {
   std::deque<PendingPull> pending_;
   size_t pending_pull_chunks_ = 0;  // over pending_
   std::deque<PendingNorm> pending_norms_;
+  CollectiveTable collectives_{CollectiveBytesCap()};
   std::atomic<uint64_t> step_{0};
   std::unique_ptr<SnapshotStore> snapshots_;  // until the writer takes it
   std::unique_ptr<SnapshotWriter> writer_;

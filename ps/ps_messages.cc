@@ -120,4 +120,21 @@ Message Replicate(const ReplicateFields& f, const std::vector<uint32_t>& chunks,
   return b.Take(std::move(payload));
 }
 
+Message ReduceReply(int rank, uint32_t group, uint64_t seq, uint64_t offset,
+                    const std::string& error,
+                    const std::shared_ptr<const std::vector<std::byte>>& result) {
+  wire::Outgoing b(wire::Role::PS, rank);
+  auto reply = b.header().initReduceReply();
+  reply.setGroup(group);
+  reply.setSeq(seq);
+  reply.setOffset(offset);
+  std::vector<Frame> payload;
+  if (!error.empty()) {
+    reply.setError(error);
+  } else {
+    payload.push_back(Frame::Borrow(result->data(), result->size(), result));
+  }
+  return b.Take(std::move(payload));
+}
+
 }  // namespace een::ps_messages

@@ -5,7 +5,9 @@
 // Thread safety: free functions; no shared state.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -75,5 +77,11 @@ Message Replicate(const ReplicateFields& fields, const std::vector<uint32_t>& ch
                   const std::vector<double>& norms, std::vector<Frame> payload,
                   const std::vector<int32_t>& workers = {},
                   const std::vector<uint64_t>& worker_steps = {});
+
+// The een backend: the result of a collective part (one frame borrowing
+// `result`), or why it failed.
+Message ReduceReply(int rank, uint32_t group, uint64_t seq, uint64_t offset,
+                    const std::string& error,
+                    const std::shared_ptr<const std::vector<std::byte>>& result);
 
 }  // namespace een::ps_messages

@@ -12,7 +12,9 @@
 // the GIL. een::Error and een::RolledBack become een.Error and
 // een.RolledBack (with .code and .step).
 #include <een/data_parallel.h>
+#include <een/process_group.h>
 #include <een/sampler.h>
+#include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
@@ -142,6 +144,18 @@ class PyNoSync {
 
 PYBIND11_MODULE(_een, m) {
   m.doc() = "EEN's worker library (libeen_worker); use it through `import een`";
+
+  // torch.distributed's backend registry calls this (een/__init__.py): a
+  // c10d ProcessGroup, as torch's own Python type (as a C++ extension's
+  // backend is returned).
+  m.def(
+      "_create_process_group",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+         std::chrono::milliseconds timeout) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+        py::gil_scoped_release released;  // joining the job and the store wait
+        return een::ProcessGroup::Create(store, rank, size, timeout);
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
 
   using Code = een::Error::Code;
   py::enum_<Code>(m, "ErrorCode")

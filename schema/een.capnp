@@ -542,7 +542,60 @@ struct Header {
     probeReply @44 :Probe;         # PS -> worker
     batchClaim @45 :BatchClaim;    # worker -> coordinator: the next batch nobody has taken
     batchClaimReply @46 :BatchClaim;  # coordinator -> worker
+    reduce @47 :Reduce;            # worker -> PS: a part of a collective (een backend)
+    reduceReply @48 :ReduceReply;  # PS -> each contributor: the part's result
   }
+}
+
+# The `een` backend for torch.distributed (include/een/process_group.h):
+# one part of one collective call of a process group. Every member sends
+# its contribution to elements [offset, offset + numel) of call `seq` to the
+# PS that part falls to; once all `contributors` have, the PS answers each
+# with the result, reduced in rank order (the same bytes for all).
+# Followed by one payload frame: numel elements of `dtype` (gather and
+# broadcast: see ReduceOp).
+struct Reduce {
+  group @0 :UInt32;                # the process group (the same number on every member)
+  seq @1 :UInt64;                  # the call's number in that group, from 1
+  rank @2 :Int32;                  # the contributor's rank in the group
+  contributors @3 :Int32;          # how many contribute (the group's size)
+  op @4 :ReduceOp;
+  dtype @5 :ElementType;
+  offset @6 :UInt64;               # in elements of the whole tensor
+  numel @7 :UInt64;                # this part's elements (each contributor's)
+  total @8 :UInt64;                # the whole tensor's elements (every part must agree)
+  root @9 :Int32;                  # broadcast: whose part is the result
+  worker @10 :Int32;               # the sender's worker rank in the job (its identity)
+}
+
+enum ReduceOp {
+  sum @0;
+  product @1;
+  min @2;
+  max @3;
+  gather @4;                       # the result: every contribution, in rank order
+                                   # (contributors x numel elements)
+  broadcast @5;                    # the result: root's; the others send an empty frame
+}
+
+enum ElementType {
+  f32 @0;
+  f64 @1;
+  f16 @2;
+  bf16 @3;
+  i32 @4;
+  i64 @5;
+  u8 @6;
+  i8 @7;
+}
+
+# Followed by one payload frame with the result (none when `error` is set).
+struct ReduceReply {
+  group @0 :UInt32;
+  seq @1 :UInt64;
+  offset @2 :UInt64;
+  error @3 :Text;                  # the part cannot complete (members disagree, too
+                                   # large): why
 }
 
 # A worker process that een-launch saw end with `status` 0: before the job

@@ -504,6 +504,57 @@ Result<double> WorkerClient::ClipGradients(uint64_t step) {
   return total;
 }
 
+Status WorkerClient::Collective(
+    const worker_messages::ReduceFields& call, const std::vector<CollectivePart>& parts,
+    const std::function<Status(const CollectivePart&, const transport::Frame&)>& take) {
+  EEN_RETURN_IF_ERROR(JobStatus());
+  std::vector<std::vector<size_t>> waiting(ps_.size());  // by PS: parts not answered yet
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const CollectivePart& part = parts[i];
+    if (part.ps >= ps_.size()) return Internal(fmt::format("collective part for PS {}", part.ps));
+    worker_messages::ReduceFields fields = call;
+    fields.offset = part.offset;
+    fields.numel = part.numel;
+    EEN_RETURN_IF_ERROR(Send(
+        part.ps, worker_messages::Reduce(fields, part.data, part.bytes, part.owner),
+        fmt::format("collective call {} of group {} to PS {}", call.seq, call.group, part.ps)));
+    waiting[part.ps].push_back(i);
+  }
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    auto take_reply = [&](const Message& m) {
+      return wire::Visit(m, [&](wire::Header::Reader h) -> Status {
+        if (h.isReduceReply() && h.getReduceReply().getGroup() == call.group &&
+            h.getReduceReply().getSeq() == call.seq) {
+          auto reply = h.getReduceReply();
+          auto it = std::find_if(waiting[p].begin(), waiting[p].end(),
+                                 [&](size_t i) { return parts[i].offset == reply.getOffset(); });
+          if (it == waiting[p].end()) {
+            return Internal(fmt::format("PS {} answered part {} of collective call {}, not asked",
+                                        p, reply.getOffset(), call.seq));
+          }
+          if (reply.hasError() && reply.getError().size() > 0) {
+            return FailedPrecondition(fmt::format("PS {}: {}", p, reply.getError().cStr()));
+          }
+          if (m.payload_count() != 1) {
+            return Internal(fmt::format("PS {} answered a collective without its result", p));
+          }
+          const size_t part = *it;
+          waiting[p].erase(it);
+          return take(parts[part], m.payload(0));
+        }
+        if (h.isError()) return PsError(p, h.getError());
+        deferred_[p].push_back(m);  // a pull answer: for Pull()
+        return Status::Ok();
+      });
+    };
+    EEN_RETURN_IF_ERROR(WaitForPs(
+        p, [&] { return !waiting[p].empty(); },
+        fmt::format("for collective call {} of group {}", call.seq, call.group), take_reply,
+        /*set_aside_first=*/false));
+  }
+  return Status::Ok();
+}
+
 Result<double> WorkerClient::GatherNorm(uint64_t step) {
   struct Share {
     uint64_t id = 0;

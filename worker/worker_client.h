@@ -40,6 +40,7 @@
 #include "common/wire.h"
 #include "een/optimizer.h"
 #include "een/sampler.h"
+#include "worker/worker_messages.h"
 
 namespace een {
 
@@ -109,6 +110,21 @@ class WorkerClient {
   // sends it in place (shm), allocated by its device (Device::Allocate), so
   // pushes from it are not copied at all; otherwise on the heap.
   Result<std::shared_ptr<float>> GradientBuffer(size_t numel);
+  // The een backend (een/process_group.h): one collective call, split in
+  // parts, each sent to one PS (ps < num_ps()); waits for every part's
+  // result and hands it to `take` (the bytes live only during the call).
+  // `data` of each part stays unchanged until this returns.
+  struct CollectivePart {
+    size_t ps = 0;
+    uint64_t offset = 0, numel = 0;
+    const void* data = nullptr;
+    size_t bytes = 0;
+    std::shared_ptr<const void> owner;  // keeps `data` alive while the transport sends it
+  };
+  Status Collective(
+      const worker_messages::ReduceFields& call, const std::vector<CollectivePart>& parts,
+      const std::function<Status(const CollectivePart&, const transport::Frame&)>& take);
+  size_t num_ps() const { return ps_.size(); }
   // Gradient clipping (the optimizer's clip_grad_norm > 0), after every
   // gradient of `step` was pushed: asks each PS for its share of the mean
   // gradient's squared norm, and sends every PS the total (the same on every

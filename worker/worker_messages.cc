@@ -103,6 +103,26 @@ Message NormQuery(int worker, uint64_t epoch, uint64_t step, uint64_t request_id
   return b.Take();
 }
 
+Message Reduce(const ReduceFields& f, const void* data, size_t bytes,
+               std::shared_ptr<const void> owner) {
+  wire::Outgoing b(wire::Role::WORKER, f.worker);
+  auto reduce = b.header().initReduce();
+  reduce.setWorker(f.worker);
+  reduce.setGroup(f.group);
+  reduce.setSeq(f.seq);
+  reduce.setRank(f.rank);
+  reduce.setContributors(f.contributors);
+  reduce.setRoot(f.root);
+  reduce.setOp(f.op);
+  reduce.setDtype(f.dtype);
+  reduce.setOffset(f.offset);
+  reduce.setNumel(f.numel);
+  reduce.setTotal(f.total);
+  std::vector<Frame> payload;
+  payload.push_back(bytes == 0 ? Frame::Own({}) : Frame::Borrow(data, bytes, std::move(owner)));
+  return b.Take(std::move(payload));
+}
+
 Message ClipNorm(int worker, uint64_t epoch, uint64_t step, double total_norm) {
   wire::Outgoing b(wire::Role::WORKER, worker);
   auto clip = b.header().initClipNorm();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,20 @@ struct PullFields {
 Message Pull(const PullFields& fields, const std::vector<uint32_t>& chunks);
 
 Message NormQuery(int worker, uint64_t epoch, uint64_t step, uint64_t request_id);
+
+// The een backend: one part of a collective call (schema Reduce); `data`
+// travels in place, held by `owner` until sent.
+struct ReduceFields {
+  int worker = 0;
+  uint32_t group = 0;
+  uint64_t seq = 0;
+  int32_t rank = 0, contributors = 0, root = 0;
+  wire::ReduceOp op = wire::ReduceOp::SUM;
+  wire::ElementType dtype = wire::ElementType::F32;
+  uint64_t offset = 0, numel = 0, total = 0;
+};
+Message Reduce(const ReduceFields& fields, const void* data, size_t bytes,
+               std::shared_ptr<const void> owner);
 Message ClipNorm(int worker, uint64_t epoch, uint64_t step, double total_norm);
 // eenctl status --probe: `bytes` of probe payload for a PS to confirm.
 Message Probe(int worker, uint64_t round, size_t bytes);

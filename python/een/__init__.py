@@ -353,3 +353,16 @@ def position_after(steps, world_size, membership_changes, dataset_size, batch_si
     worker that starts mid-job (resume, rollback, replacement) carries on."""
     return _een.position_after(int(steps), int(world_size), list(membership_changes),
                                int(dataset_size), int(batch_size))
+
+
+def _register_backend():
+    """torch.distributed's `een` backend (een/process_group.h): an unchanged
+    DDP script with init_process_group("een") moves its gradients through the
+    parameter servers."""
+    import torch.distributed as dist
+    if not dist.is_available() or "EEN" in dist.Backend._plugins:
+        return
+    dist.Backend.register_backend("een", _een._create_process_group)
+
+
+_register_backend()

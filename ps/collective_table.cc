@@ -1,0 +1,260 @@
+#include "ps/collective_table.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "common/wire_dtype.h"
+
+namespace een {
+namespace {
+
+constexpr int32_t kMaxContributors = 65536;
+
+template <typename T>
+T Combine(wire::ReduceOp op, T a, T b) {
+  switch (op) {
+    case wire::ReduceOp::SUM:
+      return static_cast<T>(a + b);
+    case wire::ReduceOp::PRODUCT:
+      return static_cast<T>(a * b);
+    case wire::ReduceOp::MIN:
+      return std::min(a, b);
+    case wire::ReduceOp::MAX:
+      return std::max(a, b);
+    default:
+      return a;
+  }
+}
+
+// Integers wrap (as torch's do): the arithmetic runs unsigned.
+template <typename T, typename U>
+void ReduceIntegers(wire::ReduceOp op, std::byte* acc, const std::byte* in, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    T a, b;
+    std::memcpy(&a, acc + i * sizeof(T), sizeof(T));
+    std::memcpy(&b, in + i * sizeof(T), sizeof(T));
+    T r;
+    if (op == wire::ReduceOp::SUM) {
+      r = static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    } else if (op == wire::ReduceOp::PRODUCT) {
+      r = static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    } else {
+      r = Combine(op, a, b);
+    }
+    std::memcpy(acc + i * sizeof(T), &r, sizeof(T));
+  }
+}
+
+template <typename T>
+void ReduceFloats(wire::ReduceOp op, std::byte* acc, const std::byte* in, size_t n) {
+  T* a = reinterpret_cast<T*>(acc);
+  const T* b = reinterpret_cast<const T*>(in);
+  // NaN wins min and max, as in torch.
+  if (op == wire::ReduceOp::MIN || op == wire::ReduceOp::MAX) {
+    for (size_t i = 0; i < n; ++i) {
+      if (a[i] != a[i]) continue;
+      if (b[i] != b[i]) {
+        a[i] = b[i];
+        continue;
+      }
+      a[i] = Combine(op, a[i], b[i]);
+    }
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) a[i] = Combine(op, a[i], b[i]);
+}
+
+// f16/bf16: widened to float, combined, rounded back (as torch's Half and
+// BFloat16 arithmetic).
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void ReduceHalves(wire::ReduceOp op, std::byte* acc, const std::byte* in, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t a, b;
+    std::memcpy(&a, acc + 2 * i, 2);
+    std::memcpy(&b, in + 2 * i, 2);
+    float fa = ToFloat(a), fb = ToFloat(b), r;
+    if ((op == wire::ReduceOp::MIN || op == wire::ReduceOp::MAX) && (fa != fa || fb != fb)) {
+      r = fa != fa ? fa : fb;
+    } else {
+      r = Combine(op, fa, fb);
+    }
+    const uint16_t h = FromFloat(r);
+    std::memcpy(acc + 2 * i, &h, 2);
+  }
+}
+
+void ReduceInto(wire::ElementType t, wire::ReduceOp op, std::byte* acc, const std::byte* in,
+                size_t n) {
+  switch (t) {
+    case wire::ElementType::F32:
+      return ReduceFloats<float>(op, acc, in, n);
+    case wire::ElementType::F64:
+      return ReduceFloats<double>(op, acc, in, n);
+    case wire::ElementType::F16:
+      return ReduceHalves<F16ToFloat, FloatToF16>(op, acc, in, n);
+    case wire::ElementType::BF16:
+      return ReduceHalves<Bf16ToFloat, FloatToBf16>(op, acc, in, n);
+    case wire::ElementType::I32:
+      return ReduceIntegers<int32_t, uint32_t>(op, acc, in, n);
+    case wire::ElementType::I64:
+      return ReduceIntegers<int64_t, uint64_t>(op, acc, in, n);
+    case wire::ElementType::U8:
+      return ReduceIntegers<uint8_t, uint32_t>(op, acc, in, n);
+    case wire::ElementType::I8:
+      return ReduceIntegers<int8_t, uint32_t>(op, acc, in, n);
+  }
+}
+
+// What every contributor must agree on; "" when `c` does.
+std::string Disagreement(const CollectiveContribution& first, const CollectiveContribution& c) {
+  if (c.op != first.op) return "the members sent different ops";
+  if (c.dtype != first.dtype) return "the members sent different dtypes";
+  if (c.numel != first.numel || c.total != first.total)
+    return fmt::format("the members sent different sizes ({} of {} elements, and {} of {})",
+                       first.numel, first.total, c.numel, c.total);
+  if (c.contributors != first.contributors)
+    return fmt::format("the members count different group sizes ({} and {})", first.contributors,
+                       c.contributors);
+  if (c.op == wire::ReduceOp::BROADCAST && c.root != first.root)
+    return fmt::format("the members name different roots ({} and {})", first.root, c.root);
+  return "";
+}
+
+}  // namespace
+
+size_t ElementBytes(wire::ElementType t) {
+  switch (t) {
+    case wire::ElementType::F64:
+    case wire::ElementType::I64:
+      return 8;
+    case wire::ElementType::F32:
+    case wire::ElementType::I32:
+      return 4;
+    case wire::ElementType::F16:
+    case wire::ElementType::BF16:
+      return 2;
+    case wire::ElementType::U8:
+    case wire::ElementType::I8:
+      return 1;
+  }
+  return 0;
+}
+
+size_t CollectiveBytesCap() {
+  const char* text = std::getenv("EEN_COLLECTIVE_BYTES");
+  if (text && *text) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(text, &end, 10);
+    if (*end == '\0' && v > 0) return static_cast<size_t>(v);
+  }
+  return size_t{4} << 30;
+}
+
+Result<std::optional<CollectiveResult>> CollectiveTable::Add(const CollectiveContribution& c) {
+  const size_t element = ElementBytes(c.dtype);
+  if (element == 0) return InvalidArgument("collective: an element type this PS does not know");
+  if (c.op > wire::ReduceOp::BROADCAST) return InvalidArgument("collective: an unknown op");
+  if (c.contributors < 1 || c.contributors > kMaxContributors) {
+    return InvalidArgument(
+        fmt::format("collective: {} contributors (1 to {})", c.contributors, kMaxContributors));
+  }
+  if (c.rank < 0 || c.rank >= c.contributors) {
+    return InvalidArgument(
+        fmt::format("collective: rank {} of a group of {}", c.rank, c.contributors));
+  }
+  if (c.op == wire::ReduceOp::BROADCAST && (c.root < 0 || c.root >= c.contributors)) {
+    return InvalidArgument(
+        fmt::format("collective: broadcast from root {} of a group of {}", c.root, c.contributors));
+  }
+  if (c.numel > c.total || c.offset > c.total - c.numel) {
+    return InvalidArgument(fmt::format("collective: part [{}, +{}) beyond the tensor's {} elements",
+                                       c.offset, c.numel, c.total));
+  }
+  if (c.numel > std::numeric_limits<size_t>::max() / element / kMaxContributors) {
+    return InvalidArgument(fmt::format("collective: a part of {} elements", c.numel));
+  }
+  const size_t part_bytes = c.numel * element;
+  const bool sends = c.op != wire::ReduceOp::BROADCAST || c.rank == c.root;
+  if (c.bytes != (sends ? part_bytes : 0)) {
+    return InvalidArgument(fmt::format("collective: {} bytes for {} elements of {} bytes{}",
+                                       c.bytes, c.numel, element,
+                                       sends ? "" : " (a broadcast's non-root sends none)"));
+  }
+  const Key key{c.group, c.seq, c.offset};
+  auto it = parts_.find(key);
+  if (it == parts_.end()) {
+    Part fresh;
+    fresh.first = c;
+    fresh.first.data = nullptr;
+    fresh.data.resize(c.contributors);
+    fresh.from.resize(c.contributors);
+    it = parts_.emplace(key, std::move(fresh)).first;
+  }
+  Part& part = it->second;
+  if (c.rank < static_cast<int32_t>(part.from.size()) && !part.from[c.rank].empty()) {
+    return InvalidArgument(
+        fmt::format("collective: rank {} sent part {} of call {} twice", c.rank, c.offset, c.seq));
+  }
+  CollectiveResult answer{c.group, c.seq, c.offset, {}, {}, {}};
+  if (part.error.empty()) {
+    const std::string why = Disagreement(part.first, c);
+    const size_t result_bytes =
+        c.op == wire::ReduceOp::GATHER ? part_bytes * static_cast<size_t>(c.contributors) : 0;
+    if (!why.empty()) {
+      part.error = fmt::format("collective call {} of group {}: {}", c.seq, c.group, why);
+    } else if (bytes_held_ + c.bytes + result_bytes > byte_cap_) {
+      part.error = fmt::format(
+          "collective call {} of group {}: this PS holds {} bytes of collectives in flight; {} "
+          "more would pass its cap of {} (EEN_COLLECTIVE_BYTES)",
+          c.seq, c.group, bytes_held_, c.bytes + result_bytes, byte_cap_);
+    }
+    if (!part.error.empty()) {
+      // Everyone heard so far, and this one, learn why; later ones as they come.
+      for (auto& d : part.data) {
+        bytes_held_ -= d.size();
+        std::vector<std::byte>().swap(d);
+      }
+      for (int32_t r = 0; r < static_cast<int32_t>(part.from.size()); ++r) {
+        if (!part.from[r].empty()) answer.to.push_back(part.from[r]);
+      }
+    }
+  }
+  if (c.rank < static_cast<int32_t>(part.from.size())) part.from[c.rank] = c.from;
+  ++part.arrived;
+  if (!part.error.empty()) {
+    answer.to.push_back(c.from);
+    answer.error = part.error;
+    if (part.arrived >= static_cast<int32_t>(part.from.size())) parts_.erase(it);
+    return std::optional<CollectiveResult>(std::move(answer));
+  }
+  part.data[c.rank].assign(c.data, c.data + c.bytes);
+  bytes_held_ += c.bytes;
+  if (part.arrived < part.first.contributors) return std::optional<CollectiveResult>();
+  answer.result = Reduce(part);
+  answer.to = part.from;
+  for (const auto& d : part.data) bytes_held_ -= d.size();
+  parts_.erase(it);
+  return std::optional<CollectiveResult>(std::move(answer));
+}
+
+std::vector<std::byte> CollectiveTable::Reduce(const Part& part) {
+  const CollectiveContribution& f = part.first;
+  if (f.op == wire::ReduceOp::BROADCAST) return part.data[f.root];
+  if (f.op == wire::ReduceOp::GATHER) {
+    std::vector<std::byte> all;
+    all.reserve(part.data[0].size() * part.data.size());
+    for (const auto& d : part.data) all.insert(all.end(), d.begin(), d.end());
+    return all;
+  }
+  std::vector<std::byte> acc = part.data[0];
+  for (size_t r = 1; r < part.data.size(); ++r) {
+    ReduceInto(f.dtype, f.op, acc.data(), part.data[r].data(), f.numel);
+  }
+  return acc;
+}
+
+}  // namespace een

@@ -1,0 +1,92 @@
+// CollectiveTable: a PS's side of the `een` backend's collectives
+// (schema/een.capnp Reduce): the parts of collective calls waiting for
+// their contributors, and the result once the last one came.
+//
+// A part is named by (group, seq, offset). Each contribution is checked on
+// its own (sizes with overflow-safe arithmetic, its rank, the op and dtype
+// pair) and against the part's first one (every contributor must send the
+// same op, dtype, numel, total, contributors and root). The result is
+// reduced in rank order, so every contributor gets the same bytes, and the
+// same bytes whatever order they came in: f16/bf16 are widened to float and
+// rounded back after each rank's addition, integers wrap as torch's do.
+// A part that cannot complete (the members disagree) answers every
+// contributor, those that came and those still to come, with the reason.
+// Bytes held are capped: a contribution over the cap is refused.
+// Thread safety: none (the PS's receiving thread owns it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/status.h"
+#include "common/transport/connection.h"
+#include "common/wire.h"
+
+namespace een {
+
+struct CollectiveContribution {
+  uint32_t group = 0;
+  uint64_t seq = 0;
+  int32_t rank = 0;
+  int32_t contributors = 0;
+  wire::ReduceOp op = wire::ReduceOp::SUM;
+  wire::ElementType dtype = wire::ElementType::F32;
+  uint64_t offset = 0, numel = 0, total = 0;
+  int32_t root = 0;
+  transport::PeerId from;
+  const std::byte* data = nullptr;  // numel elements (broadcast: only the root's)
+  size_t bytes = 0;
+};
+
+// A part every contributor has sent (or one that failed): whom to answer
+// and with what.
+struct CollectiveResult {
+  uint32_t group = 0;
+  uint64_t seq = 0;
+  uint64_t offset = 0;
+  std::vector<transport::PeerId> to;  // every contributor heard so far, in rank order
+  std::vector<std::byte> result;      // empty when `error` is set
+  std::string error;
+};
+
+size_t ElementBytes(wire::ElementType t);
+
+// The cap on a PS's collective bytes in flight: EEN_COLLECTIVE_BYTES, or
+// 4 GiB.
+size_t CollectiveBytesCap();
+
+class CollectiveTable {
+ public:
+  explicit CollectiveTable(size_t byte_cap) : byte_cap_(byte_cap) {}
+
+  // A contribution that is wrong on its own (a bad size, rank or op) is an
+  // error for its sender only. Otherwise returns the part's answer when
+  // this contribution completed it, or made it fail, or came for a part
+  // that failed before (then only to its sender).
+  Result<std::optional<CollectiveResult>> Add(const CollectiveContribution& c);
+
+  size_t bytes_held() const { return bytes_held_; }
+  size_t parts_waiting() const { return parts_.size(); }
+
+ private:
+  using Key = std::tuple<uint32_t, uint64_t, uint64_t>;
+  struct Part {
+    CollectiveContribution first;              // its fields (data not kept)
+    std::vector<std::vector<std::byte>> data;  // by rank
+    std::vector<transport::PeerId> from;       // by rank ("" : not yet)
+    int32_t arrived = 0;
+    std::string error;  // set: the part failed; it stays until every contributor heard
+  };
+  static std::vector<std::byte> Reduce(const Part& part);
+
+  size_t byte_cap_;
+  size_t bytes_held_ = 0;
+  std::map<Key, Part> parts_;
+};
+
+}  // namespace een

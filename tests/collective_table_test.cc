@@ -1,0 +1,130 @@
+// A PS's side of the een backend's collectives (ps/collective_table.h):
+// results reduced in rank order whatever the arrival order, gathers and
+// broadcasts laid out as torch's, and contributions that lie or disagree
+// refused with the reason, to everyone concerned.
+#include "ps/collective_table.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+namespace een {
+namespace {
+
+template <typename T>
+CollectiveContribution Part(int rank, int of, const std::vector<T>& values, wire::ElementType dtype,
+                            wire::ReduceOp op = wire::ReduceOp::SUM) {
+  CollectiveContribution c;
+  c.group = 7;
+  c.seq = 1;
+  c.rank = rank;
+  c.contributors = of;
+  c.op = op;
+  c.dtype = dtype;
+  c.numel = values.size();
+  c.total = values.size();
+  c.from = "worker-" + std::to_string(rank);
+  c.data = reinterpret_cast<const std::byte*>(values.data());
+  c.bytes = values.size() * sizeof(T);
+  return c;
+}
+
+template <typename T>
+std::vector<T> Values(const std::vector<std::byte>& bytes) {
+  std::vector<T> v(bytes.size() / sizeof(T));
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+  return v;
+}
+
+TEST(CollectiveTable, SumsInRankOrderWhateverTheArrivalOrder) {
+  // 1e8 + 1 - 1e8 in float: the order decides, and it is always rank order.
+  const std::vector<float> r0 = {1e8f}, r1 = {1.0f}, r2 = {-1e8f};
+  CollectiveTable forward(1 << 20), backward(1 << 20);
+  ASSERT_FALSE(forward.Add(Part(0, 3, r0, wire::ElementType::F32))->has_value());
+  ASSERT_FALSE(forward.Add(Part(1, 3, r1, wire::ElementType::F32))->has_value());
+  auto a = forward.Add(Part(2, 3, r2, wire::ElementType::F32));
+  ASSERT_FALSE(backward.Add(Part(2, 3, r2, wire::ElementType::F32))->has_value());
+  ASSERT_FALSE(backward.Add(Part(1, 3, r1, wire::ElementType::F32))->has_value());
+  auto b = backward.Add(Part(0, 3, r0, wire::ElementType::F32));
+  ASSERT_TRUE(a.ok() && a->has_value() && b.ok() && b->has_value());
+  EXPECT_EQ(Values<float>((*a)->result), Values<float>((*b)->result));
+  EXPECT_EQ(Values<float>((*a)->result)[0], (1e8f + 1.0f) + -1e8f);
+  EXPECT_EQ((*a)->to, (std::vector<transport::PeerId>{"worker-0", "worker-1", "worker-2"}));
+  EXPECT_EQ(forward.bytes_held(), 0u);
+  EXPECT_EQ(forward.parts_waiting(), 0u);
+}
+
+TEST(CollectiveTable, EveryOpAndIntegersWrapAsTorchs) {
+  CollectiveTable t(1 << 20);
+  const std::vector<int32_t> a = {3, -4, 2147483647}, b = {5, 6, 1};
+  for (auto [op, expect] : std::vector<std::pair<wire::ReduceOp, std::vector<int32_t>>>{
+           {wire::ReduceOp::SUM, {8, 2, -2147483647 - 1}},
+           {wire::ReduceOp::PRODUCT, {15, -24, 2147483647}},
+           {wire::ReduceOp::MIN, {3, -4, 1}},
+           {wire::ReduceOp::MAX, {5, 6, 2147483647}}}) {
+    auto c0 = Part(0, 2, a, wire::ElementType::I32, op);
+    auto c1 = Part(1, 2, b, wire::ElementType::I32, op);
+    c0.seq = c1.seq = static_cast<uint64_t>(op) + 10;
+    ASSERT_FALSE(t.Add(c0)->has_value());
+    auto done = t.Add(c1);
+    ASSERT_TRUE(done.ok() && done->has_value());
+    EXPECT_EQ(Values<int32_t>((*done)->result), expect) << static_cast<int>(op);
+  }
+}
+
+TEST(CollectiveTable, GatherIsRankMajorAndBroadcastIsTheRoots) {
+  CollectiveTable t(1 << 20);
+  const std::vector<double> a = {1, 2}, b = {3, 4};
+  ASSERT_FALSE(t.Add(Part(1, 2, b, wire::ElementType::F64, wire::ReduceOp::GATHER))->has_value());
+  auto g = t.Add(Part(0, 2, a, wire::ElementType::F64, wire::ReduceOp::GATHER));
+  ASSERT_TRUE(g.ok() && g->has_value());
+  EXPECT_EQ(Values<double>((*g)->result), (std::vector<double>{1, 2, 3, 4}));
+
+  auto root = Part(1, 2, b, wire::ElementType::F64, wire::ReduceOp::BROADCAST);
+  auto other = Part(0, 2, std::vector<double>{}, wire::ElementType::F64, wire::ReduceOp::BROADCAST);
+  root.seq = other.seq = 2;
+  root.root = other.root = 1;
+  other.numel = other.total = 2;  // receives two elements, sends none
+  ASSERT_FALSE(t.Add(other)->has_value());
+  auto r = t.Add(root);
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ(Values<double>((*r)->result), b);
+}
+
+TEST(CollectiveTable, LiesAndDisagreementsAreRefusedNamingWhy) {
+  CollectiveTable t(64);
+  const std::vector<float> four = {1, 2, 3, 4};
+  auto short_payload = Part(0, 2, four, wire::ElementType::F32);
+  short_payload.bytes = 12;
+  EXPECT_NE(t.Add(short_payload).status().message().find("12 bytes for 4 elements"),
+            std::string::npos);
+  auto beyond = Part(0, 2, four, wire::ElementType::F32);
+  beyond.offset = ~uint64_t{0} - 1;  // offset + numel would wrap
+  beyond.total = ~uint64_t{0};
+  EXPECT_NE(t.Add(beyond).status().message().find("beyond the tensor"), std::string::npos);
+  auto bad_rank = Part(5, 2, four, wire::ElementType::F32);
+  EXPECT_NE(t.Add(bad_rank).status().message().find("rank 5 of a group of 2"), std::string::npos);
+  // Two members that disagree on the op: both told, and the third too.
+  ASSERT_FALSE(t.Add(Part(0, 3, four, wire::ElementType::F32))->has_value());
+  auto twice = t.Add(Part(0, 3, four, wire::ElementType::F32));
+  EXPECT_NE(twice.status().message().find("rank 0 sent part 0 of call 1 twice"), std::string::npos);
+  auto mismatch = t.Add(Part(1, 3, four, wire::ElementType::F32, wire::ReduceOp::MAX));
+  ASSERT_TRUE(mismatch.ok() && mismatch->has_value());
+  EXPECT_NE((*mismatch)->error.find("different ops"), std::string::npos);
+  EXPECT_EQ((*mismatch)->to.size(), 2u);
+  EXPECT_EQ(t.bytes_held(), 0u);
+  auto late = t.Add(Part(2, 3, four, wire::ElementType::F32));
+  ASSERT_TRUE(late.ok() && late->has_value());
+  EXPECT_EQ((*late)->to, std::vector<transport::PeerId>{"worker-2"});
+  EXPECT_EQ(t.parts_waiting(), 0u);
+  // Over the byte cap (64 here): refused, nothing held.
+  const std::vector<float> big(32, 1.0f);
+  auto over = t.Add(Part(0, 2, big, wire::ElementType::F32));
+  ASSERT_TRUE(over.ok() && over->has_value());
+  EXPECT_NE((*over)->error.find("cap of 64"), std::string::npos);
+  EXPECT_EQ(t.bytes_held(), 0u);
+}
+
+}  // namespace
+}  // namespace een

@@ -1,0 +1,103 @@
+"""The `een` backend for torch.distributed (een/process_group.h): every
+collective against gloo's, and unchanged DDP scripts that train through the
+parameter servers as they do with gloo."""
+import os
+import re
+import sys
+import tempfile
+import unittest
+
+import torch
+
+from job import BIN, HERE, launch_args, run
+
+COLLECTIVES = [sys.executable, os.path.join(HERE, "een_collectives.py")]
+EQUIVALENCE = os.path.join(HERE, "ddp_equivalence.py")
+TUTORIAL = os.path.join(HERE, "ddp_tutorial.py")
+
+
+def worst_relative_difference(a_path, b_path):
+    a, b = torch.load(a_path), torch.load(b_path)
+    assert a.keys() == b.keys()
+    worst = 0.0
+    for k in a:
+        scale = a[k].abs().max().item() or 1.0
+        worst = max(worst, (a[k] - b[k]).abs().max().item() / scale)
+    return worst
+
+
+class Backend(unittest.TestCase):
+    def setUp(self):
+        self.folder = tempfile.TemporaryDirectory(prefix="een-backend-")
+
+    def tearDown(self):
+        self.folder.cleanup()
+
+    def train(self, backend, workers, optimizer):
+        out = os.path.join(self.folder.name, "%s-%d-%s.pt" % (backend, workers, optimizer))
+        ps = "2" if backend == "een" else "0"
+        code, output = run([os.path.join(BIN, "een-launch"), "--ps", ps, "--workers",
+                            str(workers), "--", sys.executable, EQUIVALENCE, "--backend",
+                            backend, "--optimizer", optimizer, "--out", out], timeout=240)
+        self.assertEqual(code, 0, output)
+        return out
+
+    def test_every_collective_agrees_with_gloo(self):
+        code, out = run(launch_args(2, 3) + COLLECTIVES, timeout=240)
+        self.assertEqual(code, 0, out)
+        for rank in range(3):
+            self.assertRegex(out, r"\[worker %d\] rank %d: collectives agree with gloo \(\d+ "
+                                  r"checks\)" % (rank, rank))
+
+    def test_ddp_trains_bitwise_as_with_gloo_on_two_workers(self):
+        # Two ranks: a + b in either order, so the very same bits.
+        for optimizer in ("sgd", "adam"):
+            gloo = self.train("gloo", 2, optimizer)
+            een = self.train("een", 2, optimizer)
+            self.assertEqual(worst_relative_difference(gloo, een), 0.0, optimizer)
+
+    def test_ddp_trains_as_with_gloo_on_three_workers(self):
+        # Three ranks: gloo's ring adds in another order than the PS (rank
+        # order): rounding differences only, which Adam's normalisation
+        # amplifies more than SGD does.
+        for optimizer, bound in (("sgd", 1e-6), ("adam", 1e-5)):
+            gloo = self.train("gloo", 3, optimizer)
+            een = self.train("een", 3, optimizer)
+            self.assertLessEqual(worst_relative_difference(gloo, een), bound, optimizer)
+
+    def test_pytorchs_ddp_tutorial_with_one_word_changed(self):
+        sums = {}
+        for backend, ps in (("gloo", "0"), ("een", "2")):
+            code, out = run([os.path.join(BIN, "een-launch"), "--ps", ps, "--workers", "3", "--",
+                             sys.executable, "-c",
+                             "import een, runpy, sys; sys.argv = ['t', '--backend', '%s']; "
+                             "runpy.run_path('%s', run_name='__main__')" % (backend, TUTORIAL)],
+                            timeout=240)
+            self.assertEqual(code, 0, out)
+            sums[backend] = set(re.findall(r"rank \d of 3: done, checksum (\S+)", out))
+            self.assertEqual(len(sums[backend]), 1, out)
+        self.assertEqual(sums["gloo"], sums["een"])
+
+    def test_a_lost_rank_ends_the_job_naming_it_never_a_hang(self):
+        script = ("import een, runpy, sys; sys.argv = ['t', '--backend', 'een', '--fail-rank', "
+                  "'1', '--fail-step', '5', '--steps', '100000']; "
+                  "runpy.run_path('%s', run_name='__main__')" % TUTORIAL)
+        for options in ([], ["--min-workers", "2"]):
+            code, out = run(launch_args(2, 3, *options) + [sys.executable, "-c", script],
+                            timeout=240)
+            self.assertEqual(code, 1, out)
+            self.assertRegex(out, r"\[een-launch\] job failed: worker 1 .*", options)
+        # With --min-workers the others do not wait for it: the job ends, saying why.
+        self.assertIn("een backend cannot yet go on without a worker", out)
+
+    def test_outside_a_job_the_backend_says_why(self):
+        code, out = run([sys.executable, "-c",
+                         "import os, een, torch.distributed as dist\n"
+                         "os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT='0')\n"
+                         "dist.init_process_group('een', rank=0, world_size=1)"], timeout=60)
+        self.assertNotEqual(code, 0, out)
+        self.assertIn("een backend: cannot join a job", out)
+
+
+if __name__ == "__main__":
+    unittest.main()

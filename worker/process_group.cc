@@ -1,0 +1,595 @@
+// een::ProcessGroup: see een/process_group.h.
+#include "een/process_group.h"
+
+#include <ATen/core/ivalue.h>
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "common/logging.h"
+#include "common/transport/auth.h"
+#include "een/error.h"
+#include "worker/worker_client.h"
+
+namespace een {
+namespace {
+
+// Below this many bytes a tensor goes whole to one PS.
+constexpr size_t kSplitBytes = 64 * 1024;
+
+[[noreturn]] void Fail(const std::string& what, Error::Code code = Error::Code::kInvalidArgument) {
+  throw Error("een backend: " + what, code);
+}
+
+void ThrowIfError(const Status& s, const std::string& where) {
+  if (!s.ok()) {
+    const Error::Code code = s.code() == StatusCode::kAborted ? Error::Code::kAborted
+                             : s.code() == StatusCode::kUnavailable
+                                 ? Error::Code::kUnavailable
+                                 : Error::Code::kFailedPrecondition;
+    Fail(where + ": " + s.message(), code);
+  }
+}
+
+wire::ElementType ElementTypeOf(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat:
+      return wire::ElementType::F32;
+    case at::kDouble:
+      return wire::ElementType::F64;
+    case at::kHalf:
+      return wire::ElementType::F16;
+    case at::kBFloat16:
+      return wire::ElementType::BF16;
+    case at::kInt:
+      return wire::ElementType::I32;
+    case at::kLong:
+      return wire::ElementType::I64;
+    case at::kByte:
+      return wire::ElementType::U8;
+    case at::kChar:
+      return wire::ElementType::I8;
+    default:
+      Fail(
+          fmt::format("tensors of {} are not supported (float32, float64, float16, bfloat16, "
+                      "int32, int64, uint8, int8 are)",
+                      c10::toString(t.scalar_type())));
+  }
+}
+
+wire::ReduceOp WireOp(const c10d::ReduceOp& op, const at::Tensor& t) {
+  switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
+    case c10d::ReduceOp::SUM:
+      return wire::ReduceOp::SUM;
+    case c10d::ReduceOp::AVG:
+      if (!at::isFloatingType(t.scalar_type())) {
+        Fail("ReduceOp.AVG needs a floating-point tensor (use SUM and divide)");
+      }
+      return wire::ReduceOp::SUM;  // then divided by the group's size
+    case c10d::ReduceOp::PRODUCT:
+      return wire::ReduceOp::PRODUCT;
+    case c10d::ReduceOp::MIN:
+      return wire::ReduceOp::MIN;
+    case c10d::ReduceOp::MAX:
+      return wire::ReduceOp::MAX;
+    default:
+      Fail(
+          "only SUM, AVG, PRODUCT, MIN and MAX are supported (not BAND, BOR, BXOR or "
+          "PREMUL_SUM)");
+  }
+}
+
+// The tensor's elements in host memory, contiguous: itself when it is, else
+// a copy (written back by Finish()).
+struct Host {
+  at::Tensor original, host;
+  explicit Host(const at::Tensor& t)
+      : original(t), host(t.is_cpu() && t.is_contiguous() ? t : t.to(at::kCPU).contiguous()) {}
+  void Finish() {
+    if (!host.is_same(original)) original.copy_(host);
+  }
+};
+
+class CallWork : public c10d::Work {
+ public:
+  CallWork(c10d::OpType type, std::vector<at::Tensor> outputs)
+      : c10d::Work(-1, type),
+        outputs_(std::move(outputs)),
+        future_(c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()))) {}
+  bool isCompleted() override { return future_->completed(); }
+  bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
+  std::exception_ptr exception() const override { return future_->exception_ptr(); }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  bool wait(std::chrono::milliseconds /*timeout*/) override {
+    future_->wait();
+    if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
+    return true;
+  }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  void Complete() { future_->markCompleted(c10::IValue(outputs_)); }
+  void Fail(std::exception_ptr e) { future_->setError(std::move(e)); }
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+}  // namespace
+
+// The process's membership of the job (one WorkerClient) and the thread
+// that runs every group's calls in issue order.
+class CollectiveSession {
+ public:
+  static std::shared_ptr<CollectiveSession> Get() {
+    static std::mutex mu;
+    static std::weak_ptr<CollectiveSession> current;
+    static bool left = false;
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto s = current.lock()) return s;
+    if (left) {
+      Fail(
+          "this process already left the job (its last process group was destroyed); a "
+          "worker joins once",
+          Error::Code::kFailedPrecondition);
+    }
+    auto s = std::shared_ptr<CollectiveSession>(new CollectiveSession());
+    current = s;
+    left = true;  // from now on: once this session ends, the process is out
+    return s;
+  }
+
+  ~CollectiveSession() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    // Still a member until the process ends: its exit status then tells
+    // een-launch whether it finished (0) or failed. (Python destroys the
+    // group on the way out of an exception too: saying "done" here would
+    // hide that failure.) Its heartbeats go on meanwhile.
+    (void)client_.release();
+  }
+
+  WorkerClient& client() { return *client_; }
+
+  // A job-wide number for a group of these members (the same on each).
+  uint32_t GroupId(const std::vector<int>& members) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int occurrence = occurrences_[members]++;
+    uint32_t h = 2166136261u;  // FNV-1a
+    auto mix = [&](uint32_t v) {
+      for (int i = 0; i < 4; ++i) {
+        h ^= (v >> (8 * i)) & 0xFF;
+        h *= 16777619u;
+      }
+    };
+    for (int m : members) mix(static_cast<uint32_t>(m));
+    mix(static_cast<uint32_t>(occurrence));
+    return h;
+  }
+
+  // Runs `task` on the session's thread, after every task posted before,
+  // with the next number of `*counter` (taken under the same lock, so a
+  // group's calls run in the order of their numbers).
+  void Post(uint64_t* counter, std::function<void(uint64_t)> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const uint64_t seq = (*counter)++;
+      tasks_.push_back([task = std::move(task), seq] { task(seq); });
+    }
+    cv_.notify_one();
+  }
+  std::mutex& queue_mutex() { return mu_; }
+
+ private:
+  CollectiveSession() {
+    auto env = JobEnvironment::FromProcess("this program");
+    ThrowIfError(env.status(), "cannot join a job");
+    if (spdlog::get("een:worker " + std::to_string(env->rank)) == nullptr) {
+      ThrowIfError(InitLogging("worker " + std::to_string(env->rank)), "cannot join a job");
+    }
+    ThrowIfError(AuthenticateAs(transport::WorkerIdentity(env->rank), "this program"),
+                 "cannot join a job");
+    // The coordinator knows workers by their model: a process group's is
+    // one frozen placeholder element (nothing of it is ever pushed).
+    std::vector<TensorInfo> model = {{kProcessGroupModelName, 1, TensorKind::kFrozen, {1}}};
+    auto joined = WorkerClient::Join(*env, model, OptimizerConfig::Sum());
+    ThrowIfError(joined.status(), "cannot join the job at " + env->coordinator);
+    client_ = std::move(joined).value();
+    spdlog::info("joined as worker {} of {} for torch.distributed (backend een, {} PS)",
+                 client_->rank(), client_->world_size(), client_->num_ps());
+    thread_ = std::thread([this] { Loop(); });
+  }
+
+  void Loop() {
+    while (true) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::unique_ptr<WorkerClient> client_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::thread thread_;
+  std::map<std::vector<int>, int> occurrences_;
+};
+
+namespace {
+
+// One collective call of a group over the PS: `in` (numel elements of the
+// call's dtype; none for a broadcast's non-root) is split into parts, one
+// per PS (or one part when small); each part's result lands in `out`:
+// numel elements, or size x numel for a gather (rank-major).
+void RunCall(WorkerClient& client, worker_messages::ReduceFields call, const void* in, void* out) {
+  const size_t element =
+      call.dtype == wire::ElementType::F64 || call.dtype == wire::ElementType::I64    ? 8
+      : call.dtype == wire::ElementType::F32 || call.dtype == wire::ElementType::I32  ? 4
+      : call.dtype == wire::ElementType::F16 || call.dtype == wire::ElementType::BF16 ? 2
+                                                                                      : 1;
+  const uint64_t numel = call.total;
+  const size_t ps = client.num_ps();
+  const bool sends = call.op != wire::ReduceOp::BROADCAST || call.rank == call.root;
+  std::vector<WorkerClient::CollectivePart> parts;
+  const size_t pieces = numel * element < kSplitBytes ? 1 : std::min<uint64_t>(ps, numel);
+  for (size_t p = 0; p < pieces; ++p) {
+    const uint64_t begin = numel * p / pieces, end = numel * (p + 1) / pieces;
+    if (end == begin && numel > 0) continue;
+    WorkerClient::CollectivePart part;
+    part.ps = pieces == 1 ? (call.group + call.seq) % ps : p;
+    part.offset = begin;
+    part.numel = end - begin;
+    if (sends) {
+      part.data = static_cast<const std::byte*>(in) + begin * element;
+      part.bytes = part.numel * element;
+    }
+    parts.push_back(part);
+  }
+  const size_t size = static_cast<size_t>(call.contributors);
+  ThrowIfError(
+      client.Collective(
+          call, parts,
+          [&](const WorkerClient::CollectivePart& part, const transport::Frame& result) -> Status {
+            const size_t bytes = part.numel * element;
+            const bool gather = call.op == wire::ReduceOp::GATHER;
+            if (result.size() != (gather ? size * bytes : bytes)) {
+              return Internal(
+                  fmt::format("a PS answered part {} of collective call {} with {} bytes",
+                              part.offset, call.seq, result.size()));
+            }
+            auto* dst = static_cast<std::byte*>(out);
+            if (!gather) {
+              std::memcpy(dst + part.offset * element, result.data(), bytes);
+              return Status::Ok();
+            }
+            for (size_t r = 0; r < size; ++r) {
+              std::memcpy(dst + (r * numel + part.offset) * element, result.data() + r * bytes,
+                          bytes);
+            }
+            return Status::Ok();
+          }),
+      fmt::format("collective call {} of group {}", call.seq, call.group));
+}
+
+}  // namespace
+
+c10::intrusive_ptr<ProcessGroup> ProcessGroup::Create(const c10::intrusive_ptr<c10d::Store>& store,
+                                                      int rank, int size,
+                                                      std::chrono::milliseconds timeout) {
+  auto session = CollectiveSession::Get();
+  if (size < 1 || rank < 0 || rank >= size || size > session->client().world_size()) {
+    Fail(fmt::format("a group of {} with rank {} in a job of {} workers", size, rank,
+                     session->client().world_size()));
+  }
+  // The members' job ranks, through the store torch gives this group.
+  const int me = session->client().rank();
+  store->setTimeout(timeout);
+  store->set("een/member/" + std::to_string(rank),
+             std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&me),
+                                  reinterpret_cast<const uint8_t*>(&me) + sizeof me));
+  std::vector<int> members(size);
+  for (int r = 0; r < size; ++r) {
+    const std::vector<uint8_t> v = store->get("een/member/" + std::to_string(r));
+    if (v.size() != sizeof(int)) Fail("the c10d store holds a bad member record");
+    std::memcpy(&members[r], v.data(), sizeof(int));
+  }
+  auto pg = c10::make_intrusive<ProcessGroup>(session, session->GroupId(members), rank, size);
+  pg->members_ = std::move(members);
+  return pg;
+}
+
+ProcessGroup::ProcessGroup(std::shared_ptr<CollectiveSession> session, uint32_t group, int rank,
+                           int size)
+    : c10d::ProcessGroup(rank, size), session_(std::move(session)), group_(group) {}
+
+ProcessGroup::~ProcessGroup() = default;
+
+uint64_t ProcessGroup::getSequenceNumberForGroup() {
+  std::lock_guard<std::mutex> lock(session_->queue_mutex());
+  return next_seq_ - 1;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::Enqueue(c10d::OpType type,
+                                                     std::vector<at::Tensor> outputs,
+                                                     std::function<void(uint64_t)> run) {
+  auto work = c10::make_intrusive<CallWork>(type, outputs);
+  session_->Post(&next_seq_, [work, run = std::move(run)](uint64_t seq) {
+    try {
+      run(seq);
+      work->Complete();
+    } catch (...) {
+      work->Fail(std::current_exception());
+    }
+  });
+  return work;
+}
+
+namespace {
+
+void OneTensor(const std::vector<at::Tensor>& tensors, const char* what) {
+  if (tensors.size() != 1) {
+    Fail(fmt::format("{} takes one tensor per process (got {})", what, tensors.size()));
+  }
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce(std::vector<at::Tensor>& tensors,
+                                                       const c10d::AllreduceOptions& opts) {
+  OneTensor(tensors, "allreduce");
+  at::Tensor t = tensors[0];
+  const wire::ReduceOp op = WireOp(opts.reduceOp, t);
+  const bool average = opts.reduceOp == c10d::ReduceOp::AVG;
+  const wire::ElementType dtype = ElementTypeOf(t);
+  auto* client = &session_->client();
+  const int size = getSize(), rank = getRank();
+  const uint32_t group = group_;
+  return Enqueue(c10d::OpType::ALLREDUCE, tensors, [=](uint64_t seq) {
+    Host h(t);
+    worker_messages::ReduceFields call{.worker = client->rank(),
+                                       .group = group,
+                                       .seq = seq,
+                                       .rank = rank,
+                                       .contributors = size,
+                                       .op = op,
+                                       .dtype = dtype,
+                                       .total = static_cast<uint64_t>(h.host.numel())};
+    RunCall(*client, call, h.host.data_ptr(), h.host.data_ptr());
+    if (average) h.host.div_(size);
+    h.Finish();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  if (tensors.empty()) Fail("allreduce_coalesced of no tensors");
+  for (const at::Tensor& t : tensors) {
+    if (t.scalar_type() != tensors[0].scalar_type()) {
+      Fail("allreduce_coalesced takes tensors of one dtype");
+    }
+  }
+  std::vector<at::Tensor> flat = {
+      at::cat(c10::fmap(tensors, [](const at::Tensor& t) { return t.reshape({-1}); }))};
+  auto work = allreduce(flat, opts);
+  // Split back once done, still on the session's thread, in order.
+  std::vector<at::Tensor> outputs = tensors;
+  at::Tensor all = flat[0];
+  return Enqueue(c10d::OpType::ALLREDUCE, outputs, [work, all, outputs](uint64_t) {
+    work->wait();
+    int64_t at = 0;
+    for (const at::Tensor& t : outputs) {
+      t.copy_(all.narrow(0, at, t.numel()).view_as(t));
+      at += t.numel();
+    }
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::broadcast(std::vector<at::Tensor>& tensors,
+                                                       const c10d::BroadcastOptions& opts) {
+  OneTensor(tensors, "broadcast");
+  if (opts.rootRank < 0 || opts.rootRank >= getSize()) {
+    Fail(fmt::format("broadcast from rank {} of a group of {}", opts.rootRank, getSize()));
+  }
+  at::Tensor t = tensors[0];
+  const wire::ElementType dtype = ElementTypeOf(t);
+  auto* client = &session_->client();
+  const int size = getSize(), rank = getRank(), root = static_cast<int>(opts.rootRank);
+  const uint32_t group = group_;
+  return Enqueue(c10d::OpType::BROADCAST, tensors, [=](uint64_t seq) {
+    Host h(t);
+    worker_messages::ReduceFields call{.worker = client->rank(),
+                                       .group = group,
+                                       .seq = seq,
+                                       .rank = rank,
+                                       .contributors = size,
+                                       .root = root,
+                                       .op = wire::ReduceOp::BROADCAST,
+                                       .dtype = dtype,
+                                       .total = static_cast<uint64_t>(h.host.numel())};
+    RunCall(*client, call, h.host.data_ptr(), h.host.data_ptr());
+    h.Finish();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::reduce(std::vector<at::Tensor>& tensors,
+                                                    const c10d::ReduceOptions& opts) {
+  OneTensor(tensors, "reduce");
+  // Every member gets the result; the root's tensor is the one that counts.
+  c10d::AllreduceOptions all;
+  all.reduceOp = opts.reduceOp;
+  if (opts.rootRank == getRank()) return allreduce(tensors, all);
+  std::vector<at::Tensor> scratch = {tensors[0].clone()};
+  return allreduce(scratch, all);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                             const c10d::AllgatherOptions&) {
+  if (output.numel() != input.numel() * getSize() || output.scalar_type() != input.scalar_type()) {
+    Fail(fmt::format("allgather into {} elements of {} from {} of {} in a group of {}",
+                     output.numel(), c10::toString(output.scalar_type()), input.numel(),
+                     c10::toString(input.scalar_type()), getSize()));
+  }
+  const wire::ElementType dtype = ElementTypeOf(input);
+  auto* client = &session_->client();
+  const int size = getSize(), rank = getRank();
+  const uint32_t group = group_;
+  at::Tensor in = input, out = output;
+  return Enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, [=](uint64_t seq) {
+    Host src(in), dst(out);
+    worker_messages::ReduceFields call{.worker = client->rank(),
+                                       .group = group,
+                                       .seq = seq,
+                                       .rank = rank,
+                                       .contributors = size,
+                                       .op = wire::ReduceOp::GATHER,
+                                       .dtype = dtype,
+                                       .total = static_cast<uint64_t>(src.host.numel())};
+    RunCall(*client, call, src.host.data_ptr(), dst.host.data_ptr());
+    dst.Finish();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  OneTensor(inputs, "allgather");
+  if (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != getSize()) {
+    Fail(fmt::format("allgather needs one list of {} output tensors", getSize()));
+  }
+  for (const at::Tensor& o : outputs[0]) {
+    if (o.numel() != inputs[0].numel() || o.scalar_type() != inputs[0].scalar_type()) {
+      Fail("allgather's output tensors must match its input's size and dtype");
+    }
+  }
+  at::Tensor flat =
+      at::empty({inputs[0].numel() * getSize()}, inputs[0].options().device(at::kCPU));
+  auto work = _allgather_base(flat, inputs[0], opts);
+  std::vector<at::Tensor> results = outputs[0];
+  const int64_t n = inputs[0].numel();
+  return Enqueue(c10d::OpType::ALLGATHER, results, [work, flat, results, n](uint64_t) {
+    work->wait();
+    for (size_t r = 0; r < results.size(); ++r) {
+      results[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view_as(results[r]));
+    }
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  if (outputs.size() != static_cast<size_t>(getSize())) {
+    Fail("allgather_coalesced needs one output list per member");
+  }
+  std::vector<at::Tensor> flat_in = {
+      at::cat(c10::fmap(inputs, [](const at::Tensor& t) { return t.reshape({-1}); }))};
+  at::Tensor gathered = at::empty({flat_in[0].numel() * getSize()}, flat_in[0].options());
+  auto work = _allgather_base(gathered, flat_in[0], opts);
+  std::vector<at::Tensor> all;
+  for (const auto& list : outputs) all.insert(all.end(), list.begin(), list.end());
+  auto lists = outputs;
+  const int64_t per = flat_in[0].numel();
+  return Enqueue(c10d::OpType::ALLGATHER_COALESCED, all, [work, gathered, lists, per](uint64_t) {
+    work->wait();
+    for (size_t r = 0; r < lists.size(); ++r) {
+      int64_t at = static_cast<int64_t>(r) * per;
+      for (const at::Tensor& t : lists[r]) {
+        t.copy_(gathered.narrow(0, at, t.numel()).view_as(t));
+        at += t.numel();
+      }
+    }
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                    std::vector<at::Tensor>& inputs,
+                                                    const c10d::GatherOptions& opts) {
+  OneTensor(inputs, "gather");
+  const bool root = opts.rootRank == getRank();
+  if (root && (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != getSize())) {
+    Fail(fmt::format("gather's root needs one list of {} output tensors", getSize()));
+  }
+  if (!root && !outputs.empty() && !outputs[0].empty()) Fail("gather: only the root gets outputs");
+  std::vector<std::vector<at::Tensor>> lists = {
+      root ? outputs[0] : std::vector<at::Tensor>(getSize(), at::empty_like(inputs[0], at::kCPU))};
+  return allgather(lists, inputs, c10d::AllgatherOptions());
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::scatter(std::vector<at::Tensor>& outputs,
+                                                     std::vector<std::vector<at::Tensor>>& inputs,
+                                                     const c10d::ScatterOptions& opts) {
+  OneTensor(outputs, "scatter");
+  const bool root = opts.rootRank == getRank();
+  if (root && (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != getSize())) {
+    Fail(fmt::format("scatter's root needs one list of {} input tensors", getSize()));
+  }
+  // The root's inputs go to everyone; each keeps its own piece.
+  const int64_t n = outputs[0].numel();
+  std::vector<at::Tensor> all = {
+      root ? at::cat(c10::fmap(inputs[0], [](const at::Tensor& t) { return t.reshape({-1}); }))
+                 .to(at::kCPU)
+           : at::empty({n * getSize()}, outputs[0].options().device(at::kCPU))};
+  c10d::BroadcastOptions b;
+  b.rootRank = opts.rootRank;
+  auto work = broadcast(all, b);
+  at::Tensor out = outputs[0], flat = all[0];
+  const int64_t at = n * getRank();
+  return Enqueue(c10d::OpType::SCATTER, outputs, [work, out, flat, at, n](uint64_t) {
+    work->wait();
+    out.copy_(flat.narrow(0, at, n).view_as(out));
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  if (input.numel() != output.numel() * getSize()) {
+    Fail(fmt::format("reduce_scatter of {} elements into {} in a group of {}", input.numel(),
+                     output.numel(), getSize()));
+  }
+  std::vector<at::Tensor> all = {input.reshape({-1}).to(at::kCPU).clone()};
+  c10d::AllreduceOptions a;
+  a.reduceOp = opts.reduceOp;
+  auto work = allreduce(all, a);
+  at::Tensor out = output, flat = all[0];
+  const int64_t n = output.numel(), at = n * getRank();
+  return Enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, [work, out, flat, at, n](uint64_t) {
+    work->wait();
+    out.copy_(flat.narrow(0, at, n).view_as(out));
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  OneTensor(outputs, "reduce_scatter");
+  if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != getSize()) {
+    Fail(fmt::format("reduce_scatter needs one list of {} input tensors", getSize()));
+  }
+  at::Tensor flat =
+      at::cat(c10::fmap(inputs[0], [](const at::Tensor& t) { return t.reshape({-1}); }));
+  return _reduce_scatter_base(outputs[0], flat, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::barrier(const c10d::BarrierOptions&) {
+  // A one-element allreduce: done once every member came.
+  std::vector<at::Tensor> one = {at::zeros({1}, at::kInt)};
+  return allreduce(one, c10d::AllreduceOptions());
+}
+
+}  // namespace een

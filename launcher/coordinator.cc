@@ -613,11 +613,18 @@ Status Coordinator::StartJob() {
   map_ = map;
   std::string balance;
   for (uint64_t b : map.BytesPerPs()) balance += (balance.empty() ? "" : " / ") + std::to_string(b);
-  spdlog::info(
-      "job starts: {} tensors, {} parameters in {} chunks; bytes per PS {}; optimizer "
-      "{}; {} cop{} of each shard",
-      model_.size(), map.TotalNumel(), map.chunks().size(), balance, OptimizerName(optimizer_.kind),
-      map.replicated() ? 2 : 1, map.replicated() ? "ies" : "y");
+  if (model_.size() == 1 && model_[0].name == kProcessGroupModelName) {
+    spdlog::info(
+        "job starts: {} workers of torch.distributed's een backend; their collectives go "
+        "through the {} PS",
+        workers_.size(), ps_.size());
+  } else {
+    spdlog::info(
+        "job starts: {} tensors, {} parameters in {} chunks; bytes per PS {}; optimizer "
+        "{}; {} cop{} of each shard",
+        model_.size(), map.TotalNumel(), map.chunks().size(), balance,
+        OptimizerName(optimizer_.kind), map.replicated() ? 2 : 1, map.replicated() ? "ies" : "y");
+  }
   std::vector<MembershipChange> before;
   if (options_.resume && !options_.snapshot_dir.empty()) {
     // Where the data stood: the changes before the snapshot's step, then everyone again.

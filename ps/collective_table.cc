@@ -13,6 +13,8 @@ namespace een {
 namespace {
 
 constexpr int32_t kMaxContributors = 65536;
+// Parts waiting at once (each holds a record even when empty).
+constexpr size_t kMaxParts = 1 << 20;
 
 template <typename T>
 T Combine(wire::ReduceOp op, T a, T b) {
@@ -187,6 +189,10 @@ Result<std::optional<CollectiveResult>> CollectiveTable::Add(const CollectiveCon
   const Key key{c.group, c.seq, c.offset};
   auto it = parts_.find(key);
   if (it == parts_.end()) {
+    if (parts_.size() >= kMaxParts) {
+      return ResourceExhausted(fmt::format(
+          "collective: {} parts already wait on this PS for their other members", kMaxParts));
+    }
     Part fresh;
     fresh.first = c;
     fresh.first.data = nullptr;

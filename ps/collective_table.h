@@ -11,7 +11,8 @@
 // rounded back after each rank's addition, integers wrap as torch's do.
 // A part that cannot complete (the members disagree) answers every
 // contributor, those that came and those still to come, with the reason.
-// Bytes held are capped: a contribution over the cap is refused.
+// Bytes held are capped (a contribution over the cap is refused), and so
+// is the number of parts waiting.
 // Thread safety: none (the PS's receiving thread owns it).
 #pragma once
 

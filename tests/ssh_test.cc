@@ -189,6 +189,32 @@ TEST_F(Ssh, AnUnchangedGlooDdpScriptRunsOnEveryHostWithPs0) {
   ExpectNothingButSshdLeft();
 }
 
+TEST_F(Ssh, ADdpScriptTrainsThroughThePsOnEveryHostWithBackendEen) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  // The same tutorial with init_process_group("een"): its collectives go
+  // through the PS spread over the three hosts.
+  const std::string script =
+      "import een, runpy, sys; sys.argv = ['t', '--backend', 'een']; "
+      "runpy.run_path('" +
+      std::string(EEN_SOURCE_DIR) + "/tests/python/ddp_tutorial.py', run_name='__main__')";
+  std::vector<std::string> job = Job({"/usr/bin/python3", "-c", script}, Hostfile());
+  const auto launcher = std::find(job.begin(), job.end(), kBin + "/een-launch");
+  ASSERT_NE(launcher, job.end());
+  job.insert(launcher, {"env", "PYTHONPATH=" + std::string(EEN_BIN_DIR) + "/../python"});
+  auto r = testing::Run(job, seconds(240));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("rank 0 of 4: done, checksum (\\S+)")))
+      << r.output;
+  for (int rank = 1; rank < 4; ++rank) {
+    EXPECT_NE(r.output.find("rank " + std::to_string(rank) + " of 4: done, checksum " + m[1].str()),
+              std::string::npos)
+        << r.output;
+  }
+  EXPECT_NE(r.output.find("of torch.distributed's een backend"), std::string::npos) << r.output;
+  ExpectNothingButSshdLeft();
+}
+
 TEST_F(Ssh, CtrlCEndsTheJobOnEveryHostAndLeavesNoProcess) {
   testing::Subprocess job(Job(Train(base_ / "long.bin", 10000000), Hostfile()));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(90))) << job.output();

@@ -222,7 +222,7 @@ Result<std::optional<CollectiveResult>> CollectiveTable::Add(const CollectiveCon
       // Everyone heard so far, and this one, learn why; later ones as they come.
       for (auto& d : part.data) {
         bytes_held_ -= d.size();
-        std::vector<std::byte>().swap(d);
+        d = transport::Frame();
       }
       for (int32_t r = 0; r < static_cast<int32_t>(part.from.size()); ++r) {
         if (!part.from[r].empty()) answer.to.push_back(part.from[r]);
@@ -237,7 +237,9 @@ Result<std::optional<CollectiveResult>> CollectiveTable::Add(const CollectiveCon
     if (part.arrived >= static_cast<int32_t>(part.from.size())) parts_.erase(it);
     return std::optional<CollectiveResult>(std::move(answer));
   }
-  part.data[c.rank].assign(c.data, c.data + c.bytes);
+  part.data[c.rank] = c.frame.data() == c.data && c.frame.size() == c.bytes
+                          ? c.frame
+                          : transport::Frame::Copy(c.data, c.bytes);
   bytes_held_ += c.bytes;
   if (part.arrived < part.first.contributors) return std::optional<CollectiveResult>();
   answer.result = Reduce(part);
@@ -247,20 +249,20 @@ Result<std::optional<CollectiveResult>> CollectiveTable::Add(const CollectiveCon
   return std::optional<CollectiveResult>(std::move(answer));
 }
 
-std::vector<std::byte> CollectiveTable::Reduce(const Part& part) {
+transport::Frame CollectiveTable::Reduce(const Part& part) {
   const CollectiveContribution& f = part.first;
   if (f.op == wire::ReduceOp::BROADCAST) return part.data[f.root];
+  std::vector<std::byte> out;
   if (f.op == wire::ReduceOp::GATHER) {
-    std::vector<std::byte> all;
-    all.reserve(part.data[0].size() * part.data.size());
-    for (const auto& d : part.data) all.insert(all.end(), d.begin(), d.end());
-    return all;
+    out.reserve(part.data[0].size() * part.data.size());
+    for (const auto& d : part.data) out.insert(out.end(), d.data(), d.data() + d.size());
+    return transport::Frame::Own(std::move(out));
   }
-  std::vector<std::byte> acc = part.data[0];
+  out.assign(part.data[0].data(), part.data[0].data() + part.data[0].size());
   for (size_t r = 1; r < part.data.size(); ++r) {
-    ReduceInto(f.dtype, f.op, acc.data(), part.data[r].data(), f.numel);
+    ReduceInto(f.dtype, f.op, out.data(), part.data[r].data(), f.numel);
   }
-  return acc;
+  return transport::Frame::Own(std::move(out));
 }
 
 }  // namespace een

@@ -26,6 +26,7 @@
 
 #include "common/status.h"
 #include "common/transport/connection.h"
+#include "common/transport/frame.h"
 #include "common/wire.h"
 
 namespace een {
@@ -42,6 +43,9 @@ struct CollectiveContribution {
   transport::PeerId from;
   const std::byte* data = nullptr;  // numel elements (broadcast: only the root's)
   size_t bytes = 0;
+  // The received frame holding `data`: kept as is (no copy) while the part
+  // waits. Empty: `data` is copied.
+  transport::Frame frame;
 };
 
 // A part every contributor has sent (or one that failed): whom to answer
@@ -51,7 +55,7 @@ struct CollectiveResult {
   uint64_t seq = 0;
   uint64_t offset = 0;
   std::vector<transport::PeerId> to;  // every contributor heard so far, in rank order
-  std::vector<std::byte> result;      // empty when `error` is set
+  transport::Frame result;            // empty when `error` is set
   std::string error;
 };
 
@@ -78,12 +82,12 @@ class CollectiveTable {
   using Key = std::tuple<uint32_t, uint64_t, uint64_t>;
   struct Part {
     CollectiveContribution first;              // its fields (data not kept)
-    std::vector<std::vector<std::byte>> data;  // by rank
+    std::vector<transport::Frame> data;        // by rank
     std::vector<transport::PeerId> from;       // by rank ("" : not yet)
     int32_t arrived = 0;
     std::string error;  // set: the part failed; it stays until every contributor heard
   };
-  static std::vector<std::byte> Reduce(const Part& part);
+  static transport::Frame Reduce(const Part& part);
 
   size_t byte_cap_;
   size_t bytes_held_ = 0;

@@ -781,14 +781,14 @@ Status ParameterServer::HandleReduce(const transport::PeerId& peer, wire::Reduce
                            .root = reduce.getRoot(),
                            .from = peer,
                            .data = data.data(),
-                           .bytes = data.size()};
+                           .bytes = data.size(),
+                           .frame = data};
   EEN_ASSIGN_OR_RETURN(std::optional<CollectiveResult> done, collectives_.Add(c));
   if (!done) return Status::Ok();
-  // Every contributor gets the same bytes: one buffer, borrowed by each reply.
-  auto result = std::make_shared<const std::vector<std::byte>>(std::move(done->result));
+  // Every contributor gets the same bytes: one frame, shared by each reply.
   for (const transport::PeerId& to : done->to) {
     Message reply = ps_messages::ReduceReply(env_.rank, done->group, done->seq, done->offset,
-                                             done->error, result);
+                                             done->error, done->result);
     if (Status s = listener_->Send(to, std::move(reply)); !s.ok()) {
       spdlog::warn("could not answer collective call {} of group {}: {}", done->seq, done->group,
                    s.ToString());

@@ -121,8 +121,7 @@ Message Replicate(const ReplicateFields& f, const std::vector<uint32_t>& chunks,
 }
 
 Message ReduceReply(int rank, uint32_t group, uint64_t seq, uint64_t offset,
-                    const std::string& error,
-                    const std::shared_ptr<const std::vector<std::byte>>& result) {
+                    const std::string& error, const Frame& result) {
   wire::Outgoing b(wire::Role::PS, rank);
   auto reply = b.header().initReduceReply();
   reply.setGroup(group);
@@ -132,7 +131,7 @@ Message ReduceReply(int rank, uint32_t group, uint64_t seq, uint64_t offset,
   if (!error.empty()) {
     reply.setError(error);
   } else {
-    payload.push_back(Frame::Borrow(result->data(), result->size(), result));
+    payload.push_back(result);
   }
   return b.Take(std::move(payload));
 }

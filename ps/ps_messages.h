@@ -78,10 +78,9 @@ Message Replicate(const ReplicateFields& fields, const std::vector<uint32_t>& ch
                   const std::vector<int32_t>& workers = {},
                   const std::vector<uint64_t>& worker_steps = {});
 
-// The een backend: the result of a collective part (one frame borrowing
-// `result`), or why it failed.
+// The een backend: the result of a collective part (the frame `result`,
+// shared, not copied), or why it failed.
 Message ReduceReply(int rank, uint32_t group, uint64_t seq, uint64_t offset,
-                    const std::string& error,
-                    const std::shared_ptr<const std::vector<std::byte>>& result);
+                    const std::string& error, const Frame& result);
 
 }  // namespace een::ps_messages

@@ -31,7 +31,7 @@ CollectiveContribution Part(int rank, int of, const std::vector<T>& values, wire
 }
 
 template <typename T>
-std::vector<T> Values(const std::vector<std::byte>& bytes) {
+std::vector<T> Values(const transport::Frame& bytes) {
   std::vector<T> v(bytes.size() / sizeof(T));
   std::memcpy(v.data(), bytes.data(), bytes.size());
   return v;

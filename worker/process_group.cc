@@ -176,14 +176,19 @@ class CollectiveSession {
     return h;
   }
 
-  // Runs `task` on the session's thread, after every task posted before,
-  // with the next number of `*counter` (taken under the same lock, so a
-  // group's calls run in the order of their numbers).
-  void Post(uint64_t* counter, std::function<void(uint64_t)> task) {
+  // A call in two halves: `start` (sends its parts) returns the finish
+  // (waits for the results). The session's thread starts every call queued
+  // (up to kBatch), then finishes them in order: later calls travel while
+  // earlier ones are reduced.
+  using Start = std::function<std::function<void()>(uint64_t seq)>;
+  // Queues `start` after every call posted before, with the next number of
+  // `*counter` (taken under the same lock, so a group's calls go in the
+  // order of their numbers).
+  void Post(uint64_t* counter, Start start) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       const uint64_t seq = (*counter)++;
-      tasks_.push_back([task = std::move(task), seq] { task(seq); });
+      tasks_.push_back([start = std::move(start), seq] { return start(seq); });
     }
     cv_.notify_one();
   }
@@ -210,23 +215,28 @@ class CollectiveSession {
   }
 
   void Loop() {
+    constexpr size_t kBatch = 32;
     while (true) {
-      std::function<void()> task;
+      std::vector<std::function<std::function<void()>()>> batch;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
         if (tasks_.empty()) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
+        while (!tasks_.empty() && batch.size() < kBatch) {
+          batch.push_back(std::move(tasks_.front()));
+          tasks_.pop_front();
+        }
       }
-      task();
+      std::vector<std::function<void()>> finishes;
+      for (auto& start : batch) finishes.push_back(start());
+      for (auto& finish : finishes) finish();
     }
   }
 
   std::unique_ptr<WorkerClient> client_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
+  std::deque<std::function<std::function<void()>()>> tasks_;
   bool stopping_ = false;
   std::thread thread_;
   std::map<std::vector<int>, int> occurrences_;
@@ -238,7 +248,9 @@ namespace {
 // call's dtype; none for a broadcast's non-root) is split into parts, one
 // per PS (or one part when small); each part's result lands in `out`:
 // numel elements, or size x numel for a gather (rank-major).
-void RunCall(WorkerClient& client, worker_messages::ReduceFields call, const void* in, void* out) {
+// Sends the parts now; the returned function waits for the results.
+std::function<void()> StartCall(WorkerClient& client, worker_messages::ReduceFields call,
+                                const void* in, void* out) {
   const size_t element =
       call.dtype == wire::ElementType::F64 || call.dtype == wire::ElementType::I64    ? 8
       : call.dtype == wire::ElementType::F32 || call.dtype == wire::ElementType::I32  ? 4
@@ -263,29 +275,33 @@ void RunCall(WorkerClient& client, worker_messages::ReduceFields call, const voi
     parts.push_back(part);
   }
   const size_t size = static_cast<size_t>(call.contributors);
-  ThrowIfError(
-      client.Collective(
-          call, parts,
-          [&](const WorkerClient::CollectivePart& part, const transport::Frame& result) -> Status {
-            const size_t bytes = part.numel * element;
-            const bool gather = call.op == wire::ReduceOp::GATHER;
-            if (result.size() != (gather ? size * bytes : bytes)) {
-              return Internal(
-                  fmt::format("a PS answered part {} of collective call {} with {} bytes",
-                              part.offset, call.seq, result.size()));
-            }
-            auto* dst = static_cast<std::byte*>(out);
-            if (!gather) {
-              std::memcpy(dst + part.offset * element, result.data(), bytes);
-              return Status::Ok();
-            }
-            for (size_t r = 0; r < size; ++r) {
-              std::memcpy(dst + (r * numel + part.offset) * element, result.data() + r * bytes,
-                          bytes);
-            }
-            return Status::Ok();
-          }),
-      fmt::format("collective call {} of group {}", call.seq, call.group));
+  ThrowIfError(client.CollectiveSend(call, parts),
+               fmt::format("collective call {} of group {}", call.seq, call.group));
+  return [&client, call, parts, element, numel, size, out] {
+    ThrowIfError(
+        client.CollectiveWait(call, parts,
+                              [&](const WorkerClient::CollectivePart& part,
+                                  const transport::Frame& result) -> Status {
+                                const size_t bytes = part.numel * element;
+                                const bool gather = call.op == wire::ReduceOp::GATHER;
+                                if (result.size() != (gather ? size * bytes : bytes)) {
+                                  return Internal(fmt::format(
+                                      "a PS answered part {} of collective call {} with {} bytes",
+                                      part.offset, call.seq, result.size()));
+                                }
+                                auto* dst = static_cast<std::byte*>(out);
+                                if (!gather) {
+                                  std::memcpy(dst + part.offset * element, result.data(), bytes);
+                                  return Status::Ok();
+                                }
+                                for (size_t r = 0; r < size; ++r) {
+                                  std::memcpy(dst + (r * numel + part.offset) * element,
+                                              result.data() + r * bytes, bytes);
+                                }
+                                return Status::Ok();
+                              }),
+        fmt::format("collective call {} of group {}", call.seq, call.group));
+  };
 }
 
 }  // namespace
@@ -326,22 +342,37 @@ uint64_t ProcessGroup::getSequenceNumberForGroup() {
   return next_seq_ - 1;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroup::Enqueue(c10d::OpType type,
-                                                     std::vector<at::Tensor> outputs,
-                                                     std::function<void(uint64_t)> run) {
+c10::intrusive_ptr<c10d::Work> ProcessGroup::Enqueue(
+    c10d::OpType type, std::vector<at::Tensor> outputs,
+    std::function<std::function<void()>(uint64_t)> start) {
   auto work = c10::make_intrusive<CallWork>(type, outputs);
-  session_->Post(&next_seq_, [work, run = std::move(run)](uint64_t seq) {
-    try {
-      run(seq);
-      work->Complete();
-    } catch (...) {
-      work->Fail(std::current_exception());
-    }
-  });
+  session_->Post(&next_seq_,
+                 [work, start = std::move(start)](uint64_t seq) -> std::function<void()> {
+                   std::function<void()> finish;
+                   try {
+                     finish = start(seq);
+                   } catch (...) {
+                     return [work, e = std::current_exception()] { work->Fail(e); };
+                   }
+                   return [work, finish] {
+                     try {
+                       finish();
+                       work->Complete();
+                     } catch (...) {
+                       work->Fail(std::current_exception());
+                     }
+                   };
+                 });
   return work;
 }
 
 namespace {
+
+// A call with nothing to send: `finish` runs once the calls before it
+// finished (it copies their results).
+std::function<std::function<void()>(uint64_t)> Afterwards(std::function<void()> finish) {
+  return [finish = std::move(finish)](uint64_t) { return finish; };
+}
 
 void OneTensor(const std::vector<at::Tensor>& tensors, const char* what) {
   if (tensors.size() != 1) {
@@ -371,9 +402,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce(std::vector<at::Tensor>& 
                                        .op = op,
                                        .dtype = dtype,
                                        .total = static_cast<uint64_t>(h.host.numel())};
-    RunCall(*client, call, h.host.data_ptr(), h.host.data_ptr());
-    if (average) h.host.div_(size);
-    h.Finish();
+    auto wait = StartCall(*client, call, h.host.data_ptr(), h.host.data_ptr());
+    return std::function<void()>([wait, h, average, size]() mutable {
+      wait();
+      if (average) h.host.div_(size);
+      h.Finish();
+    });
   });
 }
 
@@ -391,14 +425,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce_coalesced(
   // Split back once done, still on the session's thread, in order.
   std::vector<at::Tensor> outputs = tensors;
   at::Tensor all = flat[0];
-  return Enqueue(c10d::OpType::ALLREDUCE, outputs, [work, all, outputs](uint64_t) {
-    work->wait();
-    int64_t at = 0;
-    for (const at::Tensor& t : outputs) {
-      t.copy_(all.narrow(0, at, t.numel()).view_as(t));
-      at += t.numel();
-    }
-  });
+  return Enqueue(c10d::OpType::ALLREDUCE, outputs, Afterwards([work, all, outputs] {
+                   work->wait();
+                   int64_t at = 0;
+                   for (const at::Tensor& t : outputs) {
+                     t.copy_(all.narrow(0, at, t.numel()).view_as(t));
+                     at += t.numel();
+                   }
+                 }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroup::broadcast(std::vector<at::Tensor>& tensors,
@@ -423,8 +457,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::broadcast(std::vector<at::Tensor>& 
                                        .op = wire::ReduceOp::BROADCAST,
                                        .dtype = dtype,
                                        .total = static_cast<uint64_t>(h.host.numel())};
-    RunCall(*client, call, h.host.data_ptr(), h.host.data_ptr());
-    h.Finish();
+    auto wait = StartCall(*client, call, h.host.data_ptr(), h.host.data_ptr());
+    return std::function<void()>([wait, h]() mutable {
+      wait();
+      h.Finish();
+    });
   });
 }
 
@@ -461,8 +498,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::_allgather_base(at::Tensor& output,
                                        .op = wire::ReduceOp::GATHER,
                                        .dtype = dtype,
                                        .total = static_cast<uint64_t>(src.host.numel())};
-    RunCall(*client, call, src.host.data_ptr(), dst.host.data_ptr());
-    dst.Finish();
+    auto wait = StartCall(*client, call, src.host.data_ptr(), dst.host.data_ptr());
+    return std::function<void()>([wait, src, dst]() mutable {
+      wait();
+      dst.Finish();
+    });
   });
 }
 
@@ -483,12 +523,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::allgather(
   auto work = _allgather_base(flat, inputs[0], opts);
   std::vector<at::Tensor> results = outputs[0];
   const int64_t n = inputs[0].numel();
-  return Enqueue(c10d::OpType::ALLGATHER, results, [work, flat, results, n](uint64_t) {
-    work->wait();
-    for (size_t r = 0; r < results.size(); ++r) {
-      results[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view_as(results[r]));
-    }
-  });
+  return Enqueue(
+      c10d::OpType::ALLGATHER, results, Afterwards([work, flat, results, n] {
+        work->wait();
+        for (size_t r = 0; r < results.size(); ++r) {
+          results[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view_as(results[r]));
+        }
+      }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroup::allgather_coalesced(
@@ -505,16 +546,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::allgather_coalesced(
   for (const auto& list : outputs) all.insert(all.end(), list.begin(), list.end());
   auto lists = outputs;
   const int64_t per = flat_in[0].numel();
-  return Enqueue(c10d::OpType::ALLGATHER_COALESCED, all, [work, gathered, lists, per](uint64_t) {
-    work->wait();
-    for (size_t r = 0; r < lists.size(); ++r) {
-      int64_t at = static_cast<int64_t>(r) * per;
-      for (const at::Tensor& t : lists[r]) {
-        t.copy_(gathered.narrow(0, at, t.numel()).view_as(t));
-        at += t.numel();
-      }
-    }
-  });
+  return Enqueue(c10d::OpType::ALLGATHER_COALESCED, all, Afterwards([work, gathered, lists, per] {
+                   work->wait();
+                   for (size_t r = 0; r < lists.size(); ++r) {
+                     int64_t at = static_cast<int64_t>(r) * per;
+                     for (const at::Tensor& t : lists[r]) {
+                       t.copy_(gathered.narrow(0, at, t.numel()).view_as(t));
+                       at += t.numel();
+                     }
+                   }
+                 }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroup::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -550,10 +591,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::scatter(std::vector<at::Tensor>& ou
   auto work = broadcast(all, b);
   at::Tensor out = outputs[0], flat = all[0];
   const int64_t at = n * getRank();
-  return Enqueue(c10d::OpType::SCATTER, outputs, [work, out, flat, at, n](uint64_t) {
-    work->wait();
-    out.copy_(flat.narrow(0, at, n).view_as(out));
-  });
+  return Enqueue(c10d::OpType::SCATTER, outputs, Afterwards([work, out, flat, at, n] {
+                   work->wait();
+                   out.copy_(flat.narrow(0, at, n).view_as(out));
+                 }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroup::_reduce_scatter_base(
@@ -568,10 +609,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::_reduce_scatter_base(
   auto work = allreduce(all, a);
   at::Tensor out = output, flat = all[0];
   const int64_t n = output.numel(), at = n * getRank();
-  return Enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, [work, out, flat, at, n](uint64_t) {
-    work->wait();
-    out.copy_(flat.narrow(0, at, n).view_as(out));
-  });
+  return Enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, Afterwards([work, out, flat, at, n] {
+                   work->wait();
+                   out.copy_(flat.narrow(0, at, n).view_as(out));
+                 }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroup::reduce_scatter(

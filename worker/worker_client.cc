@@ -507,10 +507,14 @@ Result<double> WorkerClient::ClipGradients(uint64_t step) {
 Status WorkerClient::Collective(
     const worker_messages::ReduceFields& call, const std::vector<CollectivePart>& parts,
     const std::function<Status(const CollectivePart&, const transport::Frame&)>& take) {
+  EEN_RETURN_IF_ERROR(CollectiveSend(call, parts));
+  return CollectiveWait(call, parts, take);
+}
+
+Status WorkerClient::CollectiveSend(const worker_messages::ReduceFields& call,
+                                    const std::vector<CollectivePart>& parts) {
   EEN_RETURN_IF_ERROR(JobStatus());
-  std::vector<std::vector<size_t>> waiting(ps_.size());  // by PS: parts not answered yet
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const CollectivePart& part = parts[i];
+  for (const CollectivePart& part : parts) {
     if (part.ps >= ps_.size()) return Internal(fmt::format("collective part for PS {}", part.ps));
     worker_messages::ReduceFields fields = call;
     fields.offset = part.offset;
@@ -518,37 +522,67 @@ Status WorkerClient::Collective(
     EEN_RETURN_IF_ERROR(Send(
         part.ps, worker_messages::Reduce(fields, part.data, part.bytes, part.owner),
         fmt::format("collective call {} of group {} to PS {}", call.seq, call.group, part.ps)));
-    waiting[part.ps].push_back(i);
   }
+  return Status::Ok();
+}
+
+Status WorkerClient::CollectiveWait(
+    const worker_messages::ReduceFields& call, const std::vector<CollectivePart>& parts,
+    const std::function<Status(const CollectivePart&, const transport::Frame&)>& take) {
+  if (collective_replies_.size() != ps_.size()) collective_replies_.resize(ps_.size());
   for (size_t p = 0; p < ps_.size(); ++p) {
-    auto take_reply = [&](const Message& m) {
-      return wire::Visit(m, [&](wire::Header::Reader h) -> Status {
-        if (h.isReduceReply() && h.getReduceReply().getGroup() == call.group &&
-            h.getReduceReply().getSeq() == call.seq) {
+    std::vector<size_t> waiting;  // this PS's parts not answered yet
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].ps == p) waiting.push_back(i);
+    }
+    // Answers to this PS's parts, whichever call they belong to, are set
+    // aside by (group, seq, offset) until their call waits for them.
+    auto& stash = collective_replies_[p];
+    auto use_stashed = [&]() -> Status {
+      for (auto it = waiting.begin(); it != waiting.end();) {
+        auto found = stash.find({call.group, call.seq, parts[*it].offset});
+        if (found == stash.end()) {
+          ++it;
+          continue;
+        }
+        const Message m = std::move(found->second);
+        stash.erase(found);
+        const size_t part = *it;
+        it = waiting.erase(it);
+        EEN_RETURN_IF_ERROR(wire::Visit(m, [&](wire::Header::Reader h) -> Status {
           auto reply = h.getReduceReply();
-          auto it = std::find_if(waiting[p].begin(), waiting[p].end(),
-                                 [&](size_t i) { return parts[i].offset == reply.getOffset(); });
-          if (it == waiting[p].end()) {
-            return Internal(fmt::format("PS {} answered part {} of collective call {}, not asked",
-                                        p, reply.getOffset(), call.seq));
-          }
           if (reply.hasError() && reply.getError().size() > 0) {
             return FailedPrecondition(fmt::format("PS {}: {}", p, reply.getError().cStr()));
           }
           if (m.payload_count() != 1) {
             return Internal(fmt::format("PS {} answered a collective without its result", p));
           }
-          const size_t part = *it;
-          waiting[p].erase(it);
           return take(parts[part], m.payload(0));
+        }));
+      }
+      return Status::Ok();
+    };
+    EEN_RETURN_IF_ERROR(use_stashed());
+    constexpr size_t kMaxStashed = 1 << 16;  // answers to calls this worker sent: a few
+    auto take_reply = [&](const Message& m) {
+      EEN_RETURN_IF_ERROR(wire::Visit(m, [&](wire::Header::Reader h) -> Status {
+        if (h.isReduceReply()) {
+          auto reply = h.getReduceReply();
+          if (stash.size() >= kMaxStashed) {
+            return Internal(
+                fmt::format("PS {} sent {} collective answers nobody waits for", p, stash.size()));
+          }
+          stash[{reply.getGroup(), reply.getSeq(), reply.getOffset()}] = m;
+          return Status::Ok();
         }
         if (h.isError()) return PsError(p, h.getError());
         deferred_[p].push_back(m);  // a pull answer: for Pull()
         return Status::Ok();
-      });
+      }));
+      return use_stashed();
     };
     EEN_RETURN_IF_ERROR(WaitForPs(
-        p, [&] { return !waiting[p].empty(); },
+        p, [&] { return !waiting.empty(); },
         fmt::format("for collective call {} of group {}", call.seq, call.group), take_reply,
         /*set_aside_first=*/false));
   }

@@ -24,10 +24,12 @@
 #include <atomic>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/consistency.h"
@@ -124,6 +126,14 @@ class WorkerClient {
   Status Collective(
       const worker_messages::ReduceFields& call, const std::vector<CollectivePart>& parts,
       const std::function<Status(const CollectivePart&, const transport::Frame&)>& take);
+  // The same in two halves, so that later calls are on their way while an
+  // earlier one is reduced: CollectiveWait(call) after CollectiveSend(call),
+  // calls waited for in the order they were sent.
+  Status CollectiveSend(const worker_messages::ReduceFields& call,
+                        const std::vector<CollectivePart>& parts);
+  Status CollectiveWait(
+      const worker_messages::ReduceFields& call, const std::vector<CollectivePart>& parts,
+      const std::function<Status(const CollectivePart&, const transport::Frame&)>& take);
   size_t num_ps() const { return ps_.size(); }
   // Gradient clipping (the optimizer's clip_grad_norm > 0), after every
   // gradient of `step` was pushed: asks each PS for its share of the mean
@@ -215,6 +225,10 @@ class WorkerClient {
   OptimizerConfig optimizer_;
   std::unique_ptr<transport::Connection> control_;
   std::vector<std::unique_ptr<transport::Connection>> ps_;
+  // Per PS: collective answers that came before their call waited for them,
+  // by (group, seq, offset).
+  std::vector<std::map<std::tuple<uint32_t, uint64_t, uint64_t>, transport::Message>>
+      collective_replies_;
   std::string reported_routes_;                   // how each PS is reached, as last logged
   std::vector<std::vector<uint32_t>> ps_chunks_;  // chunk ids held by each PS
   std::vector<int> live_workers_;

@@ -23,7 +23,7 @@
 // by its members' job ranks (agreed through the c10d store torch passes)
 // and how many groups of the same members came before; each call by its
 // number in the group: the PS's keys. Calls run in issue order on one
-// thread per process; Work::wait() and getFuture() (DDP's comm hook) wait
+// thread per process, later ones sent while earlier ones are reduced; Work::wait() and getFuture() (DDP's comm hook) wait
 // for the call, and carry een-launch's verdict when the job ended
 // elsewhere (a lost PS, a lost worker).
 // Thread safety: as any c10d::ProcessGroup (calls from any thread; they
@@ -88,10 +88,11 @@ class ProcessGroup : public c10d::ProcessGroup {
   uint64_t getSequenceNumberForGroup() override;
 
  private:
-  // Queues `run` (it gets the call's number) on the session's thread; the
-  // Work completes with `outputs` once it returned.
+  // Queues a call on the session's thread: `start` (it gets the call's
+  // number) sends its parts and returns what finishes it (waits for the
+  // results, copies them out). The Work completes with `outputs` then.
   c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
-                                         std::function<void(uint64_t seq)> run);
+                                         std::function<std::function<void()>(uint64_t)> start);
 
   std::shared_ptr<CollectiveSession> session_;
   uint32_t group_ = 0;

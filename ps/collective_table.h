@@ -81,9 +81,9 @@ class CollectiveTable {
  private:
   using Key = std::tuple<uint32_t, uint64_t, uint64_t>;
   struct Part {
-    CollectiveContribution first;              // its fields (data not kept)
-    std::vector<transport::Frame> data;        // by rank
-    std::vector<transport::PeerId> from;       // by rank ("" : not yet)
+    CollectiveContribution first;         // its fields (data not kept)
+    std::vector<transport::Frame> data;   // by rank
+    std::vector<transport::PeerId> from;  // by rank ("" : not yet)
     int32_t arrived = 0;
     std::string error;  // set: the part failed; it stays until every contributor heard
   };

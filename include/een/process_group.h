@@ -23,10 +23,9 @@
 // by its members' job ranks (agreed through the c10d store torch passes)
 // and how many groups of the same members came before; each call by its
 // number in the group: the PS's keys. Calls run in issue order on one
-// thread per process, later ones sent while earlier ones are reduced; Work::wait() and getFuture() (DDP's comm hook) wait
-// for the call, and carry een-launch's verdict when the job ended
-// elsewhere (a lost PS, a lost worker).
-// Thread safety: as any c10d::ProcessGroup (calls from any thread; they
+// thread per process, later ones sent while earlier ones are reduced; Work::wait() and getFuture()
+// (DDP's comm hook) wait for the call, and carry een-launch's verdict when the job ended elsewhere
+// (a lost PS, a lost worker). Thread safety: as any c10d::ProcessGroup (calls from any thread; they
 // run in issue order).
 #pragma once
 

@@ -337,6 +337,15 @@ ProcessGroup::ProcessGroup(std::shared_ptr<CollectiveSession> session, uint32_t 
 
 ProcessGroup::~ProcessGroup() = default;
 
+worker_messages::ReduceFields ProcessGroup::Fields() const {
+  worker_messages::ReduceFields f;
+  f.worker = session_->client().rank();
+  f.group = group_;
+  f.rank = getRank();
+  f.contributors = getSize();
+  return f;
+}
+
 uint64_t ProcessGroup::getSequenceNumberForGroup() {
   std::lock_guard<std::mutex> lock(session_->queue_mutex());
   return next_seq_ - 1;
@@ -390,18 +399,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce(std::vector<at::Tensor>& 
   const bool average = opts.reduceOp == c10d::ReduceOp::AVG;
   const wire::ElementType dtype = ElementTypeOf(t);
   auto* client = &session_->client();
-  const int size = getSize(), rank = getRank();
-  const uint32_t group = group_;
+  const worker_messages::ReduceFields base = Fields();
+  const int size = getSize();
   return Enqueue(c10d::OpType::ALLREDUCE, tensors, [=](uint64_t seq) {
     Host h(t);
-    worker_messages::ReduceFields call{.worker = client->rank(),
-                                       .group = group,
-                                       .seq = seq,
-                                       .rank = rank,
-                                       .contributors = size,
-                                       .op = op,
-                                       .dtype = dtype,
-                                       .total = static_cast<uint64_t>(h.host.numel())};
+    worker_messages::ReduceFields call = base;
+    call.seq = seq;
+    call.op = op;
+    call.dtype = dtype;
+    call.total = static_cast<uint64_t>(h.host.numel());
     auto wait = StartCall(*client, call, h.host.data_ptr(), h.host.data_ptr());
     return std::function<void()>([wait, h, average, size]() mutable {
       wait();
@@ -444,19 +450,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::broadcast(std::vector<at::Tensor>& 
   at::Tensor t = tensors[0];
   const wire::ElementType dtype = ElementTypeOf(t);
   auto* client = &session_->client();
-  const int size = getSize(), rank = getRank(), root = static_cast<int>(opts.rootRank);
-  const uint32_t group = group_;
+  const worker_messages::ReduceFields base = Fields();
+  const int root = static_cast<int>(opts.rootRank);
   return Enqueue(c10d::OpType::BROADCAST, tensors, [=](uint64_t seq) {
     Host h(t);
-    worker_messages::ReduceFields call{.worker = client->rank(),
-                                       .group = group,
-                                       .seq = seq,
-                                       .rank = rank,
-                                       .contributors = size,
-                                       .root = root,
-                                       .op = wire::ReduceOp::BROADCAST,
-                                       .dtype = dtype,
-                                       .total = static_cast<uint64_t>(h.host.numel())};
+    worker_messages::ReduceFields call = base;
+    call.seq = seq;
+    call.root = root;
+    call.op = wire::ReduceOp::BROADCAST;
+    call.dtype = dtype;
+    call.total = static_cast<uint64_t>(h.host.numel());
     auto wait = StartCall(*client, call, h.host.data_ptr(), h.host.data_ptr());
     return std::function<void()>([wait, h]() mutable {
       wait();
@@ -485,19 +488,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::_allgather_base(at::Tensor& output,
   }
   const wire::ElementType dtype = ElementTypeOf(input);
   auto* client = &session_->client();
-  const int size = getSize(), rank = getRank();
-  const uint32_t group = group_;
+  const worker_messages::ReduceFields base = Fields();
   at::Tensor in = input, out = output;
   return Enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, [=](uint64_t seq) {
     Host src(in), dst(out);
-    worker_messages::ReduceFields call{.worker = client->rank(),
-                                       .group = group,
-                                       .seq = seq,
-                                       .rank = rank,
-                                       .contributors = size,
-                                       .op = wire::ReduceOp::GATHER,
-                                       .dtype = dtype,
-                                       .total = static_cast<uint64_t>(src.host.numel())};
+    worker_messages::ReduceFields call = base;
+    call.seq = seq;
+    call.op = wire::ReduceOp::GATHER;
+    call.dtype = dtype;
+    call.total = static_cast<uint64_t>(src.host.numel());
     auto wait = StartCall(*client, call, src.host.data_ptr(), dst.host.data_ptr());
     return std::function<void()>([wait, src, dst]() mutable {
       wait();

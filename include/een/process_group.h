@@ -39,6 +39,9 @@
 namespace een {
 
 class CollectiveSession;  // the process's membership and its calls' thread
+namespace worker_messages {
+struct ReduceFields;  // one collective call (worker/worker_messages.h)
+}
 
 class ProcessGroup : public c10d::ProcessGroup {
  public:
@@ -92,6 +95,10 @@ class ProcessGroup : public c10d::ProcessGroup {
   // results, copies them out). The Work completes with `outputs` then.
   c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                          std::function<std::function<void()>(uint64_t)> start);
+
+  // A call's fields that are the group's (the sender, the group, its rank
+  // and size).
+  worker_messages::ReduceFields Fields() const;
 
   std::shared_ptr<CollectiveSession> session_;
   uint32_t group_ = 0;

@@ -942,8 +942,9 @@ Status Coordinator::HandleWorkerExited(wire::WorkerExit::Reader exit) {
     RefuseJob(fmt::format(
         "worker {} (pid {}) exited with status 0 without joining the job: the program never "
         "created een::DataParallel (een-launch runs PROGRAM once per worker; it must be an EEN "
-        "training program, or run with --ps 0 when it moves its own gradients, as a gloo DDP "
-        "script does)",
+        "training program: een.DataParallel or init_process_group(\"een\"); or run with --ps 0 "
+        "when "
+        "it moves its own gradients, as a gloo DDP script does)",
         rank, exit.getPid()));
     return Status::Ok();
   }

@@ -113,11 +113,23 @@ void ReduceInto(wire::ElementType t, wire::ReduceOp op, std::byte* acc, const st
 
 // What every contributor must agree on; "" when `c` does.
 std::string Disagreement(const CollectiveContribution& first, const CollectiveContribution& c) {
-  if (c.op != first.op) return "the members sent different ops";
-  if (c.dtype != first.dtype) return "the members sent different dtypes";
+  static const char* const kOps[] = {"sum (all_reduce)",    "product",  "min", "max",
+                                     "gather (all_gather)", "broadcast"};
+  static const char* const kTypes[] = {"float32", "float64", "float16", "bfloat16",
+                                       "int32",   "int64",   "uint8",   "int8"};
+  if (c.op != first.op) {
+    return fmt::format(
+        "rank {} called {} and rank {} {} (the members called different collectives)", first.rank,
+        kOps[static_cast<int>(first.op)], c.rank, kOps[static_cast<int>(c.op)]);
+  }
+  if (c.dtype != first.dtype) {
+    return fmt::format("rank {} sent {} and rank {} {}", first.rank,
+                       kTypes[static_cast<int>(first.dtype)], c.rank,
+                       kTypes[static_cast<int>(c.dtype)]);
+  }
   if (c.numel != first.numel || c.total != first.total)
-    return fmt::format("the members sent different sizes ({} of {} elements, and {} of {})",
-                       first.numel, first.total, c.numel, c.total);
+    return fmt::format("rank {} sent a tensor of {} elements and rank {} one of {}", first.rank,
+                       first.total, c.rank, c.total);
   if (c.contributors != first.contributors)
     return fmt::format("the members count different group sizes ({} and {})", first.contributors,
                        c.contributors);
@@ -172,6 +184,17 @@ Result<std::optional<CollectiveResult>> CollectiveTable::Add(const CollectiveCon
     return InvalidArgument(
         fmt::format("collective: broadcast from root {} of a group of {}", c.root, c.contributors));
   }
+  if (!c.members.empty()) {
+    if (c.members.size() != static_cast<size_t>(c.contributors)) {
+      return InvalidArgument(fmt::format("collective: {} members listed for a group of {}",
+                                         c.members.size(), c.contributors));
+    }
+    for (int32_t m : c.members) {
+      if (m < 0 || m >= kMaxContributors) {
+        return InvalidArgument(fmt::format("collective: member worker {}", m));
+      }
+    }
+  }
   if (c.numel > c.total || c.offset > c.total - c.numel) {
     return InvalidArgument(fmt::format("collective: part [{}, +{}) beyond the tensor's {} elements",
                                        c.offset, c.numel, c.total));
@@ -207,16 +230,22 @@ Result<std::optional<CollectiveResult>> CollectiveTable::Add(const CollectiveCon
   }
   CollectiveResult answer{c.group, c.seq, c.offset, {}, {}, {}};
   if (part.error.empty()) {
-    const std::string why = Disagreement(part.first, c);
+    std::string why = Disagreement(part.first, c);
+    for (int32_t w : departed_) {
+      if (why.empty() && IsMember(c, w)) {
+        why =
+            fmt::format("worker {} left the job (it finished or was lost) and cannot take part", w);
+      }
+    }
     const size_t result_bytes =
         c.op == wire::ReduceOp::GATHER ? part_bytes * static_cast<size_t>(c.contributors) : 0;
     if (!why.empty()) {
-      part.error = fmt::format("collective call {} of group {}: {}", c.seq, c.group, why);
+      part.error = why;  // the worker names the call
     } else if (bytes_held_ + c.bytes + result_bytes > byte_cap_) {
       part.error = fmt::format(
-          "collective call {} of group {}: this PS holds {} bytes of collectives in flight; {} "
-          "more would pass its cap of {} (EEN_COLLECTIVE_BYTES)",
-          c.seq, c.group, bytes_held_, c.bytes + result_bytes, byte_cap_);
+          "this PS holds {} bytes of collectives in flight; {} more would pass its cap of {} "
+          "(EEN_COLLECTIVE_BYTES)",
+          bytes_held_, c.bytes + result_bytes, byte_cap_);
     }
     if (!part.error.empty()) {
       // Everyone heard so far, and this one, learn why; later ones as they come.
@@ -247,6 +276,46 @@ Result<std::optional<CollectiveResult>> CollectiveTable::Add(const CollectiveCon
   for (const auto& d : part.data) bytes_held_ -= d.size();
   parts_.erase(it);
   return std::optional<CollectiveResult>(std::move(answer));
+}
+
+bool CollectiveTable::IsMember(const CollectiveContribution& c, int32_t worker) {
+  if (c.members.empty()) return worker >= 0 && worker < c.contributors;
+  return std::find(c.members.begin(), c.members.end(), worker) != c.members.end();
+}
+
+std::vector<CollectiveResult> CollectiveTable::WorkerLeft(int32_t worker) {
+  departed_.insert(worker);
+  std::vector<CollectiveResult> answers;
+  for (auto it = parts_.begin(); it != parts_.end();) {
+    Part& part = it->second;
+    if (!part.error.empty() || !IsMember(part.first, worker)) {
+      ++it;
+      continue;
+    }
+    const int32_t rank = part.first.members.empty()
+                             ? worker
+                             : static_cast<int32_t>(std::find(part.first.members.begin(),
+                                                              part.first.members.end(), worker) -
+                                                    part.first.members.begin());
+    if (rank < static_cast<int32_t>(part.from.size()) && !part.from[rank].empty()) {
+      ++it;  // it sent its part: the others may still come
+      continue;
+    }
+    part.error = fmt::format(
+        "worker {} left the job (it finished or was lost) before sending its part", worker);
+    CollectiveResult answer{
+        std::get<0>(it->first), std::get<1>(it->first), std::get<2>(it->first), {}, {}, part.error};
+    for (auto& d : part.data) {
+      bytes_held_ -= d.size();
+      d = transport::Frame();
+    }
+    for (const auto& from : part.from) {
+      if (!from.empty()) answer.to.push_back(from);
+    }
+    answers.push_back(std::move(answer));
+    ++it;
+  }
+  return answers;
 }
 
 transport::Frame CollectiveTable::Reduce(const Part& part) {

@@ -9,8 +9,9 @@
 // reduced in rank order, so every contributor gets the same bytes, and the
 // same bytes whatever order they came in: f16/bf16 are widened to float and
 // rounded back after each rank's addition, integers wrap as torch's do.
-// A part that cannot complete (the members disagree) answers every
-// contributor, those that came and those still to come, with the reason.
+// A part that cannot complete (the members disagree, or a member left the
+// job: finished or lost) answers every contributor, those that came and
+// those still to come, with the reason.
 // Bytes held are capped (a contribution over the cap is refused), and so
 // is the number of parts waiting.
 // Thread safety: none (the PS's receiving thread owns it).
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -40,6 +42,7 @@ struct CollectiveContribution {
   wire::ElementType dtype = wire::ElementType::F32;
   uint64_t offset = 0, numel = 0, total = 0;
   int32_t root = 0;
+  std::vector<int32_t> members;  // job worker ranks by group rank (empty: the same numbers)
   transport::PeerId from;
   const std::byte* data = nullptr;  // numel elements (broadcast: only the root's)
   size_t bytes = 0;
@@ -75,6 +78,11 @@ class CollectiveTable {
   // that failed before (then only to its sender).
   Result<std::optional<CollectiveResult>> Add(const CollectiveContribution& c);
 
+  // Worker `worker` left the job (finished or lost): every part that waits
+  // for it fails (the answers to send), and so will every part of a group
+  // it belongs to from now on.
+  std::vector<CollectiveResult> WorkerLeft(int32_t worker);
+
   size_t bytes_held() const { return bytes_held_; }
   size_t parts_waiting() const { return parts_.size(); }
 
@@ -89,8 +97,11 @@ class CollectiveTable {
   };
   static transport::Frame Reduce(const Part& part);
 
+  static bool IsMember(const CollectiveContribution& c, int32_t worker);
+
   size_t byte_cap_;
   size_t bytes_held_ = 0;
+  std::set<int32_t> departed_;
   std::map<Key, Part> parts_;
 };
 

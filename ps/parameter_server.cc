@@ -411,6 +411,7 @@ Status ParameterServer::HandleMembershipPrepare(wire::MembershipPrepare::Reader 
           "worker {} left the job (finished, or lost): no step waits for it any "
           "more ({} chunk(s) completed without it)",
           w, done.size());
+      for (const CollectiveResult& failed : collectives_.WorkerLeft(w)) AnswerCollective(failed);
     }
   }
   frozen_ = true;
@@ -779,22 +780,28 @@ Status ParameterServer::HandleReduce(const transport::PeerId& peer, wire::Reduce
                            .numel = reduce.getNumel(),
                            .total = reduce.getTotal(),
                            .root = reduce.getRoot(),
+                           .members = {},
                            .from = peer,
                            .data = data.data(),
                            .bytes = data.size(),
                            .frame = data};
+  if (reduce.getMembers().size() > 65536) return InvalidArgument("collective: too many members");
+  for (int32_t m : reduce.getMembers()) c.members.push_back(m);
   EEN_ASSIGN_OR_RETURN(std::optional<CollectiveResult> done, collectives_.Add(c));
-  if (!done) return Status::Ok();
+  if (done) AnswerCollective(*done);
+  return Status::Ok();
+}
+
+void ParameterServer::AnswerCollective(const CollectiveResult& done) {
   // Every contributor gets the same bytes: one frame, shared by each reply.
-  for (const transport::PeerId& to : done->to) {
-    Message reply = ps_messages::ReduceReply(env_.rank, done->group, done->seq, done->offset,
-                                             done->error, done->result);
+  for (const transport::PeerId& to : done.to) {
+    Message reply = ps_messages::ReduceReply(env_.rank, done.group, done.seq, done.offset,
+                                             done.error, done.result);
     if (Status s = listener_->Send(to, std::move(reply)); !s.ok()) {
-      spdlog::warn("could not answer collective call {} of group {}: {}", done->seq, done->group,
+      spdlog::warn("could not answer collective call {} of group {}: {}", done.seq, done.group,
                    s.ToString());
     }
   }
-  return Status::Ok();
 }
 
 Status ParameterServer::HandleNormQuery(const transport::PeerId& peer,

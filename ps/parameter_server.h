@@ -129,6 +129,7 @@ class ParameterServer {
   // every contributor of the part came.
   Status HandleReduce(const transport::PeerId& peer, wire::Reduce::Reader reduce,
                       const transport::Message& message);
+  void AnswerCollective(const CollectiveResult& done);
   Status HandleNormQuery(const transport::PeerId& peer, wire::NormQuery::Reader query);
   Status HandleClipNorm(wire::ClipNorm::Reader clip);
   // Both: clipping is on, the map epoch is current, the worker trains.

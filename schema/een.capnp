@@ -566,6 +566,9 @@ struct Reduce {
   total @8 :UInt64;                # the whole tensor's elements (every part must agree)
   root @9 :Int32;                  # broadcast: whose part is the result
   worker @10 :Int32;               # the sender's worker rank in the job (its identity)
+  members @11 :List(Int32);        # the group's members' worker ranks, by group rank
+                                   # (empty: group rank r is worker r); a part whose
+                                   # member left the job fails at once
 }
 
 enum ReduceOp {

@@ -111,7 +111,9 @@ TEST(CollectiveTable, LiesAndDisagreementsAreRefusedNamingWhy) {
   EXPECT_NE(twice.status().message().find("rank 0 sent part 0 of call 1 twice"), std::string::npos);
   auto mismatch = t.Add(Part(1, 3, four, wire::ElementType::F32, wire::ReduceOp::MAX));
   ASSERT_TRUE(mismatch.ok() && mismatch->has_value());
-  EXPECT_NE((*mismatch)->error.find("different ops"), std::string::npos);
+  EXPECT_NE((*mismatch)->error.find("rank 0 called sum (all_reduce) and rank 1 max"),
+            std::string::npos)
+      << (*mismatch)->error;
   EXPECT_EQ((*mismatch)->to.size(), 2u);
   EXPECT_EQ(t.bytes_held(), 0u);
   auto late = t.Add(Part(2, 3, four, wire::ElementType::F32));
@@ -124,6 +126,37 @@ TEST(CollectiveTable, LiesAndDisagreementsAreRefusedNamingWhy) {
   ASSERT_TRUE(over.ok() && over->has_value());
   EXPECT_NE((*over)->error.find("cap of 64"), std::string::npos);
   EXPECT_EQ(t.bytes_held(), 0u);
+}
+
+TEST(CollectiveTable, AMemberThatLeftTheJobFailsItsGroupsPartsAtOnce) {
+  CollectiveTable t(1 << 20);
+  const std::vector<float> v = {1, 2};
+  // Worker 1 of the whole job has not sent its part when it leaves.
+  ASSERT_FALSE(t.Add(Part(0, 2, v, wire::ElementType::F32))->has_value());
+  // A subgroup of workers 0 and 2 waits for worker 2 only.
+  auto sub = Part(0, 2, v, wire::ElementType::F32);
+  sub.group = 9;
+  sub.members = {0, 2};
+  ASSERT_FALSE(t.Add(sub)->has_value());
+  const std::vector<CollectiveResult> failed = t.WorkerLeft(1);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].group, 7u);
+  EXPECT_EQ(failed[0].to, std::vector<transport::PeerId>{"worker-0"});
+  EXPECT_NE(failed[0].error.find("worker 1 left the job"), std::string::npos) << failed[0].error;
+  // A later call of a group with worker 1 fails at its first part.
+  auto later = Part(0, 2, v, wire::ElementType::F32);
+  later.seq = 2;
+  auto refused = t.Add(later);
+  ASSERT_TRUE(refused.ok() && refused->has_value());
+  EXPECT_NE((*refused)->error.find("worker 1 left the job"), std::string::npos);
+  // The subgroup without worker 1 completes.
+  auto sub2 = sub;
+  sub2.rank = 1;
+  sub2.from = "worker-2";
+  auto done = t.Add(sub2);
+  ASSERT_TRUE(done.ok() && done->has_value());
+  EXPECT_TRUE((*done)->error.empty());
+  EXPECT_EQ(Values<float>((*done)->result), (std::vector<float>{2, 4}));
 }
 
 }  // namespace

@@ -197,7 +197,12 @@ class CollectiveSession {
  private:
   CollectiveSession() {
     auto env = JobEnvironment::FromProcess("this program");
-    ThrowIfError(env.status(), "cannot join a job");
+    if (!env.ok()) {
+      // (EEN_LOCAL=1, which the message may suggest, is een.DataParallel's.)
+      ThrowIfError(env.status(),
+                   "cannot join a job (the een backend has no one-process mode: run the script "
+                   "under een-launch, e.g. `een-launch --ps 1 --workers 1 -- python3 train.py`)");
+    }
     if (spdlog::get("een:worker " + std::to_string(env->rank)) == nullptr) {
       ThrowIfError(InitLogging("worker " + std::to_string(env->rank)), "cannot join a job");
     }
@@ -343,6 +348,9 @@ worker_messages::ReduceFields ProcessGroup::Fields() const {
   f.group = group_;
   f.rank = getRank();
   f.contributors = getSize();
+  bool identity = true;  // the whole job, in rank order
+  for (size_t r = 0; r < members_.size(); ++r) identity &= members_[r] == static_cast<int>(r);
+  if (!identity) f.members.assign(members_.begin(), members_.end());
   return f;
 }
 

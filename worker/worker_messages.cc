@@ -118,6 +118,8 @@ Message Reduce(const ReduceFields& f, const void* data, size_t bytes,
   reduce.setOffset(f.offset);
   reduce.setNumel(f.numel);
   reduce.setTotal(f.total);
+  auto members = reduce.initMembers(f.members.size());
+  for (size_t i = 0; i < f.members.size(); ++i) members.set(i, f.members[i]);
   std::vector<Frame> payload;
   payload.push_back(bytes == 0 ? Frame::Own({}) : Frame::Borrow(data, bytes, std::move(owner)));
   return b.Take(std::move(payload));

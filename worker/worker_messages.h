@@ -70,6 +70,7 @@ struct ReduceFields {
   wire::ReduceOp op = wire::ReduceOp::SUM;
   wire::ElementType dtype = wire::ElementType::F32;
   uint64_t offset = 0, numel = 0, total = 0;
+  std::vector<int32_t> members;  // empty: group rank r is worker r
 };
 Message Reduce(const ReduceFields& fields, const void* data, size_t bytes,
                std::shared_ptr<const void> owner);

@@ -90,6 +90,18 @@ class Backend(unittest.TestCase):
         # With --min-workers the others do not wait for it: the job ends, saying why.
         self.assertIn("een backend cannot yet go on without a worker", out)
 
+    def test_a_rank_that_ends_early_fails_the_others_calls_at_once(self):
+        # Uneven inputs: rank 1 is done and exits 0 while rank 0 still calls
+        # a collective. As with gloo, the call fails at once, saying why.
+        script = ("import een, torch, torch.distributed as dist\n"
+                  "dist.init_process_group('een')\n"
+                  "if dist.get_rank() == 0:\n"
+                  "    dist.all_reduce(torch.ones(100000))\n")
+        code, out = run(launch_args(2, 2) + [sys.executable, "-c", script], timeout=120)
+        self.assertEqual(code, 1, out)
+        self.assertRegex(out, r"job failed: worker 0 .*worker 1 left the job \(it finished or was "
+                              r"lost\) before sending its part")
+
     def test_outside_a_job_the_backend_says_why(self):
         code, out = run([sys.executable, "-c",
                          "import os, een, torch.distributed as dist\n"

@@ -5,6 +5,24 @@
 
 namespace een::wire {
 
+size_t ElementBytes(ElementType t) {
+  switch (t) {
+    case ElementType::F64:
+    case ElementType::I64:
+      return 8;
+    case ElementType::F32:
+    case ElementType::I32:
+      return 4;
+    case ElementType::F16:
+    case ElementType::BF16:
+      return 2;
+    case ElementType::U8:
+    case ElementType::I8:
+      return 1;
+  }
+  return 0;
+}
+
 transport::Frame Encode(capnp::MessageBuilder& builder) {
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
   auto bytes = words.asBytes();

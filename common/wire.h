@@ -25,6 +25,10 @@
 
 namespace een::wire {
 
+// Bytes of one element of a collective's dtype (0: a type this build does
+// not know).
+size_t ElementBytes(ElementType t);
+
 // Serializes a built header into a frame.
 transport::Frame Encode(capnp::MessageBuilder& builder);
 

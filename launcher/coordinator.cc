@@ -613,7 +613,7 @@ Status Coordinator::StartJob() {
   map_ = map;
   std::string balance;
   for (uint64_t b : map.BytesPerPs()) balance += (balance.empty() ? "" : " / ") + std::to_string(b);
-  if (model_.size() == 1 && model_[0].name == kProcessGroupModelName) {
+  if (ServesProcessGroups()) {
     spdlog::info(
         "job starts: {} workers of torch.distributed's een backend; their collectives go "
         "through the {} PS",

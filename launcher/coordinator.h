@@ -214,6 +214,10 @@ class Coordinator {
   // --ps 0: no process registers; a worker's exit is all the coordinator
   // hears of it (status 0: done; else the job ends naming it).
   bool WithoutPs() const { return options_.job.ps == 0; }
+  // The workers are torch.distributed's een backend (its placeholder model).
+  bool ServesProcessGroups() const {
+    return model_.size() == 1 && model_[0].name == kProcessGroupModelName;
+  }
   Status PlainWorkerExited(Node& w, wire::WorkerExit::Reader exit);
   // een-launch saw a PS or worker process end and starts a replacement:
   // lost at once (before the start: its rank is free again). Answered.

@@ -93,7 +93,7 @@ void Coordinator::WorkerLost(Node& w, const std::string& what) {
     std::ofstream(options_.lost_path, std::ios::app) << w.rank << ' ' << w.pid << '\n';
   }
   const std::vector<int> live = LiveWorkerRanks();
-  if (model_.size() == 1 && model_[0].name == kProcessGroupModelName) {
+  if (ServesProcessGroups()) {
     // Not yet: collectives over the survivors, and a replacement joining
     // torch's groups. The job ends rather than leave the others waiting.
     Abort(

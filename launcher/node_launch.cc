@@ -206,14 +206,10 @@ std::string InterfaceOf(const std::string& address) {
   for (ifaddrs* i = all; i && name.empty(); i = i->ifa_next) {
     if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
       continue;
-    char text[INET6_ADDRSTRLEN] = {};
-    const void* raw =
-        i->ifa_addr->sa_family == AF_INET
-            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr)
-            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr);
-    if (inet_ntop(i->ifa_addr->sa_family, raw, text, sizeof text) && address == text) {
-      name = i->ifa_name;
-    }
+    sockaddr_storage a{};
+    std::memcpy(&a, i->ifa_addr,
+                i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+    if (Numeric(a) == address) name = i->ifa_name;
   }
   freeifaddrs(all);
   return name;

@@ -140,24 +140,6 @@ std::string Disagreement(const CollectiveContribution& first, const CollectiveCo
 
 }  // namespace
 
-size_t ElementBytes(wire::ElementType t) {
-  switch (t) {
-    case wire::ElementType::F64:
-    case wire::ElementType::I64:
-      return 8;
-    case wire::ElementType::F32:
-    case wire::ElementType::I32:
-      return 4;
-    case wire::ElementType::F16:
-    case wire::ElementType::BF16:
-      return 2;
-    case wire::ElementType::U8:
-    case wire::ElementType::I8:
-      return 1;
-  }
-  return 0;
-}
-
 size_t CollectiveBytesCap() {
   const char* text = std::getenv("EEN_COLLECTIVE_BYTES");
   if (text && *text) {
@@ -169,7 +151,7 @@ size_t CollectiveBytesCap() {
 }
 
 Result<std::optional<CollectiveResult>> CollectiveTable::Add(const CollectiveContribution& c) {
-  const size_t element = ElementBytes(c.dtype);
+  const size_t element = wire::ElementBytes(c.dtype);
   if (element == 0) return InvalidArgument("collective: an element type this PS does not know");
   if (c.op > wire::ReduceOp::BROADCAST) return InvalidArgument("collective: an unknown op");
   if (c.contributors < 1 || c.contributors > kMaxContributors) {

@@ -62,8 +62,6 @@ struct CollectiveResult {
   std::string error;
 };
 
-size_t ElementBytes(wire::ElementType t);
-
 // The cap on a PS's collective bytes in flight: EEN_COLLECTIVE_BYTES, or
 // 4 GiB.
 size_t CollectiveBytesCap();

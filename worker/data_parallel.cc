@@ -26,43 +26,13 @@
 #include "worker/device/gradient_stager.h"
 #include "worker/device/host_pinning.h"
 #include "worker/local_optimizer.h"
+#include "worker/public_error.h"
 #include "worker/timeline.h"
 #include "worker/worker_client.h"
 
 namespace een {
 
 namespace {
-
-Error::Code PublicCode(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-    case StatusCode::kInternal:
-      return Error::Code::kInternal;
-    case StatusCode::kInvalidArgument:
-      return Error::Code::kInvalidArgument;
-    case StatusCode::kNotFound:
-      return Error::Code::kNotFound;
-    case StatusCode::kDeadlineExceeded:
-      return Error::Code::kDeadlineExceeded;
-    case StatusCode::kUnavailable:
-      return Error::Code::kUnavailable;
-    case StatusCode::kFailedPrecondition:
-      return Error::Code::kFailedPrecondition;
-    case StatusCode::kAborted:
-      return Error::Code::kAborted;
-    case StatusCode::kResourceExhausted:
-      return Error::Code::kResourceExhausted;
-    case StatusCode::kPermissionDenied:
-      return Error::Code::kPermissionDenied;
-    case StatusCode::kDataLoss:
-      return Error::Code::kDataLoss;
-    case StatusCode::kStaleEpoch:
-      return Error::Code::kStaleEpoch;
-    case StatusCode::kJobFinished:
-      return Error::Code::kJobFinished;
-  }
-  return Error::Code::kInternal;
-}
 
 void ThrowIfError(const Status& s, const std::string& where) {
   if (!s.ok()) throw Error("een: " + where + ": " + s.message(), PublicCode(s.code()));

@@ -14,6 +14,7 @@
 #include "common/logging.h"
 #include "common/transport/auth.h"
 #include "een/error.h"
+#include "worker/public_error.h"
 #include "worker/worker_client.h"
 
 namespace een {
@@ -27,13 +28,7 @@ constexpr size_t kSplitBytes = 64 * 1024;
 }
 
 void ThrowIfError(const Status& s, const std::string& where) {
-  if (!s.ok()) {
-    const Error::Code code = s.code() == StatusCode::kAborted ? Error::Code::kAborted
-                             : s.code() == StatusCode::kUnavailable
-                                 ? Error::Code::kUnavailable
-                                 : Error::Code::kFailedPrecondition;
-    Fail(where + ": " + s.message(), code);
-  }
+  if (!s.ok()) Fail(where + ": " + s.message(), PublicCode(s.code()));
 }
 
 wire::ElementType ElementTypeOf(const at::Tensor& t) {
@@ -256,11 +251,7 @@ namespace {
 // Sends the parts now; the returned function waits for the results.
 std::function<void()> StartCall(WorkerClient& client, worker_messages::ReduceFields call,
                                 const void* in, void* out) {
-  const size_t element =
-      call.dtype == wire::ElementType::F64 || call.dtype == wire::ElementType::I64    ? 8
-      : call.dtype == wire::ElementType::F32 || call.dtype == wire::ElementType::I32  ? 4
-      : call.dtype == wire::ElementType::F16 || call.dtype == wire::ElementType::BF16 ? 2
-                                                                                      : 1;
+  const size_t element = wire::ElementBytes(call.dtype);
   const uint64_t numel = call.total;
   const size_t ps = client.num_ps();
   const bool sends = call.op != wire::ReduceOp::BROADCAST || call.rank == call.root;

@@ -504,13 +504,6 @@ Result<double> WorkerClient::ClipGradients(uint64_t step) {
   return total;
 }
 
-Status WorkerClient::Collective(
-    const worker_messages::ReduceFields& call, const std::vector<CollectivePart>& parts,
-    const std::function<Status(const CollectivePart&, const transport::Frame&)>& take) {
-  EEN_RETURN_IF_ERROR(CollectiveSend(call, parts));
-  return CollectiveWait(call, parts, take);
-}
-
 Status WorkerClient::CollectiveSend(const worker_messages::ReduceFields& call,
                                     const std::vector<CollectivePart>& parts) {
   EEN_RETURN_IF_ERROR(JobStatus());

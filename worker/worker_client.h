@@ -113,9 +113,12 @@ class WorkerClient {
   // pushes from it are not copied at all; otherwise on the heap.
   Result<std::shared_ptr<float>> GradientBuffer(size_t numel);
   // The een backend (een/process_group.h): one collective call, split in
-  // parts, each sent to one PS (ps < num_ps()); waits for every part's
-  // result and hands it to `take` (the bytes live only during the call).
-  // `data` of each part stays unchanged until this returns.
+  // parts, each sent to one PS (ps < num_ps()). CollectiveSend() sends
+  // them; CollectiveWait() then waits for every part's result and hands it
+  // to `take` (the bytes live only during the call). Later calls may be
+  // sent before an earlier one is waited for (they travel while it is
+  // reduced); calls are waited for in the order they were sent. `data` of
+  // each part stays unchanged until its CollectiveWait() returns.
   struct CollectivePart {
     size_t ps = 0;
     uint64_t offset = 0, numel = 0;
@@ -123,12 +126,6 @@ class WorkerClient {
     size_t bytes = 0;
     std::shared_ptr<const void> owner;  // keeps `data` alive while the transport sends it
   };
-  Status Collective(
-      const worker_messages::ReduceFields& call, const std::vector<CollectivePart>& parts,
-      const std::function<Status(const CollectivePart&, const transport::Frame&)>& take);
-  // The same in two halves, so that later calls are on their way while an
-  // earlier one is reduced: CollectiveWait(call) after CollectiveSend(call),
-  // calls waited for in the order they were sent.
   Status CollectiveSend(const worker_messages::ReduceFields& call,
                         const std::vector<CollectivePart>& parts);
   Status CollectiveWait(

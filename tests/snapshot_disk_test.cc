@@ -83,7 +83,7 @@ class SnapshotDisk : public ::testing::Test {
 
 TEST_F(SnapshotDisk, AFullDiskIsSaidOnceTrainingGoesOnAndResumeFindsTheNewest) {
   testing::Subprocess job(Job({"--snapshot-every", "5", "--snapshot-dir", snaps_}, 1500));
-  ASSERT_TRUE(job.WaitForOutput("snapshot of step 5 complete", seconds(120))) << job.output();
+  ASSERT_TRUE(job.WaitForCompleteSnapshot(5, seconds(120))) << job.output();
   Fill(256 << 10);
   ASSERT_TRUE(job.WaitUntil([](const std::string& out) { return BothPsSaid(out, "not written"); },
                             seconds(120)))
@@ -122,7 +122,7 @@ TEST_F(SnapshotDisk, AFullDiskIsSaidOnceTrainingGoesOnAndResumeFindsTheNewest) {
 
 TEST_F(SnapshotDisk, AJobResumesFromADiskThatIsStillFull) {
   testing::Subprocess job(Job({"--snapshot-every", "5", "--snapshot-dir", snaps_}, 300));
-  ASSERT_TRUE(job.WaitForOutput("snapshot of step 5 complete", seconds(120))) << job.output();
+  ASSERT_TRUE(job.WaitForCompleteSnapshot(5, seconds(120))) << job.output();
   Fill(0);
   auto code = job.Wait(seconds(240));
   ASSERT_TRUE(code.has_value()) << job.output();

@@ -49,6 +49,10 @@ struct TensorInfo {
 // The model a worker of the een torch.distributed backend registers
 // (een/process_group.h): one frozen placeholder element of this name.
 inline constexpr const char* kProcessGroupModelName = "een.process_group";
+// Whether `model` is that placeholder: the job serves collectives only.
+inline bool IsProcessGroupModel(const std::vector<TensorInfo>& model) {
+  return model.size() == 1 && model[0].name == kProcessGroupModelName;
+}
 
 // Reads and checks one TensorSpec (a kind the schema does not define is an error).
 Result<TensorInfo> TensorFromWire(wire::TensorSpec::Reader reader);

@@ -911,10 +911,10 @@ void Coordinator::WorkerFinished(Node& n, const std::string& how) {
   const std::vector<int> still = LiveWorkerRanks();
   if (state_ == wire::JobState::RUNNING && !still.empty() && !n.lost) {
     // Uneven data (DDP's join()): the others go on without it from the next step.
-    spdlog::info(
-        "worker {} {}; the {} other worker(s) go on without it (no step waits for it "
-        "any more)",
-        n.rank, how, still.size());
+    spdlog::info("worker {} {}; the {} other worker(s) go on without it ({})", n.rank, how,
+                 still.size(),
+                 ServesProcessGroups() ? "a collective of its groups still waiting for it fails"
+                                       : "no step waits for it any more");
     WantMembershipChange();
   } else {
     spdlog::info("worker {} {}", n.rank, how);
@@ -949,9 +949,11 @@ Status Coordinator::HandleWorkerExited(wire::WorkerExit::Reader exit) {
     return Status::Ok();
   }
   if (state_ == wire::JobState::RUNNING && same && !w.done && !w.lost) {
-    WorkerFinished(w, fmt::format("exited (status 0) without Finish() (its last heartbeat was at "
-                                  "step {})",
-                                  w.step));
+    WorkerFinished(w, ServesProcessGroups()
+                          ? std::string("exited (status 0)")
+                          : fmt::format("exited (status 0) without Finish() (its last heartbeat "
+                                        "was at step {})",
+                                        w.step));
   }
   return Status::Ok();
 }
@@ -1087,6 +1089,21 @@ void Coordinator::Abort(const std::string& reason) {
 
 void Coordinator::ReportProgress() {
   const double seconds = MillisSince(last_progress_) / 1000.0;
+  if (ServesProcessGroups()) {  // a worker's "step": its collective calls done
+    const std::vector<int> live = LiveWorkerRanks();
+    const Node& lead = workers_[live.empty() ? 0 : live.front()];
+    spdlog::info(
+        "progress: {} collective calls done by worker {} | {:.0f} calls/s | {} live "
+        "workers",
+        lead.step, lead.rank,
+        seconds > 0 && lead.step >= last_progress_calls_
+            ? (lead.step - last_progress_calls_) / seconds
+            : 0.0,
+        live.size());
+    last_progress_ = Clock::now();
+    last_progress_calls_ = lead.step;
+    return;
+  }
   uint64_t samples = 0;
   for (const Node& w : workers_) samples += w.samples;
   const std::vector<int> live = LiveWorkerRanks();  // rank 0 may have finished early

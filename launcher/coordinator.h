@@ -215,9 +215,7 @@ class Coordinator {
   // hears of it (status 0: done; else the job ends naming it).
   bool WithoutPs() const { return options_.job.ps == 0; }
   // The workers are torch.distributed's een backend (its placeholder model).
-  bool ServesProcessGroups() const {
-    return model_.size() == 1 && model_[0].name == kProcessGroupModelName;
-  }
+  bool ServesProcessGroups() const { return IsProcessGroupModel(model_); }
   Status PlainWorkerExited(Node& w, wire::WorkerExit::Reader exit);
   // een-launch saw a PS or worker process end and starts a replacement:
   // lost at once (before the start: its rank is free again). Answered.
@@ -479,6 +477,7 @@ class Coordinator {
   std::optional<Node::Wait> WaitOf(wire::StepWait::Reader wait, Clock::time_point now) const;
   Clock::time_point last_turn_ = Clock::now();  // of Run()'s loop: its own stalls are forgiven
   uint64_t last_progress_samples_ = 0;
+  uint64_t last_progress_calls_ = 0;  // the een backend: the lead worker's calls then
 };
 
 }  // namespace een

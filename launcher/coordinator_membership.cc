@@ -93,14 +93,13 @@ void Coordinator::WorkerLost(Node& w, const std::string& what) {
     std::ofstream(options_.lost_path, std::ios::app) << w.rank << ' ' << w.pid << '\n';
   }
   const std::vector<int> live = LiveWorkerRanks();
-  if (ServesProcessGroups()) {
-    // Not yet: collectives over the survivors, and a replacement joining
-    // torch's groups. The job ends rather than leave the others waiting.
-    Abort(
-        fmt::format("{}; a job of torch.distributed's een backend cannot yet go on without a "
-                    "worker (--min-workers and --max-restarts do not apply to it yet): ending "
-                    "the job",
-                    what));
+  if (ServesProcessGroups() && options_.job.max_restarts > 0) {
+    // Not yet: a replacement joining torch's groups. The job ends rather
+    // than leave the others waiting.
+    Abort(fmt::format(
+        "{}; a job of torch.distributed's een backend cannot yet take a replacement worker "
+        "(--max-restarts; --min-workers alone lets it go on without one): ending the job",
+        what));
     return;
   }
   const int restarts_left = options_.job.max_restarts - worker_replacements_;
@@ -113,9 +112,13 @@ void Coordinator::WorkerLost(Node& w, const std::string& what) {
                     what, live.size(), options_.job.MinWorkers()));
     return;
   }
-  spdlog::warn("{}; the job goes on with {} workers (--min-workers {}{})", what, live.size(),
+  spdlog::warn("{}; the job goes on with {} workers (--min-workers {}{}){}", what, live.size(),
                options_.job.MinWorkers(),
-               restarts_left > 0 ? fmt::format(", {} replacement(s) left", restarts_left) : "");
+               restarts_left > 0 ? fmt::format(", {} replacement(s) left", restarts_left) : "",
+               ServesProcessGroups()
+                   ? "; its collectives complete over the others (float sums scaled by "
+                     "world / live, so DDP's mean stays the survivors' mean)"
+                   : "");
   ReleaseBarriers();
   WantMembershipChange();
   MaybeFinish();
@@ -135,9 +138,15 @@ void Coordinator::StartMembershipChange(std::optional<std::vector<uint32_t>> sha
     }
   }
   const MembershipRound::Prepare prepare = membership_.Begin(live, std::move(*shares));
+  std::vector<int> lost;
+  for (const Node& w : workers_) {
+    if (w.lost) lost.push_back(w.rank);
+  }
   Ignored(SendToPs(
               ServingPs(),
-              [&] { return coordinator_messages::MembershipPrepare(prepare.epoch, prepare.live); },
+              [&] {
+                return coordinator_messages::MembershipPrepare(prepare.epoch, prepare.live, lost);
+              },
               "the new membership"),
           "sending a membership prepare");
 }
@@ -218,6 +227,9 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
         "batch of {} (dynamic slicing)",
         commit->epoch, step, fmt::join(commit->live, ","), fmt::join(commit->shares, ","),
         std::accumulate(commit->shares.begin(), commit->shares.end(), uint64_t{0}));
+  } else if (commit->changed && ServesProcessGroups()) {
+    spdlog::info("membership {}: the live workers are ({})", commit->epoch,
+                 fmt::join(commit->live, ","));
   } else if (commit->changed) {
     std::string ranks;
     for (int r : commit->live) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);

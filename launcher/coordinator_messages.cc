@@ -57,11 +57,13 @@ Message MapChange(const ShardMap& map) {
   return b.Take();
 }
 
-Message MembershipPrepare(uint64_t epoch, const std::vector<int>& live) {
+Message MembershipPrepare(uint64_t epoch, const std::vector<int>& live,
+                          const std::vector<int>& lost) {
   wire::Outgoing b;
   auto prepare = b.header().initMembershipPrepare();
   prepare.setEpoch(epoch);
   SetWorkers(prepare.initLiveWorkers(live.size()), live);
+  SetWorkers(prepare.initLostWorkers(lost.size()), lost);
   return b.Take();
 }
 

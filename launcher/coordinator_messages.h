@@ -45,7 +45,10 @@ Message HeartbeatReply(uint64_t incarnation, uint64_t map_epoch, wire::JobState 
                        const std::string& reason, int64_t echo_micros = 0,
                        uint64_t probe_round = 0);
 Message MapChange(const ShardMap& map);
-Message MembershipPrepare(uint64_t epoch, const std::vector<int>& live);
+// `lost`: the workers gone that were lost (not finished) and the job goes
+// on without.
+Message MembershipPrepare(uint64_t epoch, const std::vector<int>& live,
+                          const std::vector<int>& lost);
 // `snapshot_step`: the step every PS snapshots on demand (0: none).
 Message MembershipCommit(uint64_t epoch, uint64_t step, const std::vector<int>& live,
                          const std::vector<uint32_t>& shares, uint64_t snapshot_step);

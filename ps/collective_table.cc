@@ -111,6 +111,37 @@ void ReduceInto(wire::ElementType t, wire::ReduceOp op, std::byte* acc, const st
   }
 }
 
+// A float sum over the members present, scaled to the whole group's
+// (integers stay as summed: a count is not estimated).
+void ScaleFloats(wire::ElementType t, std::byte* acc, size_t n, double factor) {
+  auto halves = [&](float (*to)(uint16_t), uint16_t (*from)(float)) {
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, acc + 2 * i, 2);
+      h = from(static_cast<float>(to(h) * factor));
+      std::memcpy(acc + 2 * i, &h, 2);
+    }
+  };
+  switch (t) {
+    case wire::ElementType::F32: {
+      float* a = reinterpret_cast<float*>(acc);
+      for (size_t i = 0; i < n; ++i) a[i] = static_cast<float>(a[i] * factor);
+      return;
+    }
+    case wire::ElementType::F64: {
+      double* a = reinterpret_cast<double*>(acc);
+      for (size_t i = 0; i < n; ++i) a[i] *= factor;
+      return;
+    }
+    case wire::ElementType::F16:
+      return halves(F16ToFloat, FloatToF16);
+    case wire::ElementType::BF16:
+      return halves(Bf16ToFloat, FloatToBf16);
+    default:
+      return;
+  }
+}
+
 // What every contributor must agree on; "" when `c` does.
 std::string Disagreement(const CollectiveContribution& first, const CollectiveContribution& c) {
   static const char* const kOps[] = {"sum (all_reduce)",    "product",  "min", "max",
@@ -191,6 +222,17 @@ Result<std::optional<CollectiveResult>> CollectiveTable::Add(const CollectiveCon
                                        c.bytes, c.numel, element,
                                        sends ? "" : " (a broadcast's non-root sends none)"));
   }
+  const int32_t sender = c.members.empty() ? c.rank : c.members[c.rank];
+  if (lost_.count(sender) > 0) {
+    return std::optional<CollectiveResult>(CollectiveResult{
+        c.group,
+        c.seq,
+        c.offset,
+        {c.from},
+        {},
+        fmt::format("worker {} was declared lost and the job went on without it", sender),
+        {}});
+  }
   const Key key{c.group, c.seq, c.offset};
   auto it = parts_.find(key);
   if (it == parts_.end()) {
@@ -210,7 +252,7 @@ Result<std::optional<CollectiveResult>> CollectiveTable::Add(const CollectiveCon
     return InvalidArgument(
         fmt::format("collective: rank {} sent part {} of call {} twice", c.rank, c.offset, c.seq));
   }
-  CollectiveResult answer{c.group, c.seq, c.offset, {}, {}, {}};
+  CollectiveResult answer{c.group, c.seq, c.offset, {}, {}, {}, {}};
   if (part.error.empty()) {
     std::string why = Disagreement(part.first, c);
     for (int32_t w : departed_) {
@@ -245,48 +287,99 @@ Result<std::optional<CollectiveResult>> CollectiveTable::Add(const CollectiveCon
   if (!part.error.empty()) {
     answer.to.push_back(c.from);
     answer.error = part.error;
-    if (part.arrived >= static_cast<int32_t>(part.from.size())) parts_.erase(it);
+    if (Ready(part)) parts_.erase(it);
     return std::optional<CollectiveResult>(std::move(answer));
   }
   part.data[c.rank] = c.frame.data() == c.data && c.frame.size() == c.bytes
                           ? c.frame
                           : transport::Frame::Copy(c.data, c.bytes);
   bytes_held_ += c.bytes;
-  if (part.arrived < part.first.contributors) return std::optional<CollectiveResult>();
-  answer.result = Reduce(part);
-  answer.to = part.from;
+  if (!Ready(part)) return std::optional<CollectiveResult>();
+  return std::optional<CollectiveResult>(Finish(it));
+}
+
+int32_t CollectiveTable::RankOf(const CollectiveContribution& c, int32_t worker) {
+  if (c.members.empty()) return worker >= 0 && worker < c.contributors ? worker : -1;
+  auto at = std::find(c.members.begin(), c.members.end(), worker);
+  return at == c.members.end() ? -1 : static_cast<int32_t>(at - c.members.begin());
+}
+
+std::vector<int32_t> CollectiveTable::Absent(const Part& part) const {
+  std::vector<int32_t> absent;
+  for (int32_t r = 0; r < static_cast<int32_t>(part.from.size()); ++r) {
+    const int32_t worker = part.first.members.empty() ? r : part.first.members[r];
+    if (part.from[r].empty() && lost_.count(worker) > 0) absent.push_back(r);
+  }
+  return absent;
+}
+
+bool CollectiveTable::Ready(const Part& part) const {
+  return part.arrived + static_cast<int32_t>(Absent(part).size()) >= part.first.contributors;
+}
+
+CollectiveResult CollectiveTable::Finish(std::map<Key, Part>::iterator it) {
+  Part& part = it->second;
+  const CollectiveContribution& f = part.first;
+  CollectiveResult answer{f.group, f.seq, f.offset, {}, {}, {}, Absent(part)};
+  for (const auto& from : part.from) {
+    if (!from.empty()) answer.to.push_back(from);
+  }
+  const bool root_absent = f.op == wire::ReduceOp::BROADCAST && part.from[f.root].empty();
+  if (root_absent || (f.op == wire::ReduceOp::GATHER && !answer.absent.empty())) {
+    const int32_t rank = root_absent ? f.root : answer.absent[0];
+    answer.error = fmt::format(
+        "worker {} was lost before sending its part{}", f.members.empty() ? rank : f.members[rank],
+        root_absent ? " (the broadcast's root)" : " of the all_gather: it has no value");
+  } else {
+    answer.result = Reduce(part, answer.absent.size());
+  }
   for (const auto& d : part.data) bytes_held_ -= d.size();
+  const uint32_t group = f.group;
+  const uint64_t seq = f.seq;
   parts_.erase(it);
-  return std::optional<CollectiveResult>(std::move(answer));
+  DropOrphansBefore(group, seq);
+  return answer;
 }
 
-bool CollectiveTable::IsMember(const CollectiveContribution& c, int32_t worker) {
-  if (c.members.empty()) return worker >= 0 && worker < c.contributors;
-  return std::find(c.members.begin(), c.members.end(), worker) != c.members.end();
-}
-
-std::vector<CollectiveResult> CollectiveTable::WorkerLeft(int32_t worker) {
-  departed_.insert(worker);
-  std::vector<CollectiveResult> answers;
-  for (auto it = parts_.begin(); it != parts_.end();) {
-    Part& part = it->second;
-    if (!part.error.empty() || !IsMember(part.first, worker)) {
+void CollectiveTable::DropOrphansBefore(uint32_t group, uint64_t seq) {
+  // Each member sends a group's calls in order, on one connection per PS:
+  // once a call completed here, an earlier one still waiting never will
+  // (its other parts went to a PS that was lost, or to its predecessor).
+  for (auto it = parts_.lower_bound(Key{group, 0, 0});
+       it != parts_.end() && std::get<0>(it->first) == group && std::get<1>(it->first) < seq;) {
+    if (!it->second.error.empty()) {
       ++it;
       continue;
     }
-    const int32_t rank = part.first.members.empty()
-                             ? worker
-                             : static_cast<int32_t>(std::find(part.first.members.begin(),
-                                                              part.first.members.end(), worker) -
-                                                    part.first.members.begin());
+    for (const auto& d : it->second.data) bytes_held_ -= d.size();
+    it = parts_.erase(it);
+  }
+}
+
+bool CollectiveTable::IsMember(const CollectiveContribution& c, int32_t worker) {
+  return RankOf(c, worker) >= 0;
+}
+
+std::vector<CollectiveResult> CollectiveTable::WorkerLeft(int32_t worker) {
+  if (lost_.count(worker) > 0) return {};  // the others go on without it
+  departed_.insert(worker);
+  std::vector<CollectiveResult> answers;
+  for (auto it = parts_.begin(); it != parts_.end(); ++it) {
+    Part& part = it->second;
+    const int32_t rank = RankOf(part.first, worker);
+    if (!part.error.empty() || rank < 0) continue;
     if (rank < static_cast<int32_t>(part.from.size()) && !part.from[rank].empty()) {
-      ++it;  // it sent its part: the others may still come
-      continue;
+      continue;  // it sent its part: the others may still come
     }
     part.error = fmt::format(
         "worker {} left the job (it finished or was lost) before sending its part", worker);
-    CollectiveResult answer{
-        std::get<0>(it->first), std::get<1>(it->first), std::get<2>(it->first), {}, {}, part.error};
+    CollectiveResult answer{std::get<0>(it->first),
+                            std::get<1>(it->first),
+                            std::get<2>(it->first),
+                            {},
+                            {},
+                            part.error,
+                            {}};
     for (auto& d : part.data) {
       bytes_held_ -= d.size();
       d = transport::Frame();
@@ -295,12 +388,27 @@ std::vector<CollectiveResult> CollectiveTable::WorkerLeft(int32_t worker) {
       if (!from.empty()) answer.to.push_back(from);
     }
     answers.push_back(std::move(answer));
-    ++it;
   }
   return answers;
 }
 
-transport::Frame CollectiveTable::Reduce(const Part& part) {
+std::vector<CollectiveResult> CollectiveTable::WorkerLost(int32_t worker) {
+  if (!lost_.insert(worker).second) return {};
+  std::vector<CollectiveResult> answers;
+  for (auto it = parts_.begin(); it != parts_.end();) {
+    Part& part = it->second;
+    if (!part.error.empty() || !IsMember(part.first, worker) || !Ready(part)) {
+      ++it;
+      continue;
+    }
+    const Key next{std::get<0>(it->first), std::get<1>(it->first), std::get<2>(it->first) + 1};
+    answers.push_back(Finish(it));
+    it = parts_.lower_bound(next);  // Finish may drop earlier parts of its group
+  }
+  return answers;
+}
+
+transport::Frame CollectiveTable::Reduce(const Part& part, size_t absent) {
   const CollectiveContribution& f = part.first;
   if (f.op == wire::ReduceOp::BROADCAST) return part.data[f.root];
   std::vector<std::byte> out;
@@ -309,9 +417,20 @@ transport::Frame CollectiveTable::Reduce(const Part& part) {
     for (const auto& d : part.data) out.insert(out.end(), d.data(), d.data() + d.size());
     return transport::Frame::Own(std::move(out));
   }
-  out.assign(part.data[0].data(), part.data[0].data() + part.data[0].size());
-  for (size_t r = 1; r < part.data.size(); ++r) {
-    ReduceInto(f.dtype, f.op, out.data(), part.data[r].data(), f.numel);
+  bool first = true;  // in rank order, over the members present
+  for (size_t r = 0; r < part.data.size(); ++r) {
+    if (part.from[r].empty()) continue;
+    if (first) {
+      out.assign(part.data[r].data(), part.data[r].data() + part.data[r].size());
+      first = false;
+    } else {
+      ReduceInto(f.dtype, f.op, out.data(), part.data[r].data(), f.numel);
+    }
+  }
+  if (absent > 0 && f.op == wire::ReduceOp::SUM) {
+    const size_t present = part.data.size() - absent;
+    ScaleFloats(f.dtype, out.data(), f.numel,
+                static_cast<double>(part.data.size()) / static_cast<double>(present));
   }
   return transport::Frame::Own(std::move(out));
 }

@@ -10,8 +10,15 @@
 // same bytes whatever order they came in: f16/bf16 are widened to float and
 // rounded back after each rank's addition, integers wrap as torch's do.
 // A part that cannot complete (the members disagree, or a member left the
-// job: finished or lost) answers every contributor, those that came and
-// those still to come, with the reason.
+// job: finished, or lost where the job does not go on without it) answers
+// every contributor, those that came and those still to come, with the
+// reason. A member the job goes on without (--min-workers) is absent: its
+// groups' parts complete over the others (a float sum scaled by group size
+// / members present, so a mean stays the survivors' mean; a broadcast from
+// it, or an all_gather, fails).
+// Once a call of a group completed here, parts of its earlier calls still
+// waiting are orphans (their members sent them to a PS since lost) and are
+// dropped.
 // Bytes held are capped (a contribution over the cap is refused), and so
 // is the number of parts waiting.
 // Thread safety: none (the PS's receiving thread owns it).
@@ -60,6 +67,7 @@ struct CollectiveResult {
   std::vector<transport::PeerId> to;  // every contributor heard so far, in rank order
   transport::Frame result;            // empty when `error` is set
   std::string error;
+  std::vector<int32_t> absent;  // group ranks lost before sending their part
 };
 
 // The cap on a PS's collective bytes in flight: EEN_COLLECTIVE_BYTES, or
@@ -80,6 +88,10 @@ class CollectiveTable {
   // for it fails (the answers to send), and so will every part of a group
   // it belongs to from now on.
   std::vector<CollectiveResult> WorkerLeft(int32_t worker);
+  // Worker `worker` was lost and the job goes on without it: every part
+  // that waited only for it completes over the members present (the
+  // answers to send), and so will the parts of its groups from now on.
+  std::vector<CollectiveResult> WorkerLost(int32_t worker);
 
   size_t bytes_held() const { return bytes_held_; }
   size_t parts_waiting() const { return parts_.size(); }
@@ -93,13 +105,22 @@ class CollectiveTable {
     int32_t arrived = 0;
     std::string error;  // set: the part failed; it stays until every contributor heard
   };
-  static transport::Frame Reduce(const Part& part);
+  // Over the members present, in rank order (`absent` of them are not).
+  static transport::Frame Reduce(const Part& part, size_t absent);
+  // The answer of a part every member sent, or is absent from; removes it.
+  CollectiveResult Finish(std::map<Key, Part>::iterator it);
+  void DropOrphansBefore(uint32_t group, uint64_t seq);
+  std::vector<int32_t> Absent(const Part& part) const;
+  bool Ready(const Part& part) const;
 
+  // The group rank of job worker `worker` in `c`'s group, or -1.
+  static int32_t RankOf(const CollectiveContribution& c, int32_t worker);
   static bool IsMember(const CollectiveContribution& c, int32_t worker);
 
   size_t byte_cap_;
   size_t bytes_held_ = 0;
-  std::set<int32_t> departed_;
+  std::set<int32_t> departed_;  // finished (or lost where the job ends)
+  std::set<int32_t> lost_;      // lost, the job going on without them
   std::map<Key, Part> parts_;
 };
 

@@ -179,11 +179,16 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   }
   live_workers_ = store_->LiveWorkers();
   NoteChunksReady();
-  spdlog::info(
-      "holding {} chunks ({} of them as backup; {} bytes of arena) for {} workers; "
-      "optimizer {}",
-      store_->owned_chunks(), store_->owned_chunks() - map_.ChunksOwnedBy(env_.rank).size(),
-      store_->arena().size(), workers, OptimizerName(optimizer.kind));
+  if (IsProcessGroupModel(map_.tensors())) {
+    spdlog::info("serving the collectives of {} workers (torch.distributed's een backend)",
+                 workers);
+  } else {
+    spdlog::info(
+        "holding {} chunks ({} of them as backup; {} bytes of arena) for {} workers; "
+        "optimizer {}",
+        store_->owned_chunks(), store_->owned_chunks() - map_.ChunksOwnedBy(env_.rank).size(),
+        store_->arena().size(), workers, OptimizerName(optimizer.kind));
+  }
   EEN_ASSIGN_OR_RETURN(
       heartbeat_, HeartbeatSender::Start(
                       env_.coordinator, env_.heartbeat_interval, env_.failover_threshold, &metrics_,
@@ -277,8 +282,12 @@ Status ParameterServer::Serve(const std::atomic<bool>& stop) {
     if (heartbeat_->state() == HeartbeatSender::State::kShutdown) {
       Ignored(control_->Send(ps_messages::Leave(env_.rank)),
               "telling the coordinator this PS leaves");
-      spdlog::info("job finished; leaving after {} {}", step_.load(),
-                   store_->consistency().per_arrival() ? "updates (one per gradient)" : "steps");
+      if (IsProcessGroupModel(map_.tensors())) {
+        spdlog::info("job finished; leaving");
+      } else {
+        spdlog::info("job finished; leaving after {} {}", step_.load(),
+                     store_->consistency().per_arrival() ? "updates (one per gradient)" : "steps");
+      }
       return Status::Ok();
     }
     if (heartbeat_->state() == HeartbeatSender::State::kAborted) {
@@ -403,14 +412,27 @@ Status ParameterServer::HandleMembershipPrepare(wire::MembershipPrepare::Reader 
     if (w < store_->num_workers()) keep[w] = true;  // a new rank is added at the commit
   }
   std::vector<uint32_t> completed;  // applied (with clipping, maybe only aggregated)
+  for (int w : prepare.getLostWorkers()) {
+    if (w < 0 || w > kMaxWorkers) return InvalidArgument("lost worker out of range");
+    if (w < static_cast<int>(keep.size()) && keep[w]) continue;  // lost, then replaced
+    for (const CollectiveResult& done : collectives_.WorkerLost(w)) AnswerCollective(done);
+  }
   for (int w = 0; w < store_->num_workers(); ++w) {
     if (!keep[w] && store_->IsLive(w)) {
       const std::vector<uint32_t> done = store_->RemoveWorker(w);
       completed.insert(completed.end(), done.begin(), done.end());
-      spdlog::info(
-          "worker {} left the job (finished, or lost): no step waits for it any "
-          "more ({} chunk(s) completed without it)",
-          w, done.size());
+      bool lost = false;
+      for (int l : prepare.getLostWorkers()) lost |= l == w;
+      if (IsProcessGroupModel(map_.tensors())) {
+        spdlog::info("worker {} left the job ({}): {}", w, lost ? "lost" : "finished",
+                     lost ? "its groups' collectives go on without it"
+                          : "a collective still waiting for it fails");
+      } else {
+        spdlog::info(
+            "worker {} left the job (finished, or lost): no step waits for it any "
+            "more ({} chunk(s) completed without it)",
+            w, done.size());
+      }
       for (const CollectiveResult& failed : collectives_.WorkerLeft(w)) AnswerCollective(failed);
     }
   }
@@ -458,6 +480,7 @@ Status ParameterServer::HandleMembershipCommit(wire::Membership::Reader commit) 
     MaybeSnapshot();  // this PS may be there already (nothing moved past it: frozen)
   }
   frozen_ = false;
+  if (IsProcessGroupModel(map_.tensors())) return Status::Ok();  // no steps: said above
   spdlog::info("membership {}: {} workers from step {}{}", membership_epoch_, live_workers_.size(),
                membership_step_,
                batch_shares_.empty()
@@ -796,7 +819,7 @@ void ParameterServer::AnswerCollective(const CollectiveResult& done) {
   // Every contributor gets the same bytes: one frame, shared by each reply.
   for (const transport::PeerId& to : done.to) {
     Message reply = ps_messages::ReduceReply(env_.rank, done.group, done.seq, done.offset,
-                                             done.error, done.result);
+                                             done.error, done.result, done.absent);
     if (Status s = listener_->Send(to, std::move(reply)); !s.ok()) {
       spdlog::warn("could not answer collective call {} of group {}: {}", done.seq, done.group,
                    s.ToString());

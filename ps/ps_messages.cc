@@ -121,12 +121,14 @@ Message Replicate(const ReplicateFields& f, const std::vector<uint32_t>& chunks,
 }
 
 Message ReduceReply(int rank, uint32_t group, uint64_t seq, uint64_t offset,
-                    const std::string& error, const Frame& result) {
+                    const std::string& error, const Frame& result,
+                    const std::vector<int32_t>& absent) {
   wire::Outgoing b(wire::Role::PS, rank);
   auto reply = b.header().initReduceReply();
   reply.setGroup(group);
   reply.setSeq(seq);
   reply.setOffset(offset);
+  SetAll(reply.initAbsent(absent.size()), absent);
   std::vector<Frame> payload;
   if (!error.empty()) {
     reply.setError(error);

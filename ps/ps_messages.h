@@ -79,8 +79,10 @@ Message Replicate(const ReplicateFields& fields, const std::vector<uint32_t>& ch
                   const std::vector<uint64_t>& worker_steps = {});
 
 // The een backend: the result of a collective part (the frame `result`,
-// shared, not copied), or why it failed.
+// shared, not copied), or why it failed; `absent`: the group ranks lost
+// before sending their part (the result is over the others).
 Message ReduceReply(int rank, uint32_t group, uint64_t seq, uint64_t offset,
-                    const std::string& error, const Frame& result);
+                    const std::string& error, const Frame& result,
+                    const std::vector<int32_t>& absent);
 
 }  // namespace een::ps_messages

@@ -156,6 +156,16 @@ PYBIND11_MODULE(_een, m) {
         return een::ProcessGroup::Create(store, rank, size, timeout);
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
+  // een.live_ranks(): the group ranks in the group's latest collective (all
+  // of them for another backend's group).
+  m.def("_live_ranks", [](const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+    if (auto* een_group = dynamic_cast<een::ProcessGroup*>(group.get())) {
+      return een_group->LiveRanks();
+    }
+    std::vector<int> all(group->getSize());
+    for (int r = 0; r < group->getSize(); ++r) all[r] = r;
+    return all;
+  });
 
   using Code = een::Error::Code;
   py::enum_<Code>(m, "ErrorCode")

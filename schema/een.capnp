@@ -455,6 +455,9 @@ struct Membership {
 struct MembershipPrepare {
   epoch @0 :UInt64;
   liveWorkers @1 :List(Int32);
+  lostWorkers @2 :List(Int32);     # of those gone, the ones lost (not finished) that
+                                   # the job goes on without: their groups' collectives
+                                   # complete over the members left
 }
 
 struct MembershipPrepared {
@@ -599,6 +602,9 @@ struct ReduceReply {
   offset @2 :UInt64;
   error @3 :Text;                  # the part cannot complete (members disagree, too
                                    # large): why
+  absent @4 :List(Int32);          # group ranks lost before sending their part: the
+                                   # result is over the others (a float sum scaled by
+                                   # contributors / those present)
 }
 
 # A worker process that een-launch saw end with `status` 0: before the job

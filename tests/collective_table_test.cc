@@ -1,7 +1,9 @@
 // A PS's side of the een backend's collectives (ps/collective_table.h):
 // results reduced in rank order whatever the arrival order, gathers and
 // broadcasts laid out as torch's, and contributions that lie or disagree
-// refused with the reason, to everyone concerned.
+// refused with the reason, to everyone concerned; a member the job goes on
+// without (--min-workers) is absent from its groups' sums, scaled to the
+// group; and parts orphaned by a lost PS are dropped.
 #include "ps/collective_table.h"
 
 #include <gtest/gtest.h>
@@ -157,6 +159,70 @@ TEST(CollectiveTable, AMemberThatLeftTheJobFailsItsGroupsPartsAtOnce) {
   ASSERT_TRUE(done.ok() && done->has_value());
   EXPECT_TRUE((*done)->error.empty());
   EXPECT_EQ(Values<float>((*done)->result), (std::vector<float>{2, 4}));
+}
+
+TEST(CollectiveTable, AMemberLostIsAbsentAndFloatSumsAreScaledToTheGroup) {
+  CollectiveTable t(1 << 20);
+  const std::vector<float> r0 = {1, 2}, r1 = {3, 4};
+  ASSERT_FALSE(t.Add(Part(0, 3, r0, wire::ElementType::F32))->has_value());
+  ASSERT_FALSE(t.Add(Part(1, 3, r1, wire::ElementType::F32))->has_value());
+  // Worker 2 is lost before sending: the call completes over ranks 0 and 1,
+  // scaled by 3 / 2 (DDP divides by 3: the survivors' mean).
+  std::vector<CollectiveResult> done = t.WorkerLost(2);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].error.empty()) << done[0].error;
+  EXPECT_EQ(Values<float>(done[0].result), (std::vector<float>{6, 9}));
+  EXPECT_EQ(done[0].absent, std::vector<int32_t>{2});
+  EXPECT_EQ(done[0].to, (std::vector<transport::PeerId>{"worker-0", "worker-1"}));
+  EXPECT_TRUE(t.WorkerLeft(2).empty());  // it is gone, not failing anyone
+  // Later calls complete without it; integers are not scaled.
+  const std::vector<int32_t> i0 = {5}, i1 = {7};
+  auto a = Part(0, 3, i0, wire::ElementType::I32);
+  auto b = Part(1, 3, i1, wire::ElementType::I32);
+  a.seq = b.seq = 2;
+  ASSERT_FALSE(t.Add(a)->has_value());
+  auto sum = t.Add(b);
+  ASSERT_TRUE(sum.ok() && sum->has_value());
+  EXPECT_EQ(Values<int32_t>((*sum)->result), std::vector<int32_t>{12});
+  // A broadcast from it cannot be: the members hear why.
+  auto c = Part(0, 3, std::vector<float>{}, wire::ElementType::F32, wire::ReduceOp::BROADCAST);
+  auto d = Part(1, 3, std::vector<float>{}, wire::ElementType::F32, wire::ReduceOp::BROADCAST);
+  c.seq = d.seq = 3;
+  c.root = d.root = 2;
+  c.numel = d.numel = c.total = d.total = 2;
+  ASSERT_FALSE(t.Add(c)->has_value());
+  auto root_lost = t.Add(d);
+  ASSERT_TRUE(root_lost.ok() && root_lost->has_value());
+  EXPECT_NE((*root_lost)
+                ->error.find("worker 2 was lost before sending its part (the broadcast's "
+                             "root)"),
+            std::string::npos)
+      << (*root_lost)->error;
+  // Worker 2 itself, if it was only slow, is told it was declared lost.
+  auto late = Part(2, 3, r0, wire::ElementType::F32);
+  late.seq = 4;
+  auto refused = t.Add(late);
+  ASSERT_TRUE(refused.ok() && refused->has_value());
+  EXPECT_NE((*refused)->error.find("declared lost"), std::string::npos);
+  EXPECT_EQ(t.parts_waiting(), 0u);
+  EXPECT_EQ(t.bytes_held(), 0u);
+}
+
+TEST(CollectiveTable, AnEarlierCallStillWaitingWhenALaterOneCompletesIsDropped) {
+  // Worker 1 sent call 1's part to this PS's predecessor (lost): only
+  // worker 0's reached this one. Call 2 completes here: call 1 never will.
+  CollectiveTable t(1 << 20);
+  const std::vector<float> v = {1, 2};
+  ASSERT_FALSE(t.Add(Part(0, 2, v, wire::ElementType::F32))->has_value());
+  auto a = Part(0, 2, v, wire::ElementType::F32);
+  auto b = Part(1, 2, v, wire::ElementType::F32);
+  a.seq = b.seq = 2;
+  ASSERT_FALSE(t.Add(a)->has_value());
+  EXPECT_EQ(t.parts_waiting(), 2u);
+  auto done = t.Add(b);
+  ASSERT_TRUE(done.ok() && done->has_value());
+  EXPECT_EQ(t.parts_waiting(), 0u);
+  EXPECT_EQ(t.bytes_held(), 0u);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <ATen/core/ivalue.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -209,6 +210,7 @@ class CollectiveSession {
     auto joined = WorkerClient::Join(*env, model, OptimizerConfig::Sum());
     ThrowIfError(joined.status(), "cannot join the job at " + env->coordinator);
     client_ = std::move(joined).value();
+    client_->KeepPsConnectionsAcrossMaps();  // a part's answers on their way still come
     spdlog::info("joined as worker {} of {} for torch.distributed (backend een, {} PS)",
                  client_->rank(), client_->world_size(), client_->num_ps());
     thread_ = std::thread([this] { Loop(); });
@@ -230,6 +232,9 @@ class CollectiveSession {
       std::vector<std::function<void()>> finishes;
       for (auto& start : batch) finishes.push_back(start());
       for (auto& finish : finishes) finish();
+      // The coordinator's progress line: calls done (a worker's "step").
+      calls_done_ += batch.size();
+      client_->ReportProgress(calls_done_, std::nullopt, 0, 0, 0);
     }
   }
 
@@ -240,6 +245,7 @@ class CollectiveSession {
   bool stopping_ = false;
   std::thread thread_;
   std::map<std::vector<int>, int> occurrences_;
+  uint64_t calls_done_ = 0;  // by Loop()
 };
 
 namespace {
@@ -249,8 +255,11 @@ namespace {
 // per PS (or one part when small); each part's result lands in `out`:
 // numel elements, or size x numel for a gather (rank-major).
 // Sends the parts now; the returned function waits for the results.
+// `absent` (shared with the group) gets the group ranks absent from the
+// result (lost members the job went on without).
 std::function<void()> StartCall(WorkerClient& client, worker_messages::ReduceFields call,
-                                const void* in, void* out) {
+                                const void* in, void* out,
+                                const std::shared_ptr<AbsentRanks>& absent) {
   const size_t element = wire::ElementBytes(call.dtype);
   const uint64_t numel = call.total;
   const size_t ps = client.num_ps();
@@ -261,7 +270,7 @@ std::function<void()> StartCall(WorkerClient& client, worker_messages::ReduceFie
     const uint64_t begin = numel * p / pieces, end = numel * (p + 1) / pieces;
     if (end == begin && numel > 0) continue;
     WorkerClient::CollectivePart part;
-    part.ps = pieces == 1 ? (call.group + call.seq) % ps : p;
+    part.ps = client.collective_ps(pieces == 1 ? (call.group + call.seq) % ps : p);
     part.offset = begin;
     part.numel = end - begin;
     if (sends) {
@@ -273,30 +282,33 @@ std::function<void()> StartCall(WorkerClient& client, worker_messages::ReduceFie
   const size_t size = static_cast<size_t>(call.contributors);
   ThrowIfError(client.CollectiveSend(call, parts),
                fmt::format("collective call {} of group {}", call.seq, call.group));
-  return [&client, call, parts, element, numel, size, out] {
-    ThrowIfError(
-        client.CollectiveWait(call, parts,
-                              [&](const WorkerClient::CollectivePart& part,
-                                  const transport::Frame& result) -> Status {
-                                const size_t bytes = part.numel * element;
-                                const bool gather = call.op == wire::ReduceOp::GATHER;
-                                if (result.size() != (gather ? size * bytes : bytes)) {
-                                  return Internal(fmt::format(
-                                      "a PS answered part {} of collective call {} with {} bytes",
-                                      part.offset, call.seq, result.size()));
-                                }
-                                auto* dst = static_cast<std::byte*>(out);
-                                if (!gather) {
-                                  std::memcpy(dst + part.offset * element, result.data(), bytes);
-                                  return Status::Ok();
-                                }
-                                for (size_t r = 0; r < size; ++r) {
-                                  std::memcpy(dst + (r * numel + part.offset) * element,
-                                              result.data() + r * bytes, bytes);
-                                }
-                                return Status::Ok();
-                              }),
-        fmt::format("collective call {} of group {}", call.seq, call.group));
+  return [&client, call, parts, element, numel, size, out, absent] {
+    std::vector<int32_t> missing;
+    ThrowIfError(client.CollectiveWait(
+                     call, parts,
+                     [&](const WorkerClient::CollectivePart& part, const transport::Frame& result,
+                         const std::vector<int32_t>& gone) -> Status {
+                       missing.insert(missing.end(), gone.begin(), gone.end());
+                       const size_t bytes = part.numel * element;
+                       const bool gather = call.op == wire::ReduceOp::GATHER;
+                       if (result.size() != (gather ? size * bytes : bytes)) {
+                         return Internal(fmt::format(
+                             "a PS answered part {} of collective call {} with {} bytes",
+                             part.offset, call.seq, result.size()));
+                       }
+                       auto* dst = static_cast<std::byte*>(out);
+                       if (!gather) {
+                         std::memcpy(dst + part.offset * element, result.data(), bytes);
+                         return Status::Ok();
+                       }
+                       for (size_t r = 0; r < size; ++r) {
+                         std::memcpy(dst + (r * numel + part.offset) * element,
+                                     result.data() + r * bytes, bytes);
+                       }
+                       return Status::Ok();
+                     }),
+                 fmt::format("collective call {} of group {}", call.seq, call.group));
+    absent->Set(std::move(missing));
   };
 }
 
@@ -329,7 +341,19 @@ c10::intrusive_ptr<ProcessGroup> ProcessGroup::Create(const c10::intrusive_ptr<c
 
 ProcessGroup::ProcessGroup(std::shared_ptr<CollectiveSession> session, uint32_t group, int rank,
                            int size)
-    : c10d::ProcessGroup(rank, size), session_(std::move(session)), group_(group) {}
+    : c10d::ProcessGroup(rank, size),
+      session_(std::move(session)),
+      group_(group),
+      absent_(std::make_shared<AbsentRanks>()) {}
+
+std::vector<int> ProcessGroup::LiveRanks() const {
+  const std::vector<int32_t> absent = absent_->Get();
+  std::vector<int> live;
+  for (int r = 0; r < getSize(); ++r) {
+    if (std::find(absent.begin(), absent.end(), r) == absent.end()) live.push_back(r);
+  }
+  return live;
+}
 
 ProcessGroup::~ProcessGroup() = default;
 
@@ -399,6 +423,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce(std::vector<at::Tensor>& 
   const wire::ElementType dtype = ElementTypeOf(t);
   auto* client = &session_->client();
   const worker_messages::ReduceFields base = Fields();
+  const std::shared_ptr<AbsentRanks> absent = absent_;
   const int size = getSize();
   return Enqueue(c10d::OpType::ALLREDUCE, tensors, [=](uint64_t seq) {
     Host h(t);
@@ -407,7 +432,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce(std::vector<at::Tensor>& 
     call.op = op;
     call.dtype = dtype;
     call.total = static_cast<uint64_t>(h.host.numel());
-    auto wait = StartCall(*client, call, h.host.data_ptr(), h.host.data_ptr());
+    auto wait = StartCall(*client, call, h.host.data_ptr(), h.host.data_ptr(), absent);
     return std::function<void()>([wait, h, average, size]() mutable {
       wait();
       if (average) h.host.div_(size);
@@ -450,6 +475,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::broadcast(std::vector<at::Tensor>& 
   const wire::ElementType dtype = ElementTypeOf(t);
   auto* client = &session_->client();
   const worker_messages::ReduceFields base = Fields();
+  const std::shared_ptr<AbsentRanks> absent = absent_;
   const int root = static_cast<int>(opts.rootRank);
   return Enqueue(c10d::OpType::BROADCAST, tensors, [=](uint64_t seq) {
     Host h(t);
@@ -459,7 +485,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::broadcast(std::vector<at::Tensor>& 
     call.op = wire::ReduceOp::BROADCAST;
     call.dtype = dtype;
     call.total = static_cast<uint64_t>(h.host.numel());
-    auto wait = StartCall(*client, call, h.host.data_ptr(), h.host.data_ptr());
+    auto wait = StartCall(*client, call, h.host.data_ptr(), h.host.data_ptr(), absent);
     return std::function<void()>([wait, h]() mutable {
       wait();
       h.Finish();
@@ -488,6 +514,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::_allgather_base(at::Tensor& output,
   const wire::ElementType dtype = ElementTypeOf(input);
   auto* client = &session_->client();
   const worker_messages::ReduceFields base = Fields();
+  const std::shared_ptr<AbsentRanks> absent = absent_;
   at::Tensor in = input, out = output;
   return Enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, [=](uint64_t seq) {
     Host src(in), dst(out);
@@ -496,7 +523,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::_allgather_base(at::Tensor& output,
     call.op = wire::ReduceOp::GATHER;
     call.dtype = dtype;
     call.total = static_cast<uint64_t>(src.host.numel());
-    auto wait = StartCall(*client, call, src.host.data_ptr(), dst.host.data_ptr());
+    auto wait = StartCall(*client, call, src.host.data_ptr(), dst.host.data_ptr(), absent);
     return std::function<void()>([wait, src, dst]() mutable {
       wait();
       dst.Finish();

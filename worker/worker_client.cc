@@ -115,7 +115,9 @@ Status WorkerClient::ApplyJobStart(wire::JobStart::Reader js) {
 }
 
 Status WorkerClient::ConnectToPs() {
+  std::vector<std::unique_ptr<transport::Connection>> before = std::move(ps_);
   ps_.clear();
+  ps_generation_.resize(map_.num_ps(), 0);
   outstanding_.clear();  // answers to requests routed with the old map never come
   deferred_.assign(map_.num_ps(), {});
   ps_chunks_.assign(map_.num_ps(), {});
@@ -125,9 +127,14 @@ Status WorkerClient::ConnectToPs() {
   std::string routes;
   for (uint32_t p = 0; p < map_.num_ps(); ++p) {
     const std::string& address = map_.AddressFor(p, host);
+    if (keep_ps_connections_ && p < before.size() && before[p]->address() == address) {
+      ps_.push_back(std::move(before[p]));  // the same process: answers on their way still come
+      continue;
+    }
     EEN_ASSIGN_OR_RETURN(transport::Device * device, transport::DeviceFor(address));
     EEN_ASSIGN_OR_RETURN(auto connection, device->Connect(address));
     ps_.push_back(std::move(connection));
+    ++ps_generation_[p];
     if (!map_.local_routes().empty()) {
       routes += fmt::format("{}ps {} {}", routes.empty() ? "" : ", ", p,
                             address == map_.ps_addresses()[p] ? "over tcp" : "in shared memory");
@@ -179,6 +186,11 @@ Result<WorkerClient::Recovery> WorkerClient::Recover() {
     spdlog::warn("every PS rolled back: shard map epoch {}, training again from step {}{}",
                  map_.epoch(), start_step_,
                  consistency_.per_arrival() ? " (each worker from its own step there)" : "");
+  } else if (keep_ps_connections_) {  // the een backend: nothing to send again
+    spdlog::warn(
+        "the PS changed (shard map epoch {}): collective calls in flight are answered by their "
+        "other copies",
+        map_.epoch());
   } else {
     spdlog::warn(
         "shards moved (shard map epoch {}): sending this step's gradients to their "
@@ -502,84 +514,6 @@ Result<double> WorkerClient::ClipGradients(uint64_t step) {
                              fmt::format("sending the gradient norm to PS {}", p)));
   }
   return total;
-}
-
-Status WorkerClient::CollectiveSend(const worker_messages::ReduceFields& call,
-                                    const std::vector<CollectivePart>& parts) {
-  EEN_RETURN_IF_ERROR(JobStatus());
-  for (const CollectivePart& part : parts) {
-    if (part.ps >= ps_.size()) return Internal(fmt::format("collective part for PS {}", part.ps));
-    worker_messages::ReduceFields fields = call;
-    fields.offset = part.offset;
-    fields.numel = part.numel;
-    EEN_RETURN_IF_ERROR(Send(
-        part.ps, worker_messages::Reduce(fields, part.data, part.bytes, part.owner),
-        fmt::format("collective call {} of group {} to PS {}", call.seq, call.group, part.ps)));
-  }
-  return Status::Ok();
-}
-
-Status WorkerClient::CollectiveWait(
-    const worker_messages::ReduceFields& call, const std::vector<CollectivePart>& parts,
-    const std::function<Status(const CollectivePart&, const transport::Frame&)>& take) {
-  if (collective_replies_.size() != ps_.size()) collective_replies_.resize(ps_.size());
-  for (size_t p = 0; p < ps_.size(); ++p) {
-    std::vector<size_t> waiting;  // this PS's parts not answered yet
-    for (size_t i = 0; i < parts.size(); ++i) {
-      if (parts[i].ps == p) waiting.push_back(i);
-    }
-    // Answers to this PS's parts, whichever call they belong to, are set
-    // aside by (group, seq, offset) until their call waits for them.
-    auto& stash = collective_replies_[p];
-    auto use_stashed = [&]() -> Status {
-      for (auto it = waiting.begin(); it != waiting.end();) {
-        auto found = stash.find({call.group, call.seq, parts[*it].offset});
-        if (found == stash.end()) {
-          ++it;
-          continue;
-        }
-        const Message m = std::move(found->second);
-        stash.erase(found);
-        const size_t part = *it;
-        it = waiting.erase(it);
-        EEN_RETURN_IF_ERROR(wire::Visit(m, [&](wire::Header::Reader h) -> Status {
-          auto reply = h.getReduceReply();
-          if (reply.hasError() && reply.getError().size() > 0) {
-            return FailedPrecondition(fmt::format("PS {}: {}", p, reply.getError().cStr()));
-          }
-          if (m.payload_count() != 1) {
-            return Internal(fmt::format("PS {} answered a collective without its result", p));
-          }
-          return take(parts[part], m.payload(0));
-        }));
-      }
-      return Status::Ok();
-    };
-    EEN_RETURN_IF_ERROR(use_stashed());
-    constexpr size_t kMaxStashed = 1 << 16;  // answers to calls this worker sent: a few
-    auto take_reply = [&](const Message& m) {
-      EEN_RETURN_IF_ERROR(wire::Visit(m, [&](wire::Header::Reader h) -> Status {
-        if (h.isReduceReply()) {
-          auto reply = h.getReduceReply();
-          if (stash.size() >= kMaxStashed) {
-            return Internal(
-                fmt::format("PS {} sent {} collective answers nobody waits for", p, stash.size()));
-          }
-          stash[{reply.getGroup(), reply.getSeq(), reply.getOffset()}] = m;
-          return Status::Ok();
-        }
-        if (h.isError()) return PsError(p, h.getError());
-        deferred_[p].push_back(m);  // a pull answer: for Pull()
-        return Status::Ok();
-      }));
-      return use_stashed();
-    };
-    EEN_RETURN_IF_ERROR(WaitForPs(
-        p, [&] { return !waiting.empty(); },
-        fmt::format("for collective call {} of group {}", call.seq, call.group), take_reply,
-        /*set_aside_first=*/false));
-  }
-  return Status::Ok();
 }
 
 Result<double> WorkerClient::GatherNorm(uint64_t step) {

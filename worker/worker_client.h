@@ -112,25 +112,39 @@ class WorkerClient {
   // sends it in place (shm), allocated by its device (Device::Allocate), so
   // pushes from it are not copied at all; otherwise on the heap.
   Result<std::shared_ptr<float>> GradientBuffer(size_t numel);
-  // The een backend (een/process_group.h): one collective call, split in
-  // parts, each sent to one PS (ps < num_ps()). CollectiveSend() sends
-  // them; CollectiveWait() then waits for every part's result and hands it
-  // to `take` (the bytes live only during the call). Later calls may be
-  // sent before an earlier one is waited for (they travel while it is
-  // reduced); calls are waited for in the order they were sent. `data` of
-  // each part stays unchanged until its CollectiveWait() returns.
+  // The een backend (een/process_group.h; worker_client_collectives.cc):
+  // one collective call, split in parts, each sent to the PS collective_ps()
+  // names for it. CollectiveSend() sends them; CollectiveWait() then waits
+  // for every part's result and hands it to `take` with the group ranks
+  // absent from it (lost, the job going on without them); the bytes live
+  // only during the call. Later calls may be sent before an earlier one is
+  // waited for (they travel while it is reduced); calls are waited for in
+  // the order they were sent. `data` of each part stays unchanged until its
+  // CollectiveWait() returns. With replicas (--replicas 2) each part goes
+  // to two PS, both reduce it in rank order, and the first answer counts:
+  // a PS lost meanwhile changes nothing. A part whose every copy was lost
+  // fails its call, saying so.
   struct CollectivePart {
-    size_t ps = 0;
+    std::vector<size_t> ps;            // its copies (collective_ps())
+    std::vector<uint64_t> generation;  // of each one's connection, when sent
     uint64_t offset = 0, numel = 0;
     const void* data = nullptr;
     size_t bytes = 0;
     std::shared_ptr<const void> owner;  // keeps `data` alive while the transport sends it
   };
+  // The PS that hold a part whose first copy is on PS `p`: p, and with
+  // replicas the next PS too.
+  std::vector<size_t> collective_ps(size_t p) const;
   Status CollectiveSend(const worker_messages::ReduceFields& call,
-                        const std::vector<CollectivePart>& parts);
-  Status CollectiveWait(
-      const worker_messages::ReduceFields& call, const std::vector<CollectivePart>& parts,
-      const std::function<Status(const CollectivePart&, const transport::Frame&)>& take);
+                        std::vector<CollectivePart>& parts);
+  Status CollectiveWait(const worker_messages::ReduceFields& call,
+                        const std::vector<CollectivePart>& parts,
+                        const std::function<Status(const CollectivePart&, const transport::Frame&,
+                                                   const std::vector<int32_t>& absent)>& take);
+  // From now on a new shard map keeps the connection of each PS whose
+  // address did not change (the een backend: answers on their way still
+  // come); the others' connections are new.
+  void KeepPsConnectionsAcrossMaps() { keep_ps_connections_ = true; }
   size_t num_ps() const { return ps_.size(); }
   // Gradient clipping (the optimizer's clip_grad_norm > 0), after every
   // gradient of `step` was pushed: asks each PS for its share of the mean
@@ -222,10 +236,13 @@ class WorkerClient {
   OptimizerConfig optimizer_;
   std::unique_ptr<transport::Connection> control_;
   std::vector<std::unique_ptr<transport::Connection>> ps_;
+  std::vector<uint64_t> ps_generation_;  // per PS: +1 each time its connection is new
+  bool keep_ps_connections_ = false;
   // Per PS: collective answers that came before their call waited for them,
   // by (group, seq, offset).
   std::vector<std::map<std::tuple<uint32_t, uint64_t, uint64_t>, transport::Message>>
       collective_replies_;
+  std::map<uint32_t, uint64_t> collective_done_;  // per group: the last call waited for
   std::string reported_routes_;                   // how each PS is reached, as last logged
   std::vector<std::vector<uint32_t>> ps_chunks_;  // chunk ids held by each PS
   std::vector<int> live_workers_;

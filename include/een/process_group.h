@@ -23,14 +23,22 @@
 // by its members' job ranks (agreed through the c10d store torch passes)
 // and how many groups of the same members came before; each call by its
 // number in the group: the PS's keys. Calls run in issue order on one
-// thread per process, later ones sent while earlier ones are reduced; Work::wait() and getFuture()
-// (DDP's comm hook) wait for the call, and carry een-launch's verdict when the job ended elsewhere
-// (a lost PS, a lost worker). Thread safety: as any c10d::ProcessGroup (calls from any thread; they
-// run in issue order).
+// thread per process, later ones sent while earlier ones are reduced;
+// Work::wait() and getFuture() (DDP's comm hook) wait for the call, and
+// carry een-launch's verdict when the job ended elsewhere.
+//
+// Failures: with --replicas 2 each part goes to two PS and the first answer
+// counts (a lost PS changes nothing, bitwise); with --min-workers a lost
+// member is absent from every call from then on (float sums scaled by
+// size / members present; LiveRanks() says who took part). A member that
+// finished (exit 0) fails the calls still waiting for it.
+// Thread safety: as any c10d::ProcessGroup (calls from any thread; they run
+// in issue order).
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -42,6 +50,24 @@ class CollectiveSession;  // the process's membership and its calls' thread
 namespace worker_messages {
 struct ReduceFields;  // one collective call (worker/worker_messages.h)
 }
+
+// The group ranks absent from a group's latest result (lost members the
+// job went on without, --min-workers), set by the calls' thread.
+class AbsentRanks {
+ public:
+  void Set(std::vector<int32_t> ranks) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ranks_ = std::move(ranks);
+  }
+  std::vector<int32_t> Get() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ranks_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<int32_t> ranks_;
+};
 
 class ProcessGroup : public c10d::ProcessGroup {
  public:
@@ -57,6 +83,10 @@ class ProcessGroup : public c10d::ProcessGroup {
   const std::string getBackendName() const override { return "een"; }
   // The job ranks of the members, in group-rank order.
   const std::vector<int>& members() const { return members_; }
+  // The group ranks whose parts the group's latest call included: every
+  // rank until one is lost and the job goes on without it (--min-workers;
+  // getSize() stays the launch size, as DDP's contract wants).
+  std::vector<int> LiveRanks() const;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -103,6 +133,7 @@ class ProcessGroup : public c10d::ProcessGroup {
   std::shared_ptr<CollectiveSession> session_;
   uint32_t group_ = 0;
   std::vector<int> members_;
+  std::shared_ptr<AbsentRanks> absent_;
   uint64_t next_seq_ = 1;  // guarded by the session's queue lock
   friend class CollectiveSession;
 };

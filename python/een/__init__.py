@@ -78,7 +78,8 @@ MembershipChange = _een.MembershipChange
 OptimizerConfig = _een.OptimizerConfig
 
 __all__ = ["DataParallel", "DistributedSampler", "SGD", "Adam", "AdamW", "Adagrad", "Sum",
-           "Error", "ErrorCode", "RolledBack", "position_after", "OptimizerConfig", "MembershipChange"]
+           "Error", "ErrorCode", "RolledBack", "position_after", "OptimizerConfig", "MembershipChange",
+           "live_ranks"]
 
 
 def _optimizer(kind, clip_grad_norm, **fields):
@@ -353,6 +354,19 @@ def position_after(steps, world_size, membership_changes, dataset_size, batch_si
     worker that starts mid-job (resume, rollback, replacement) carries on."""
     return _een.position_after(int(steps), int(world_size), list(membership_changes),
                                int(dataset_size), int(batch_size))
+
+
+def live_ranks(group=None):
+    """The ranks of `group` (torch.distributed's default group when None)
+    whose contributions its latest collective included. Under the een
+    backend with --min-workers, a rank lost mid-job is left out and the job
+    goes on: dist.get_world_size() keeps the launch size (DDP divides by
+    it), and every float sum is scaled by world size / live ranks, so DDP's
+    mean gradient is the survivors' mean. Other backends: every rank."""
+    import torch.distributed as dist
+    if group is None:
+        group = dist.distributed_c10d._get_default_group()
+    return _een._live_ranks(group)
 
 
 def _register_backend():

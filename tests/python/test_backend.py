@@ -2,14 +2,17 @@
 collective against gloo's, and unchanged DDP scripts that train through the
 parameter servers as they do with gloo."""
 import os
+import random
 import re
+import signal
 import sys
 import tempfile
+import time
 import unittest
 
 import torch
 
-from job import BIN, HERE, launch_args, run
+from job import BIN, HERE, Job, launch_args, run
 
 COLLECTIVES = [sys.executable, os.path.join(HERE, "een_collectives.py")]
 EQUIVALENCE = os.path.join(HERE, "ddp_equivalence.py")
@@ -82,13 +85,69 @@ class Backend(unittest.TestCase):
         script = ("import een, runpy, sys; sys.argv = ['t', '--backend', 'een', '--fail-rank', "
                   "'1', '--fail-step', '5', '--steps', '100000']; "
                   "runpy.run_path('%s', run_name='__main__')" % TUTORIAL)
-        for options in ([], ["--min-workers", "2"]):
+        for options in ([], ["--max-restarts", "1"]):
             code, out = run(launch_args(2, 3, *options) + [sys.executable, "-c", script],
                             timeout=240)
             self.assertEqual(code, 1, out)
             self.assertRegex(out, r"\[een-launch\] job failed: worker 1 .*", options)
-        # With --min-workers the others do not wait for it: the job ends, saying why.
-        self.assertIn("een backend cannot yet go on without a worker", out)
+        # A replacement cannot join torch's groups yet: the job ends, saying why.
+        self.assertIn("een backend cannot yet take a replacement worker", out)
+
+    def test_with_min_workers_the_survivors_go_on_with_their_mean(self):
+        # Ranks contribute (rank + 1)^2: 1, 4, 9. All three: AVG 14/3. Rank 1
+        # leaves; ranks 0 and 2 go on: AVG (1 + 9) / 2 = 5 although the
+        # world size stays 3 (the sum is scaled by 3 / 2).
+        script = ("import een, sys, torch, torch.distributed as dist\n"
+                  "dist.init_process_group('een')\n"
+                  "r = dist.get_rank()\n"
+                  "def avg():\n"
+                  "    t = torch.tensor([float((r + 1) ** 2)])\n"
+                  "    dist.all_reduce(t, op=dist.ReduceOp.AVG)\n"
+                  "    return t.item()\n"
+                  "assert abs(avg() - 14 / 3) < 1e-5\n"
+                  "if r == 1:\n"
+                  "    sys.exit('rank 1 gives up')\n"
+                  "for _ in range(100000):\n"
+                  "    mean = avg()\n"
+                  "    if een.live_ranks() == [0, 2]:\n"
+                  "        break\n"
+                  "print('rank %d: mean %.4f over ranks %s of %d' % (r, mean, een.live_ranks(), "
+                  "dist.get_world_size()), flush=True)\n")
+        code, out = run(launch_args(2, 3, "--min-workers", "2") + [sys.executable, "-c", script],
+                        timeout=240)
+        self.assertEqual(code, 0, out)
+        for rank in (0, 2):
+            self.assertIn("rank %d: mean 5.0000 over ranks [0, 2] of 3" % rank, out)
+        self.assertRegex(out, r"job finished: 2 of 3 workers succeeded")
+        # An unchanged DDP script goes on too, the survivors in step.
+        script = ("import een, runpy, sys; sys.argv = ['t', '--backend', 'een', '--fail-rank', "
+                  "'1', '--fail-step', '5', '--steps', '200']; "
+                  "runpy.run_path('%s', run_name='__main__')" % TUTORIAL)
+        code, out = run(launch_args(2, 3, "--min-workers", "2") + [sys.executable, "-c", script],
+                        timeout=240)
+        self.assertEqual(code, 0, out)
+        sums = set(re.findall(r"rank [02] of 3: done, checksum (\S+)", out))
+        self.assertEqual(len(sums), 1, out)
+        self.assertNotIn("rank 1 of 3: done", out)
+
+    def test_a_ps_killed_with_replicas_2_changes_nothing(self):
+        def args(out):
+            return launch_args(2, 2, "--replicas", "2") + [
+                sys.executable, EQUIVALENCE, "--backend", "een", "--optimizer", "adam",
+                "--steps", "3000", "--out", out]
+        whole = os.path.join(self.folder.name, "whole.pt")
+        killed = os.path.join(self.folder.name, "killed.pt")
+        code, out = run(args(whole), timeout=240)
+        self.assertEqual(code, 0, out)
+        job = Job(args(killed))
+        found = job.wait_for(r"registered ps 1 \(host \S+, pid (\d+)\)", 120)
+        self.assertIsNotNone(found, job.output)
+        self.assertIsNotNone(job.wait_for(r"job starts:", 120), job.output)
+        time.sleep(random.Random(5).uniform(1.0, 2.0))  # a seeded moment in training
+        os.kill(int(found.group(1)), signal.SIGKILL)
+        self.assertEqual(job.wait(240), 0, job.output[-4000:])
+        self.assertIn("collective calls in flight are answered by their other copies", job.output)
+        self.assertEqual(worst_relative_difference(whole, killed), 0.0)
 
     def test_a_rank_that_ends_early_fails_the_others_calls_at_once(self):
         # Uneven inputs: rank 1 is done and exits 0 while rank 0 still calls

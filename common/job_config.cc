@@ -18,11 +18,14 @@ Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
   try {
     value = std::stod(text, &used);
   } catch (...) {
-    return InvalidArgument("'" + text + "' is not a duration (write 500ms, 2s or 500)");
+    return InvalidArgument("'" + text + "' is not a duration (write 500ms or 2s)");
   }
   std::string unit = text.substr(used);
   double ms;
-  if (unit.empty() || unit == "ms") {
+  if (unit.empty()) {
+    return InvalidArgument("'" + text + "' has no unit: write " + text + "s or " + text + "ms");
+  }
+  if (unit == "ms") {
     ms = value;
   } else if (unit == "s") {
     ms = value * 1000;

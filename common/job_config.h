@@ -69,7 +69,8 @@ struct JobConfig {
   int MinWorkers() const { return min_workers > 0 ? min_workers : workers; }
 };
 
-// "500ms", "2s", "1.5s" or a bare number of milliseconds.
+// "500ms", "2s" or "1.5s"; a bare number is refused (is "2" seconds or
+// milliseconds? it once meant 2 ms).
 Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
 
 }  // namespace een

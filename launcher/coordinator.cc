@@ -18,6 +18,7 @@
 #include "launcher/coordinator_internal.h"
 #include "launcher/coordinator_messages.h"
 #include "launcher/model_check.h"
+#include "launcher/process_sighting.h"
 
 namespace een {
 
@@ -77,6 +78,9 @@ void Coordinator::Node::Take(const Process& process, Clock::time_point now) {
   control = process.control;
   metrics.clear();  // a replacement starts its own counts
   compute_micros = 0;
+  in_program_micros = 0;
+  silence_cpu.reset();
+  slow = false;
   replication_lag = 0;
   wait.reset();
   rates.Reset();
@@ -141,6 +145,7 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
                       "(its snapshots stay in place for --resume)",
                       options_.job.startup_timeout.count()));
     }
+    if (finished_change_at_ && Clock::now() >= *finished_change_at_) GoOnWithoutFinished();
     MaybePublishMetrics();
     MaybeAnswerTraces();
     MaybeAnswerProbes();
@@ -681,11 +686,14 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
   } else {
     const Clock::time_point now = Clock::now();
     n.liveness.Heard(now);
+    n.silence_cpu.reset();
+    n.slow = false;
     if (role == wire::Role::WORKER && hb.getStep() > n.step && n.step > 0) {
       counters_.sync.Observe(hb.getSyncMicros() / 1000.0);
     }
     n.step = hb.getStep();
     n.compute_micros = hb.getComputeMicros();
+    n.in_program_micros = hb.getInProgramMicros();
     n.replication_lag = hb.getReplicationLag();
     n.wait = role == wire::Role::PS && hb.getHasWait() ? WaitOf(hb.getWait(), now) : std::nullopt;
     if (role == wire::Role::WORKER) NoteProbes(n, hb.getProbes());
@@ -722,14 +730,28 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
         n.wait->waited_ms >= stall_ms &&
         (!last_stall_record_ || now - *last_stall_record_ > std::chrono::minutes(1))) {
       flight_step_ = n.wait->step;
-      last_stall_record_ = now;
       std::string who;
-      for (int w : n.wait->missing) who += (who.empty() ? "" : ", ") + std::to_string(w);
-      WriteFlightRecord(n.wait->step,
-                        fmt::format("step {} has waited {} ms for the gradients of "
-                                    "worker(s) {} (ps {})",
-                                    n.wait->step, n.wait->waited_ms, who, n.rank),
-                        false);
+      // Workers in their own code all along (rank 0 evaluating, saving):
+      // the program holds the step, not EEN; no record of EEN's steps.
+      bool in_program = !n.wait->missing.empty();
+      for (int w : n.wait->missing) {
+        who += (who.empty() ? "" : ", ") + std::to_string(w);
+        in_program &= w >= 0 && w < static_cast<int>(workers_.size()) &&
+                      workers_[w].in_program_micros / 1000 + 1000 >= n.wait->waited_ms;
+      }
+      if (in_program) {
+        spdlog::info(
+            "step {} waits for worker(s) {}, busy in the program's own code for {} ms "
+            "(an evaluation, a checkpoint?)",
+            n.wait->step, who, n.wait->waited_ms);
+      } else {
+        last_stall_record_ = now;
+        WriteFlightRecord(n.wait->step,
+                          fmt::format("step {} has waited {} ms for the gradients of "
+                                      "worker(s) {} (ps {})",
+                                      n.wait->step, n.wait->waited_ms, who, n.rank),
+                          false);
+      }
     }
     if (role == wire::Role::PS) CheckBarrierAgainstStep(n, now);
     if (role == wire::Role::PS && hb.getChunksReady() != n.chunks_ready) {
@@ -909,19 +931,27 @@ Status Coordinator::HandleDone(const transport::PeerId& peer, uint64_t steps) {
 void Coordinator::WorkerFinished(Node& n, const std::string& how) {
   n.done = true;
   const std::vector<int> still = LiveWorkerRanks();
-  if (state_ == wire::JobState::RUNNING && !still.empty() && !n.lost) {
-    // Uneven data (DDP's join()): the others go on without it from the next step.
-    spdlog::info("worker {} {}; the {} other worker(s) go on without it ({})", n.rank, how,
-                 still.size(),
-                 ServesProcessGroups() ? "a collective of its groups still waiting for it fails"
-                                       : "no step waits for it any more");
-    WantMembershipChange();
-  } else {
-    spdlog::info("worker {} {}", n.rank, how);
+  spdlog::info("worker {} {}", n.rank, how);
+  if (state_ == wire::JobState::RUNNING && !still.empty() && !n.lost && !finished_change_at_) {
+    // A normal end: the others finish within a moment too, and nothing
+    // changes. Uneven data (DDP's join()): they go on without it, once
+    // that moment passed (GoOnWithoutFinished).
+    finished_change_at_ = Clock::now() + 2 * options_.job.heartbeat_interval;
   }
   ReleaseBarriers();
   MaybeFinish();
   SaveState();
+}
+
+void Coordinator::GoOnWithoutFinished() {
+  finished_change_at_.reset();
+  const std::vector<int> still = LiveWorkerRanks();
+  if (state_ != wire::JobState::RUNNING || still.empty()) return;  // a normal end
+  spdlog::info("the {} worker(s) still training ({}) go on without those that finished ({})",
+               still.size(), fmt::join(still, ","),
+               ServesProcessGroups() ? "a collective of their groups still waiting for them fails"
+                                     : "no step waits for them any more");
+  WantMembershipChange();
 }
 
 Status Coordinator::HandleWorkerExited(wire::WorkerExit::Reader exit) {
@@ -1009,17 +1039,20 @@ void Coordinator::DrainInbox() {
 void Coordinator::CheckLiveness() {
   const milliseconds threshold = options_.job.failover_threshold;
   const bool adaptive = options_.job.liveness != "fixed";
+  const auto now = Clock::now();
   auto allowance_of = [&](const Node& n) {
     return adaptive ? n.liveness.AllowanceMs(threshold) : static_cast<long>(threshold.count());
   };
+  auto watched = [&](const Node& n) {
+    return !n.done && !n.lost && !(n.role == wire::Role::WORKER && n.joining);
+  };
   auto silent_past_allowance = [&](const Node& n) {
-    return !n.done && !n.lost && !(n.role == wire::Role::WORKER && n.joining) &&
-           n.liveness.SilentMs(Clock::now()) > allowance_of(n);
+    return watched(n) && n.liveness.SilentMs(now) > allowance_of(n);
   };
   auto why = [&](const Node& n) {
     const long allowance = allowance_of(n);
     return fmt::format("{} silent for {} ms > {}, last at step {}", Describe(n),
-                       n.liveness.SilentMs(Clock::now()),
+                       n.liveness.SilentMs(now),
                        allowance == threshold.count()
                            ? fmt::format("failover threshold {} ms", allowance)
                            : fmt::format("its allowance {} ms (failover threshold {} ms, raised "
@@ -1029,20 +1062,71 @@ void Coordinator::CheckLiveness() {
   };
   bool suspect = false;
   for (auto* nodes : {&ps_, &workers_}) {
-    for (const Node& n : *nodes) suspect |= silent_past_allowance(n);
+    for (Node& n : *nodes) {
+      suspect |= silent_past_allowance(n);
+      // Half the threshold silent: its CPU time then, to tell a hung
+      // process from a starved one later.
+      if (watched(n) && !n.silence_cpu && n.liveness.SilentMs(now) > threshold.count() / 2) {
+        const ProcessSighting s = SightProcess(n.pid, n.host);
+        if (s.state == ProcessSighting::State::kRunnable ||
+            s.state == ProcessSighting::State::kIdle) {
+          n.silence_cpu = s.cpu;
+        }
+      }
+    }
   }
   if (!suspect) return;
   DrainInbox();  // its heartbeat may wait behind others
   if (state_ != wire::JobState::RUNNING) return;
+  // Why `n`, silent past its allowance, is lost; none when it is a process
+  // of this machine that still runs (a busy machine starves it): it gets
+  // time, up to a cap.
+  auto lost_because = [&](Node& n) -> std::optional<std::string> {
+    const ProcessSighting s = SightProcess(n.pid, n.host);
+    using State = ProcessSighting::State;
+    switch (s.state) {
+      case State::kElsewhere:
+        return why(n);
+      case State::kGone:
+        return why(n) + "; its process is gone";
+      case State::kStopped:
+        return why(n) + "; its process is stopped (SIGSTOP, or a debugger)";
+      case State::kIdle:
+        if (n.silence_cpu && s.cpu == *n.silence_cpu) {
+          return why(n) + "; its process is asleep and used no CPU time meanwhile (hung?)";
+        }
+        if (!n.silence_cpu) n.silence_cpu = s.cpu;  // the next look decides
+        break;
+      case State::kRunnable:
+        break;
+    }
+    const long cap = Liveness::kRunningSilenceFactor * threshold.count();
+    if (n.liveness.SilentMs(now) > cap) {
+      return why(n) + fmt::format(
+                          "; its process still runs here, but silent past the {} ms a "
+                          "running process is given",
+                          cap);
+    }
+    if (!n.slow) {
+      spdlog::warn(
+          "{} silent for {} ms, but its process still runs on this host (a busy machine?): it "
+          "gets up to {} ms before it counts as lost",
+          Describe(n), n.liveness.SilentMs(now), cap);
+      n.slow = true;
+    }
+    return std::nullopt;
+  };
   for (Node& p : ps_) {
-    if (silent_past_allowance(p)) {
-      PsLost(p, why(p));
+    if (!silent_past_allowance(p)) continue;
+    if (auto reason = lost_because(p)) {
+      PsLost(p, *reason);
       return;
     }
   }
   for (Node& w : workers_) {
-    if (silent_past_allowance(w)) {
-      WorkerLost(w, why(w));
+    if (!silent_past_allowance(w)) continue;
+    if (auto reason = lost_because(w)) {
+      WorkerLost(w, *reason);
       if (state_ != wire::JobState::RUNNING) return;
     }
   }

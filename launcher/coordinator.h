@@ -121,6 +121,11 @@ class Coordinator {
     uint64_t join_step = 0;  // worker: the step it joined the running job at (0: the start)
     bool drained = false;    // PS: its shards moved away; told to leave
     Liveness liveness;       // heartbeats: when its silence means it is lost
+    // This silence (reset by a heartbeat): its process's CPU time once it
+    // had been silent half the threshold (process_sighting.h), and whether
+    // it was found silent past its allowance but running here (slow).
+    std::optional<uint64_t> silence_cpu;
+    bool slow = false;
     uint64_t step = 0;
     double loss = 0;
     bool loss_given = false;  // the program gave `loss` (NaN shows as nan)
@@ -135,6 +140,7 @@ class Coordinator {
     uint64_t chunks_ready = 0;                // PS: map epoch whose chunks it all holds
     std::vector<MetricSample> metrics;        // from its newest heartbeat
     uint64_t compute_micros = 0;              // worker: last step's compute
+    uint64_t in_program_micros = 0;           // worker: in its own code this long (0: in Step())
     uint64_t replication_lag = 0;             // PS: steps its backups lag (Heartbeat)
     struct Wait {                             // PS: the step waiting longest for gradients
       uint64_t step = 0;
@@ -321,6 +327,9 @@ class Coordinator {
   uint32_t ShareOf(int rank) const;
   // A round wanted now: begun at once, or right after the pending one.
   void WantMembershipChange();
+  // Workers finished while others still train: past a moment (a normal
+  // end: the others finish too), the others go on without them.
+  void GoOnWithoutFinished();
   // The live PS changed (one lost, replaced, added): a pending round waits
   // for answers that never come, or lacks a PS that never heard of it; it
   // begins again for the PS live now.
@@ -477,7 +486,9 @@ class Coordinator {
   std::optional<Node::Wait> WaitOf(wire::StepWait::Reader wait, Clock::time_point now) const;
   Clock::time_point last_turn_ = Clock::now();  // of Run()'s loop: its own stalls are forgiven
   uint64_t last_progress_samples_ = 0;
-  uint64_t last_progress_calls_ = 0;  // the een backend: the lead worker's calls then
+  uint64_t last_progress_calls_ = 0;
+  std::optional<Clock::time_point> finished_change_at_;  // see GoOnWithoutFinished()  // the een
+                                                         // backend: the lead worker's calls then
 };
 
 }  // namespace een

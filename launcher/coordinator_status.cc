@@ -114,7 +114,10 @@ void Coordinator::BuildStatus(wire::JobStatus::Builder status) const {
     p.setRank(n.rank);
     p.setPid(n.pid);
     p.setHost(n.host);
-    p.setState(StateName(state_ == wire::JobState::STARTING, n.lost, n.done, n.drained, n.joining));
+    p.setState(
+        n.slow && n.active()
+            ? "slow"  // silent past its allowance, but still running on this host
+            : StateName(state_ == wire::JobState::STARTING, n.lost, n.done, n.drained, n.joining));
     p.setStep(n.step);
     p.setHeardMsAgo(static_cast<uint64_t>(std::max(0L, n.liveness.SilentMs(now))));
     // A process that left has no rates now (its last heartbeat's are stale).

@@ -72,12 +72,13 @@ bool Answers(const std::string& coordinator) {
 
 // Sends one request to the coordinator and prints its answer (after
 // `before_answer`: the screen clearing of --watch). It waits `wait` for the
-// answer, checking with `still_there` every 5 s if given.
+// answer, checking with `still_there` every 5 s if given; when it is still
+// there once `wait` ran out, says `still_waiting` (if given).
 int Ask(const std::string& coordinator, const std::string& secret_file,
         const std::function<void(een::wire::Header::Builder)>& build,
         const std::function<std::optional<std::string>(een::wire::Header::Reader)>& answer_text,
         const std::string& before_answer = "", std::chrono::seconds wait = std::chrono::seconds(10),
-        const std::function<bool()>& still_there = nullptr) {
+        const std::function<bool()>& still_there = nullptr, const std::string& still_waiting = "") {
   auto path = een::FindSecretFile(coordinator, secret_file);
   if (!path.ok()) {
     std::fprintf(stderr, "eenctl: %s\n", path.status().message().c_str());
@@ -125,6 +126,10 @@ int Ask(const std::string& coordinator, const std::string& secret_file,
   }
   if (!reply.ok() && reply.status().code() == een::StatusCode::kPermissionDenied) {
     std::fprintf(stderr, "eenctl: %s\n", reply.status().message().c_str());
+    return 2;
+  }
+  if (!reply.ok() && still_there && !still_waiting.empty() && still_there()) {
+    std::fprintf(stderr, "eenctl: %s\n", still_waiting.c_str());  // it answers, but not yet this
     return 2;
   }
   if (!reply.ok()) {
@@ -271,7 +276,10 @@ int Debug(const std::string& coordinator, const std::string& secret_file, const 
         }
         return text;
       },
-      "", wait, [&] { return Answers(coordinator); });
+      "", wait, [&] { return Answers(coordinator); },
+      fmt::format("debug: step {} not reached yet after {} s (give it longer with --wait, or "
+                  "ask for steps the job has passed: `eenctl status` shows where it is)",
+                  last, wait.count()));
   if (!written.empty()) std::fprintf(stderr, "eenctl debug: %s\n", written.c_str());
   return written.empty() ? code : 1;
 }

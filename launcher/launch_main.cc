@@ -75,6 +75,22 @@ std::string FolderProblem(const een::JobConfig& config) {
   return WritableFolderProblem(config.snapshot_dir, "snapshot folder", "--snapshot-dir");
 }
 
+// A new job (not --resume) whose snapshot folder holds an earlier run's
+// snapshots would mix its own with them: refused before anything starts.
+std::string EarlierSnapshotsProblem(const een::JobConfig& config) {
+  if (config.snapshot_every == 0 || config.resume) return "";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(config.snapshot_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("ps-", 0) != 0 || !entry.is_directory(ec)) continue;
+    if (std::filesystem::is_empty(entry.path(), ec)) continue;
+    return "snapshot folder " + config.snapshot_dir + " holds the snapshots of an earlier run (" +
+           entry.path().string() + "): go on from them with --resume " + config.snapshot_dir +
+           ", give this job another folder with --snapshot-dir, or delete them first";
+  }
+  return "";
+}
+
 // A job over many hosts: auto (shared memory within a host, tcp between
 // hosts) unless tcp was asked for; ipc and shm reach one host only.
 std::string ManyHostsTransportProblem(een::JobConfig* config) {
@@ -521,6 +537,9 @@ int main(int argc, char** argv) {
   }
   if (een::Status s = config.Validate(); !s.ok()) return Usage(s.message());
   if (std::string problem = FolderProblem(config); !problem.empty()) return Usage(problem);
+  if (std::string problem = EarlierSnapshotsProblem(config); !problem.empty()) {
+    return Usage(problem);
+  }
   if (command.empty()) {
     return Usage(
         "no program to run: put the worker command after --, e.g. "

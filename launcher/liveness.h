@@ -10,6 +10,9 @@
 // so a real loss is declared within 3x the threshold at most. Time the
 // coordinator itself did not listen (its loop stalled: a slow disk, the
 // scheduler) is forgiven with Forgive(): that silence is not the process's.
+// Past its allowance, the coordinator still asks /proc (process_sighting.h):
+// a process of its own machine still running there is given up to
+// kRunningSilenceFactor thresholds; gone, stopped or hung, it is lost.
 // Thread safety: none; the coordinator's one thread owns it.
 #pragma once
 
@@ -24,6 +27,9 @@ class Liveness {
   using Clock = std::chrono::steady_clock;
   static constexpr int kSigmas = 6;
   static constexpr int kMaxFactor = 3;  // the allowance is at most 3x the threshold
+  // A process of the coordinator's machine still seen running there
+  // (process_sighting.h) is given up to this many thresholds of silence.
+  static constexpr int kRunningSilenceFactor = 10;
 
   // Silence counts from `now` (registration, a restart, a rebuild); the gap
   // from the last heartbeat before it says nothing about the process.

@@ -159,6 +159,10 @@ struct Heartbeat {
   batchShare @22 :UInt32;          # worker, --dynamic-slicing: the samples of its last
                                    # step's slice (computeMicros is their time)
   globalBatch @23 :UInt32;         # and the global batch it was a slice of
+  inProgramMicros @24 :UInt64;     # worker: how long it has been in its own code since
+                                   # Step() last returned (0: inside Step(), or before
+                                   # its first); a step waiting for it waits for the
+                                   # program (an evaluation), not for EEN
 }
 
 # A worker's measure of its link to one PS: `bytes` sent to it, all

@@ -83,7 +83,9 @@ TEST(JobConfig, ErrorsNameTheField) {
 TEST(ParseDuration, Units) {
   EXPECT_EQ(ParseDuration("500ms")->count(), 500);
   EXPECT_EQ(ParseDuration("2s")->count(), 2000);
-  EXPECT_EQ(ParseDuration("250")->count(), 250);
+  // A bare number says neither: refused, naming both.
+  ASSERT_FALSE(ParseDuration("2").ok());
+  EXPECT_EQ(ParseDuration("2").status().message(), "'2' has no unit: write 2s or 2ms");
   EXPECT_FALSE(ParseDuration("5 parsecs").ok());
   EXPECT_FALSE(ParseDuration("-1s").ok());
   EXPECT_FALSE(ParseDuration("").ok());

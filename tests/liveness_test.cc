@@ -3,9 +3,21 @@
 // threshold; one whose heartbeats came late and irregularly (a busy machine)
 // gets more room, at most 3x the threshold; the coordinator's own stalls are
 // not the process's silence. Times are given, not measured: no sleeps.
+// Past the allowance, /proc tells a slow process from a lost one
+// (launcher/process_sighting.h): real child processes, sleeping, busy,
+// stopped, dead, or on another host.
 #include "launcher/liveness.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "common/job_env.h"
+#include "launcher/process_sighting.h"
 
 namespace een {
 namespace {
@@ -83,6 +95,72 @@ TEST(Liveness, BeforeAnyHeartbeatTheThresholdHolds) {
   EXPECT_TRUE(l.Lost(t0 + milliseconds(501), kThreshold));
   l.Heard(t0 + milliseconds(100));  // one heartbeat: no gap yet
   EXPECT_EQ(l.AllowanceMs(kThreshold), 500);
+}
+
+// A child running `/bin/sh -c script`, killed and reaped at the end.
+class Child {
+ public:
+  explicit Child(const char* script) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  ~Child() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  void Reap() {
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+using State = ProcessSighting::State;
+
+// Polls until `pid` is seen in `state` (a new child takes a moment to exec).
+bool Becomes(pid_t pid, State state) {
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < deadline) {
+    if (SightProcess(pid, HostName()).state == state) return true;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return false;
+}
+
+TEST(ProcessSighting, ASleepingProcessIsIdleABusyOneRunsAndUsesCpu) {
+  Child sleeper("exec sleep 60");
+  EXPECT_TRUE(Becomes(sleeper.pid(), State::kIdle));
+  Child busy("while :; do :; done");
+  ASSERT_TRUE(Becomes(busy.pid(), State::kRunnable));
+  const uint64_t before = SightProcess(busy.pid(), HostName()).cpu;
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (SightProcess(busy.pid(), HostName()).cpu == before && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_GT(SightProcess(busy.pid(), HostName()).cpu, before);
+}
+
+TEST(ProcessSighting, StoppedDeadAndElsewhereAreSaid) {
+  Child child("exec sleep 60");
+  ASSERT_TRUE(Becomes(child.pid(), State::kIdle));
+  ASSERT_EQ(kill(child.pid(), SIGSTOP), 0);
+  EXPECT_TRUE(Becomes(child.pid(), State::kStopped));
+  ASSERT_EQ(kill(child.pid(), SIGKILL), 0);
+  EXPECT_TRUE(Becomes(child.pid(), State::kGone));  // a zombie until reaped
+  const pid_t pid = child.pid();
+  child.Reap();
+  EXPECT_EQ(SightProcess(pid, HostName()).state, State::kGone);
+  // The same pid named by another host's registration is not this one.
+  EXPECT_EQ(SightProcess(getpid(), HostName() + "-elsewhere").state, State::kElsewhere);
+  EXPECT_STREQ(SightingName(State::kStopped), "stopped");
 }
 
 }  // namespace

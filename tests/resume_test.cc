@@ -237,14 +237,15 @@ TEST_F(Resume, AnEarlierRunsFolderIsNeitherMixedNorResumedWithOtherPs) {
   auto earlier = testing::Run(Job(base_ + "/earlier.bin", {"--snapshot-dir", dir}), seconds(120));
   ASSERT_EQ(earlier.exit_code, 0) << earlier.output;
 
+  // Refused before anything starts (een-launch looks in the folder).
   auto fresh = testing::Run(Job(base_ + "/fresh.bin", {"--snapshot-dir", dir}), seconds(60));
-  EXPECT_EQ(fresh.exit_code, 1) << fresh.output;
-  EXPECT_NE(fresh.output.find("job failed: the snapshot folder " + dir +
-                              " already holds an earlier run's snapshots (ps 0: steps 2000,"),
+  EXPECT_EQ(fresh.exit_code, 2) << fresh.output;
+  EXPECT_NE(fresh.output.find("snapshot folder " + dir + " holds the snapshots of an earlier run"),
             std::string::npos)
       << fresh.output;
-  EXPECT_NE(fresh.output.find("continue that run with --resume " + dir), std::string::npos)
+  EXPECT_NE(fresh.output.find("go on from them with --resume " + dir), std::string::npos)
       << fresh.output;
+  EXPECT_EQ(fresh.output.find("[coordinator]"), std::string::npos) << fresh.output;
 
   std::vector<std::string> three = Job(base_ + "/three.bin", {"--resume", dir});
   three[2] = "3";  // --ps 3

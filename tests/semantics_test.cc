@@ -157,7 +157,9 @@ TEST_F(Semantics, UnevenInputsFinishCleanlyWithTheExpectedParameters) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 1 done after step 12"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("rank 0 done after step 30"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("worker 1 finished at step 12; the 2 other worker(s) go on"),
+  EXPECT_NE(r.output.find("worker 1 finished at step 12"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the 2 worker(s) still training (0,2) go on without those that "
+                          "finished"),
             std::string::npos)
       << r.output;
   std::vector<std::string> ref_flags = {"--workers", "3"};
@@ -166,6 +168,21 @@ TEST_F(Semantics, UnevenInputsFinishCleanlyWithTheExpectedParameters) {
   ASSERT_FALSE(reference.empty());
   EXPECT_LE(MaxAbsDifference(Floats(Rank("uneven", 0)), reference), 1e-5);
   EXPECT_EQ(Rank("uneven", 2), Rank("uneven", 0));
+}
+
+// Every worker finishing at the last step is a normal end, not a change of
+// membership: nothing says the others go on without one, nor re-shards.
+// (The moment allowed between the finishes is 2 heartbeats: 2 s here, for
+// a busy machine.)
+TEST_F(Semantics, ANormalEndIsNoMembershipChange) {
+  auto r = testing::Run(Job(2, 3, "normal", {"--no-bn", "--no-dropout", "--steps", "20"},
+                            {"--heartbeat-interval", "1s", "--failover-threshold", "5s"}),
+                        seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("worker 1 finished at step 20"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("membership"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("go on without"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("left the job"), std::string::npos) << r.output;
 }
 
 // The same when the short rank's process just exits 0 (no Finish()): een-launch

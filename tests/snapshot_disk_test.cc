@@ -3,7 +3,8 @@
 // fills keeps training, each PS says once what failed, snapshots are written
 // again once there is room, and --resume takes the newest snapshot that was
 // complete, even from a disk still full. A folder that takes no files is
-// refused before the job starts.
+// refused before the job starts, and so is one holding an earlier run's
+// snapshots (without --resume).
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/statvfs.h>
@@ -154,6 +155,18 @@ TEST(SnapshotFolder, OneThatTakesNoFilesIsRefusedBeforeTheJobStarts) {
   EXPECT_EQ(resume.exit_code, 2) << resume.output;
   EXPECT_NE(resume.output.find("--resume: Directory does not exist"), std::string::npos)
       << resume.output;
+  // One holding an earlier run's snapshots: a new job would mix its own in.
+  std::filesystem::create_directories(base / "earlier/ps-0");
+  std::ofstream(base / "earlier/ps-0/CURRENT") << "MANIFEST-000001\n";
+  auto earlier =
+      testing::Run({kBin + "/een-launch", "--ps", "1", "--workers", "1", "--snapshot-every", "5",
+                    "--snapshot-dir", base / "earlier", "--", "/bin/true"},
+                   seconds(30));
+  EXPECT_EQ(earlier.exit_code, 2) << earlier.output;
+  EXPECT_NE(earlier.output.find("holds the snapshots of an earlier run"), std::string::npos)
+      << earlier.output;
+  EXPECT_NE(earlier.output.find("--resume " + base / "earlier"), std::string::npos)
+      << earlier.output;
 }
 
 }  // namespace

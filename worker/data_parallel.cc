@@ -63,6 +63,11 @@ class DataParallel::Impl {
   // Throws if a pushed .grad was replaced or changed since (version counter,
   // and a few elements of each chunk compared with the bucket).
   void CheckGradientsUnchanged() const;
+  // A parameter changed in place since EEN last wrote it (a torch
+  // optimizer's step() beside Step()) throws, unless in sum mode (the
+  // program's own optimizer is the point there).
+  void NoteParameterVersions();
+  void CheckParametersUnchanged() const;
   bool SameAsPushed(size_t tensor) const;
   void SetLearningRate(double lr);
   double LearningRate() const;
@@ -107,7 +112,8 @@ class DataParallel::Impl {
     torch::Tensor tensor;  // the module's own
     std::string name;
     TensorKind kind;
-    size_t staging = 0;  // buffers: offset into the staging vectors, in floats
+    size_t staging = 0;    // buffers: offset into the staging vectors, in floats
+    int64_t version = -1;  // parameters: tensor._version() when EEN last wrote it (-1: unknown)
   };
   void Register(torch::nn::Module& module, BufferSync buffers);
   // A post hook on each parameter's grad accumulator (OnGradient).
@@ -216,6 +222,7 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
     local_grads_.resize(tensors_.size());
     arrived_.assign(tensors_.size(), false);
     HookGradients();
+    NoteParameterVersions();
     spdlog::warn(
         "EEN_LOCAL=1: training in this process alone (rank 0 of 1, no parameter "
         "servers), {} optimizer{} applied here as the PS would; for debugging",
@@ -261,6 +268,7 @@ DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
   if (client_->sends_initial_values()) PushInitialValues();
   JoinPull();
   HookGradients();
+  NoteParameterVersions();
   size_t counts[4] = {0, 0, 0, 0};
   for (const Registered& r : tensors_) counts[static_cast<int>(r.kind)]++;
   spdlog::info(
@@ -738,8 +746,10 @@ void DataParallel::Impl::RollBack(uint64_t step) {
     backward_seen_ = false;
     ResetBuckets();
     ClearGradients();  // the abandoned step's must not add to the redone step's
+    NoteParameterVersions();
   }
   client_->ReportProgress(step_, std::nullopt, samples_, 0, 0);
+  client_->LeaveStep();
   last_step_end_.reset();
   throw RolledBack(step_);
 }
@@ -779,6 +789,30 @@ void DataParallel::Impl::CheckStepAllowed() {
                 "data calls Finish() and the others go on without it");
   }
   CheckGradientsUnchanged();
+  CheckParametersUnchanged();
+}
+
+void DataParallel::Impl::NoteParameterVersions() {
+  for (Registered& r : tensors_) {
+    if (r.kind == TensorKind::kParameter) r.version = r.tensor._version();
+  }
+}
+
+void DataParallel::Impl::CheckParametersUnchanged() const {
+  if (SumMode()) return;
+  for (const Registered& r : tensors_) {
+    if (r.kind != TensorKind::kParameter || r.version < 0 || r.tensor._version() == r.version) {
+      continue;
+    }
+    throw Error(
+        "een: parameter '" + r.name +
+        "' was changed in place since the last step (a torch optimizer's step() beside "
+        "Step()?). With a server optimizer the parameter servers update the weights: remove "
+        "the program's optimizer.step() (" +
+        (local_ ? std::string("here it would move the weights a second time")
+                : std::string("in a job the next pull would undo it")) +
+        "); for your own optimizer on the workers use OptimizerConfig::Sum()");
+  }
 }
 
 void DataParallel::Impl::LocalStep(int64_t samples) {
@@ -797,6 +831,7 @@ void DataParallel::Impl::LocalStep(int64_t samples) {
   if (!SumMode()) ClearGradients();
   for (torch::Tensor& g : local_grads_) g = torch::Tensor();
   arrived_.assign(tensors_.size(), false);
+  NoteParameterVersions();
   step_++;
   samples_ += samples > 0 ? samples : 0;
 }
@@ -805,6 +840,7 @@ void DataParallel::Impl::Step(std::optional<double> loss, int64_t samples) {
   if (local_) return LocalStep(samples);
   if (!trace_path_.empty()) WriteTrace();
   const auto start = std::chrono::steady_clock::now();
+  client_->EnterStep();
   if (stager_) stager_->Drain();  // every staged gradient is in its bucket (and pushed)
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -844,6 +880,7 @@ void DataParallel::Impl::Step(std::optional<double> loss, int64_t samples) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!client_->sum_mode()) ClearGradients();  // pushed and applied
   ResetBuckets();
+  NoteParameterVersions();
   in_step_ = false;
   if (timeline_) timeline_->StepEnds();
   step_++;
@@ -856,6 +893,7 @@ void DataParallel::Impl::Step(std::optional<double> loss, int64_t samples) {
   client_->recorder().Record(EventKind::kSync, step_ - 1, start, end);
   last_step_end_ = end;
   client_->ReportProgress(step_, loss, samples_, micros(end - start), compute);
+  client_->LeaveStep();
 }
 
 DataParallel::DataParallel(torch::nn::Module& module, DataParallelOptions options)

@@ -25,6 +25,13 @@ using std::chrono::milliseconds;
 using transport::Message;
 using Clock = std::chrono::steady_clock;
 
+namespace {
+int64_t SteadyMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
 Result<std::unique_ptr<WorkerClient>> WorkerClient::Join(const JobEnvironment& env,
                                                          std::vector<TensorInfo> tensors,
                                                          const OptimizerConfig& optimizer) {
@@ -69,6 +76,9 @@ void WorkerClient::FillHeartbeat(wire::Heartbeat::Builder hb) {
   hb.setSamples(samples_.load());
   hb.setSyncMicros(sync_micros_.load());
   hb.setComputeMicros(compute_micros_.load());
+  if (const int64_t since = program_since_micros_.load(); since > 0) {
+    hb.setInProgramMicros(static_cast<uint64_t>(std::max<int64_t>(SteadyMicros() - since, 0)));
+  }
   hb.setStaleness(staleness_.load());
   hb.setBatchShare(reported_share_.load());
   hb.setGlobalBatch(reported_global_.load());
@@ -827,6 +837,9 @@ void WorkerClient::Abandon() {
   finished_ = true;  // the destructor says nothing either
   heartbeat_.reset();
 }
+
+void WorkerClient::EnterStep() { program_since_micros_ = 0; }
+void WorkerClient::LeaveStep() { program_since_micros_ = std::max<int64_t>(SteadyMicros(), 1); }
 
 void WorkerClient::ReportProgress(uint64_t step, std::optional<double> loss, uint64_t samples,
                                   uint64_t sync_micros, uint64_t compute_micros) {

@@ -170,6 +170,10 @@ class WorkerClient {
   // time outside Step() (eenctl status compares workers with it).
   void ReportProgress(uint64_t step, std::optional<double> loss, uint64_t samples,
                       uint64_t sync_micros, uint64_t compute_micros);
+  // Where the worker is, for the coordinator: inside Step() (EEN's part of
+  // a step) or back in the program's own code (compute, evaluation).
+  void EnterStep();
+  void LeaveStep();
   // Aborted with the reason when the job has been ended elsewhere.
   Status JobStatus() const;
   // The flight recorder its heartbeat empties (common/flight_recorder.h).
@@ -311,6 +315,8 @@ class WorkerClient {
   uint64_t claim_sequence_ = 0;
   bool finished_ = false;
   std::atomic<uint64_t> step_{0}, samples_{0}, sync_micros_{0}, compute_micros_{0};
+  // Steady-clock micros when Step() last returned to the program (0: in Step()).
+  std::atomic<int64_t> program_since_micros_{0};
   std::atomic<uint64_t> staleness_{0};  // Staleness() at the last ReportProgress
   // The slice the last reported step trained (--dynamic-slicing).
   std::atomic<uint32_t> reported_share_{0}, reported_global_{0};

@@ -84,6 +84,27 @@ class Api(unittest.TestCase):
         self.assertTrue(issubclass(een.Error, RuntimeError))
         dp.finish()
 
+    def test_a_torch_optimizer_stepping_beside_dp_step_is_an_error(self):
+        # Local mode once moved the weights twice, silently (a job undid it).
+        model = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        dp = een.DataParallel(model, optimizer=een.SGD(0.1))
+        model(torch.ones(2, 3)).sum().backward()
+        opt.step()
+        with self.assertRaisesRegex(een.Error, "'weight' was changed in place.*optimizer.step"):
+            dp.step()
+        dp.finish()
+        # In sum mode the program's own optimizer is the point.
+        model = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        dp = een.DataParallel(model, optimizer=een.Sum())
+        for _ in range(3):
+            model(torch.ones(2, 3)).sum().backward()
+            dp.step()
+            opt.step()
+            opt.zero_grad()
+        dp.finish()
+
     def test_errors_name_the_python_api_and_a_finished_worker_cannot_step(self):
         model = torch.nn.Linear(3, 1)
         dp = een.DataParallel(model, optimizer=een.SGD(0.1))

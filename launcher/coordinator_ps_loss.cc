@@ -54,12 +54,16 @@ void Coordinator::SendMapChange() {
 }
 
 bool Coordinator::FailOver(Node& lost, const std::string& why) {
-  // The first map of a fresh job: a backup still waiting for its image
-  // waits for worker 0's initial values, which worker 0 keeps until step 1
-  // is everywhere (no primary answers step 1 before its backup confirmed
-  // it) and sends again to the new primaries. Later maps' backups are built
-  // from trained values nobody else holds.
-  const bool initial_values_kept = map_epoch_ == 1 && !options_.resume;
+  // Before any worker finished step 1, every value is worker 0's initial
+  // one, which worker 0 keeps until it pulled step 1 (no primary answers
+  // step 1 before its backup confirmed it) and sends again to the new
+  // primaries after every map change: a backup not yet built is rebuilt
+  // from them, whatever the map's epoch (a whole host lost at the start
+  // loses its PS one after the other). Once training went on, backups are
+  // built from trained values nobody else holds.
+  const Node& first = workers_[0];
+  const bool initial_values_kept =
+      !options_.resume && first.registered && !first.lost && !first.done && NewestWorkerStep() == 0;
   RefreshPsHosts();
   Result<Failover> plan =
       PlanFailover(*map_, lost.rank, map_epoch_, UsablePs(), ChunksReady(), initial_values_kept);

@@ -42,19 +42,43 @@ bool IsForwarded(const std::string& name) {
   return true;
 }
 
-std::string EncodeForwardedEnvironment(const char* const* environment) {
+std::string EncodeForwardedEnvironment(const char* const* environment,
+                                       const std::set<std::string>& also) {
   std::string out;
   for (const char* const* e = environment; e && *e; ++e) {
     const std::string entry = *e;
     const size_t eq = entry.find('=');
     if (eq == std::string::npos || entry.size() + 1 > kMaxEntry) continue;
-    if (!IsForwarded(entry.substr(0, eq))) continue;
+    const std::string name = entry.substr(0, eq);
+    const bool asked =
+        also.count(name) > 0 && ValidName(name) && name.rfind("EEN_JOB_SECRET", 0) != 0;
+    if (!IsForwarded(name) && !asked) continue;
     if (out.size() + entry.size() + 2 > kMaxTotal) break;
     out += entry;
     out += '\0';
   }
   out += '\0';
   return out;
+}
+
+Result<std::pair<std::string, std::optional<std::string>>> ParseEnvFlag(const std::string& text) {
+  const size_t eq = text.find('=');
+  const std::string name = text.substr(0, eq);
+  if (!ValidName(name)) {
+    return InvalidArgument("--env " + text +
+                           ": not NAME or NAME=VALUE (a name of letters, digits and _)");
+  }
+  if (name.rfind("EEN_", 0) == 0) {
+    return InvalidArgument("--env " + text + ": EEN_* variables are een-launch's own");
+  }
+  if (eq != std::string::npos) {
+    return std::make_pair(name, std::optional<std::string>(text.substr(eq + 1)));
+  }
+  if (std::getenv(name.c_str()) == nullptr) {
+    return InvalidArgument("--env " + name + ": " + name +
+                           " is not set here (give its value: --env " + name + "=VALUE)");
+  }
+  return std::make_pair(name, std::optional<std::string>());
 }
 
 Result<EnvironmentEntries> ReadForwardedEnvironment(int fd) {

@@ -19,6 +19,8 @@
 // (setenv: call before starting threads).
 #pragma once
 
+#include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,8 +35,15 @@ using EnvironmentEntries = std::vector<std::pair<std::string, std::string>>;
 bool IsForwarded(const std::string& name);
 
 // The wire text of `environment` (NAME=VALUE strings, as in `environ`),
-// those IsForwarded keeps.
-std::string EncodeForwardedEnvironment(const char* const* environment);
+// those IsForwarded keeps, and those named in `also` (een-launch --env:
+// the user asked for them; never the job secret's).
+std::string EncodeForwardedEnvironment(const char* const* environment,
+                                       const std::set<std::string>& also = {});
+
+// One --env argument, NAME or NAME=VALUE: its name and, when given, its
+// value; an error naming what is wrong (a bad name, an EEN_* variable,
+// which are een-launch's, or a NAME not set here).
+Result<std::pair<std::string, std::optional<std::string>>> ParseEnvFlag(const std::string& text);
 
 // Reads the list from `fd` (up to its empty entry; nothing after it).
 Result<EnvironmentEntries> ReadForwardedEnvironment(int fd);

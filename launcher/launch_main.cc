@@ -21,6 +21,7 @@
 #include "common/transport/auth.h"
 #include "common/transport/registry.h"
 #include "common/version.h"
+#include "launcher/forwarded_environment.h"
 #include "launcher/local_job.h"
 #include "launcher/node_launch.h"
 #include "launcher/slurm_step.h"
@@ -168,6 +169,11 @@ int main(int argc, char** argv) {
                                  "go on without lost workers while this many live (default: all)");
   app.add_option("--config", config_path, "job spec (YAML); flags override its fields")
       ->check(CLI::ExistingFile);
+  std::vector<std::string> env_flags;
+  app.add_option("--env", env_flags,
+                 "NAME=VALUE, or NAME (its value here): set in every role's environment, on "
+                 "every host (as mpirun -x); repeat for more")
+      ->allow_extra_args(false);
   app.add_option("--failover-threshold", threshold,
                  "silence after which a process is lost (default 500ms)");
   std::string liveness;
@@ -317,6 +323,13 @@ int main(int argc, char** argv) {
                    std::to_string(value) + ")");
     }
   }
+  std::set<std::string> env_names;  // --env: every role's, on every host
+  for (const std::string& text : env_flags) {
+    auto entry = een::ParseEnvFlag(text);
+    if (!entry.ok()) return Usage(entry.status().message());
+    if (entry->second) setenv(entry->first.c_str(), entry->second->c_str(), 1);
+    env_names.insert(entry->first);
+  }
   een::JobConfig config;
   if (!config_path.empty()) {
     if (een::Status s = config.LoadYaml(config_path); !s.ok()) return Usage(s.message());
@@ -462,8 +475,9 @@ int main(int argc, char** argv) {
     std::istringstream words(ssh_args);
     for (std::string w; words >> w;) job.ssh_args.push_back(w);
     // Every flag of the job but those the ssh backend sets per node.
+    // (--env's values travel with the environment, on ssh's stdin.)
     const std::set<std::string> per_node = {"--hostfile", "--ssh-args", "--rdzv-port", "--ps",
-                                            "--workers",  "--backend",  "--host"};
+                                            "--workers",  "--backend",  "--host",      "--env"};
     for (size_t i = 0; i < own_args.size(); ++i) {
       const std::string arg = own_args[i];
       const std::string name = arg.substr(0, arg.find('='));
@@ -474,6 +488,7 @@ int main(int argc, char** argv) {
       }
       job.job_flags.push_back(arg);
     }
+    job.env_names = env_names;
     return een::RunSshJob(config, job, command, BinaryDir());
   }
   if (!*nnodes_opt && !slurm) {

@@ -38,7 +38,9 @@ bool SameNamespace(int pid, const char* kind) {
 
 ProcessSighting SightProcess(int pid, const std::string& host) {
   ProcessSighting s;
-  if (pid <= 0 || host != HostName()) return s;  // kElsewhere
+  // (A role inside the caller's own process, as in-process test clusters
+  // run them: /proc says nothing of it.)
+  if (pid <= 0 || pid == getpid() || host != HostName()) return s;  // kElsewhere
   const std::string dir = "/proc/" + std::to_string(pid);
   std::string fields;
   if (!ReadStat(dir + "/stat", &fields)) {

@@ -15,7 +15,8 @@ namespace een {
 
 struct ProcessSighting {
   enum class State {
-    kElsewhere,  // not a process of this machine's network and pid namespaces
+    kElsewhere,  // not a process of this machine's network and pid namespaces (or
+                 // the caller itself: a role run in its process)
     kGone,       // no such process, or a zombie
     kStopped,    // stopped by a signal (SIGSTOP) or a tracer
     kRunnable,   // some thread runs or waits for a CPU (or for the disk)

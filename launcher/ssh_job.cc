@@ -121,7 +121,7 @@ int RunSshJob(const JobConfig& config, const SshJob& job, const std::vector<std:
   Say("starting " + std::to_string(config.ps) + " PS and " + std::to_string(config.workers) +
       " workers on " + std::to_string(n) + " hosts over ssh; node 0 (" + job.hosts[0].host +
       ") runs the coordinator, the others meet it at " + rdzv);
-  const std::string forwarded = EncodeForwardedEnvironment(environ);
+  const std::string forwarded = EncodeForwardedEnvironment(environ, job.env_names);
   LocalHost here;
   std::vector<std::shared_ptr<RoleProcess>> nodes;
   for (int r = 0; r < n; ++r) {

@@ -26,6 +26,7 @@
 // Thread safety: single-threaded (the launcher's loop).
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,9 @@ struct SshJob {
   // The user's een-launch flags that every node gets too (replicas,
   // snapshots, timings, ...), as given.
   std::vector<std::string> job_flags;
+  // --env: variables forwarded to every host even where they are the
+  // session's own (their values are in this process's environment).
+  std::set<std::string> env_names;
 };
 
 // Node r's share of the job's workers (slots filled in order) and PS

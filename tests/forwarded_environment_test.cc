@@ -7,6 +7,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -79,6 +81,31 @@ TEST(ForwardedEnvironment, BadListsAreRefusedNamingWhy) {
   auto too_much = RoundTrip(many);
   ASSERT_FALSE(too_much.ok());
   EXPECT_NE(too_much.status().message().find("over 1 MiB"), std::string::npos);
+}
+
+TEST(ForwardedEnvironment, EnvFlagsForwardWhatTheyNameAndRefuseWhatIsNotTheirs) {
+  // --env DISPLAY: asked for, so it travels although it is the session's.
+  const char* environment[] = {"DISPLAY=:0", "HOME=/root", "EEN_JOB_SECRET=s", nullptr};
+  auto read = RoundTrip(EncodeForwardedEnvironment(environment, {"DISPLAY", "EEN_JOB_SECRET"}));
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(*read, (EnvironmentEntries{{"DISPLAY", ":0"}}));  // never the secret
+
+  auto with_value = ParseEnvFlag("NCCL_DEBUG=INFO");
+  ASSERT_TRUE(with_value.ok());
+  EXPECT_EQ(with_value->first, "NCCL_DEBUG");
+  EXPECT_EQ(with_value->second, std::optional<std::string>("INFO"));
+  setenv("SET_HERE_X", "1", 1);
+  auto name_only = ParseEnvFlag("SET_HERE_X");
+  ASSERT_TRUE(name_only.ok());
+  EXPECT_FALSE(name_only->second.has_value());
+  unsetenv("NOT_SET_HERE_X");
+  EXPECT_EQ(ParseEnvFlag("NOT_SET_HERE_X").status().message(),
+            "--env NOT_SET_HERE_X: NOT_SET_HERE_X is not set here (give its value: --env "
+            "NOT_SET_HERE_X=VALUE)");
+  EXPECT_NE(ParseEnvFlag("EEN_RANK=3").status().message().find("een-launch's own"),
+            std::string::npos);
+  EXPECT_NE(ParseEnvFlag("A-B=1").status().message().find("not NAME or NAME=VALUE"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -42,6 +42,8 @@ class MultiHost : public ::testing::Test {
   }
 
   std::string Rdzv() const { return hosts_->Address(0) + ":29500"; }
+  // Loses host 1 whole once node 0 printed `moment` (see the tests).
+  void LoseAWholeHost(const std::string& moment);
 
   // Node `node`'s een-launch, inside its host; `flags` ("--name value"
   // pairs) replace the defaults they name.
@@ -223,8 +225,9 @@ TEST_F(MultiHost, LosingNode0sHostEndsTheJobNamingTheCoordinator) {
 // hosts' workers (--min-workers 2), another node starts a replacement for
 // the lost worker (--max-restarts 1), and it ends bitwise as the undisturbed run
 // (every replay worker pushes the same gradients, so who trains does not
-// matter).
-TEST_F(MultiHost, LosingAWholeHostLosesNoShardAndEndsBitwiseAsUndisturbed) {
+// matter). `moment`: node 0's words after which the host is lost (at the
+// start, or once training goes on).
+void MultiHost::LoseAWholeHost(const std::string& moment) {
   {
     std::ofstream trace(base_ / "small.trace");
     trace << "# een trace v1: small\n";
@@ -253,7 +256,7 @@ TEST_F(MultiHost, LosingAWholeHostLosesNoShardAndEndsBitwiseAsUndisturbed) {
   ASSERT_FALSE(expected.empty()) << Outputs(whole);
 
   auto nodes = StartNodes(flags, job("lost"));
-  ASSERT_TRUE(nodes[0]->WaitForOutput("progress: step", seconds(90))) << Outputs(nodes);
+  ASSERT_TRUE(nodes[0]->WaitForOutput(moment, seconds(90))) << Outputs(nodes);
   const size_t mark = nodes[0]->output().size();
   const auto lost_at = std::chrono::steady_clock::now();
   hosts_->Lose(1);
@@ -300,6 +303,16 @@ TEST_F(MultiHost, LosingAWholeHostLosesNoShardAndEndsBitwiseAsUndisturbed) {
       << "parameters differ after losing a host";
   ExpectNoProcessLeft();
 }
+
+TEST_F(MultiHost, LosingAWholeHostLosesNoShardAndEndsBitwiseAsUndisturbed) {
+  LoseAWholeHost("progress: step");
+}
+
+// The same at the very start, while the first backups are still built from
+// worker 0's initial values: the second PS of the host is lost after a
+// first failover already changed the map; nothing was trained, so nothing
+// can be lost and the job goes on.
+TEST_F(MultiHost, AHostLostBeforeAnyTrainingNeverEndsTheJob) { LoseAWholeHost("job starts:"); }
 
 TEST_F(MultiHost, ALauncherWithOtherCountsIsRefusedAndTheJobSaysWhoIsMissing) {
   testing::Subprocess node0(

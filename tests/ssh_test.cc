@@ -137,13 +137,16 @@ TEST_F(Ssh, AHostfileJobTrainsBitwiseAsOneHostWithEveryLineNamingItsHost) {
   std::vector<std::string> program = {
       "/bin/sh", "-c",
       "test \"$EEN_TEST_FORWARDED\" = \"two words 'quoted'\" || "
-      "{ echo \"EEN_TEST_FORWARDED is '$EEN_TEST_FORWARDED'\"; exit 7; }; exec \"$@\"",
+      "{ echo \"EEN_TEST_FORWARDED is '$EEN_TEST_FORWARDED'\"; exit 7; }; "
+      "test \"$DISPLAY\" = \":7\" || { echo \"DISPLAY is '$DISPLAY'\"; exit 8; }; exec \"$@\"",
       "sh"};
   for (const std::string& a : Train(base_ / "ssh.bin", 500)) program.push_back(a);
   std::vector<std::string> job = Job(program, Hostfile());
   const auto launcher = std::find(job.begin(), job.end(), kBin + "/een-launch");
   ASSERT_NE(launcher, job.end());
   job.insert(launcher, {"env", "EEN_TEST_FORWARDED=two words 'quoted'"});
+  // --env forwards even a variable of the session's own (as mpirun -x).
+  job.insert(std::find(job.begin(), job.end(), kBin + "/een-launch") + 1, {"--env", "DISPLAY=:7"});
   auto r = testing::Run(job, seconds(180));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(testing::ReadBytes(base_ / "ssh.bin") == testing::ReadBytes(base_ / "local.bin"))

@@ -273,13 +273,8 @@ Result<std::optional<CollectiveResult>> CollectiveTable::Add(const CollectiveCon
     }
     if (!part.error.empty()) {
       // Everyone heard so far, and this one, learn why; later ones as they come.
-      for (auto& d : part.data) {
-        bytes_held_ -= d.size();
-        d = transport::Frame();
-      }
-      for (int32_t r = 0; r < static_cast<int32_t>(part.from.size()); ++r) {
-        if (!part.from[r].empty()) answer.to.push_back(part.from[r]);
-      }
+      DropData(part);
+      answer.to = Heard(part);
     }
   }
   if (c.rank < static_cast<int32_t>(part.from.size())) part.from[c.rank] = c.from;
@@ -314,16 +309,29 @@ std::vector<int32_t> CollectiveTable::Absent(const Part& part) const {
 }
 
 bool CollectiveTable::Ready(const Part& part) const {
+  if (lost_.empty()) return part.arrived >= part.first.contributors;  // each contribution asks
   return part.arrived + static_cast<int32_t>(Absent(part).size()) >= part.first.contributors;
+}
+
+std::vector<transport::PeerId> CollectiveTable::Heard(const Part& part) {
+  std::vector<transport::PeerId> heard;
+  for (const auto& from : part.from) {
+    if (!from.empty()) heard.push_back(from);
+  }
+  return heard;
+}
+
+void CollectiveTable::DropData(Part& part) {
+  for (auto& d : part.data) {
+    bytes_held_ -= d.size();
+    d = transport::Frame();
+  }
 }
 
 CollectiveResult CollectiveTable::Finish(std::map<Key, Part>::iterator it) {
   Part& part = it->second;
   const CollectiveContribution& f = part.first;
-  CollectiveResult answer{f.group, f.seq, f.offset, {}, {}, {}, Absent(part)};
-  for (const auto& from : part.from) {
-    if (!from.empty()) answer.to.push_back(from);
-  }
+  CollectiveResult answer{f.group, f.seq, f.offset, Heard(part), {}, {}, Absent(part)};
   const bool root_absent = f.op == wire::ReduceOp::BROADCAST && part.from[f.root].empty();
   if (root_absent || (f.op == wire::ReduceOp::GATHER && !answer.absent.empty())) {
     const int32_t rank = root_absent ? f.root : answer.absent[0];
@@ -333,7 +341,7 @@ CollectiveResult CollectiveTable::Finish(std::map<Key, Part>::iterator it) {
   } else {
     answer.result = Reduce(part, answer.absent.size());
   }
-  for (const auto& d : part.data) bytes_held_ -= d.size();
+  DropData(part);
   const uint32_t group = f.group;
   const uint64_t seq = f.seq;
   parts_.erase(it);
@@ -351,7 +359,7 @@ void CollectiveTable::DropOrphansBefore(uint32_t group, uint64_t seq) {
       ++it;
       continue;
     }
-    for (const auto& d : it->second.data) bytes_held_ -= d.size();
+    DropData(it->second);
     it = parts_.erase(it);
   }
 }
@@ -368,26 +376,17 @@ std::vector<CollectiveResult> CollectiveTable::WorkerLeft(int32_t worker) {
     Part& part = it->second;
     const int32_t rank = RankOf(part.first, worker);
     if (!part.error.empty() || rank < 0) continue;
-    if (rank < static_cast<int32_t>(part.from.size()) && !part.from[rank].empty()) {
-      continue;  // it sent its part: the others may still come
-    }
+    if (!part.from[rank].empty()) continue;  // it sent its part: the others may still come
     part.error = fmt::format(
         "worker {} left the job (it finished or was lost) before sending its part", worker);
-    CollectiveResult answer{std::get<0>(it->first),
-                            std::get<1>(it->first),
-                            std::get<2>(it->first),
-                            {},
-                            {},
-                            part.error,
-                            {}};
-    for (auto& d : part.data) {
-      bytes_held_ -= d.size();
-      d = transport::Frame();
-    }
-    for (const auto& from : part.from) {
-      if (!from.empty()) answer.to.push_back(from);
-    }
-    answers.push_back(std::move(answer));
+    DropData(part);
+    answers.push_back(CollectiveResult{std::get<0>(it->first),
+                                       std::get<1>(it->first),
+                                       std::get<2>(it->first),
+                                       Heard(part),
+                                       {},
+                                       part.error,
+                                       {}});
   }
   return answers;
 }

@@ -112,6 +112,10 @@ class CollectiveTable {
   void DropOrphansBefore(uint32_t group, uint64_t seq);
   std::vector<int32_t> Absent(const Part& part) const;
   bool Ready(const Part& part) const;
+  // The contributors heard so far, in rank order.
+  static std::vector<transport::PeerId> Heard(const Part& part);
+  // Lets go of the part's data (bytes_held_ counts it no more).
+  void DropData(Part& part);
 
   // The group rank of job worker `worker` in `c`'s group, or -1.
   static int32_t RankOf(const CollectiveContribution& c, int32_t worker);

@@ -118,6 +118,24 @@ class CallWork : public c10d::Work {
 
 }  // namespace
 
+// The group ranks absent from a group's latest result (lost members the
+// job went on without, --min-workers), set by the calls' thread.
+class AbsentRanks {
+ public:
+  void Set(std::vector<int32_t> ranks) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ranks_ = std::move(ranks);
+  }
+  std::vector<int32_t> Get() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ranks_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<int32_t> ranks_;
+};
+
 // The process's membership of the job (one WorkerClient) and the thread
 // that runs every group's calls in issue order.
 class CollectiveSession {

@@ -38,7 +38,6 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -51,23 +50,7 @@ namespace worker_messages {
 struct ReduceFields;  // one collective call (worker/worker_messages.h)
 }
 
-// The group ranks absent from a group's latest result (lost members the
-// job went on without, --min-workers), set by the calls' thread.
-class AbsentRanks {
- public:
-  void Set(std::vector<int32_t> ranks) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ranks_ = std::move(ranks);
-  }
-  std::vector<int32_t> Get() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return ranks_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<int32_t> ranks_;
-};
+class AbsentRanks;  // the ranks a group's latest call went without (process_group.cc)
 
 class ProcessGroup : public c10d::ProcessGroup {
  public:

@@ -60,10 +60,12 @@ bool Coordinator::FailOver(Node& lost, const std::string& why) {
   // primaries after every map change: a backup not yet built is rebuilt
   // from them, whatever the map's epoch (a whole host lost at the start
   // loses its PS one after the other). Once training went on, backups are
-  // built from trained values nobody else holds.
+  // built from trained values nobody else holds. (The een backend's PS hold
+  // no model at all: its workers' "steps" count collective calls.)
   const Node& first = workers_[0];
   const bool initial_values_kept =
-      !options_.resume && first.registered && !first.lost && !first.done && NewestWorkerStep() == 0;
+      ServesProcessGroups() || (!options_.resume && first.registered && !first.lost &&
+                                !first.done && NewestWorkerStep() == 0);
   RefreshPsHosts();
   Result<Failover> plan =
       PlanFailover(*map_, lost.rank, map_epoch_, UsablePs(), ChunksReady(), initial_values_kept);

@@ -1039,7 +1039,7 @@ void Coordinator::DrainInbox() {
 void Coordinator::CheckLiveness() {
   const milliseconds threshold = options_.job.failover_threshold;
   const bool adaptive = options_.job.liveness != "fixed";
-  const auto now = Clock::now();
+  auto now = Clock::now();
   auto allowance_of = [&](const Node& n) {
     return adaptive ? n.liveness.AllowanceMs(threshold) : static_cast<long>(threshold.count());
   };
@@ -1076,7 +1076,8 @@ void Coordinator::CheckLiveness() {
     }
   }
   if (!suspect) return;
-  DrainInbox();  // its heartbeat may wait behind others
+  DrainInbox();        // its heartbeat may wait behind others
+  now = Clock::now();  // (silences are judged after it)
   if (state_ != wire::JobState::RUNNING) return;
   // Why `n`, silent past its allowance, is lost; none when it is a process
   // of this machine that still runs (a busy machine starves it): it gets

@@ -79,6 +79,8 @@ class ChunkStore {
   bool AllInitialized() const;
   bool HasContribution(uint32_t chunk, int worker) const;
   bool sum_mode() const { return optimizer_ == nullptr; }
+  // The optimizer state slots each parameter chunk holds (0 in sum mode).
+  int StateSlots() const { return optimizer_ ? optimizer_->state_slots() : 0; }
   // Before any gradient: bsp (the default), ssp:K or async.
   // Under ssp/async Adam/AdamW's beta1 is PerArrivalBeta1 of the job's
   // workers when this store was made.

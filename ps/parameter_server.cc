@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -902,8 +903,20 @@ Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Re
     return InvalidArgument("gradients can be pulled only in sum mode, for a step that ran");
   }
   EEN_ASSIGN_OR_RETURN(const WireType type, wire::WireTypeOf(pull.getDtype(), "pull"));
-  PendingPull p{peer, pull.getRequestId(),   pull.getMinVersion(), pull.getGradients(), type,
-                {},   pull.getFrozenValues()};
+  if (pull.getOptimizerState() &&
+      (pull.getGradients() || store_->sum_mode() || type != WireType::kF32)) {
+    return InvalidArgument(
+        "a checkpoint pull asks for fp32 values and a server optimizer's state (not in sum "
+        "mode, not with gradients)");
+  }
+  PendingPull p{peer,
+                pull.getRequestId(),
+                pull.getMinVersion(),
+                pull.getGradients(),
+                type,
+                {},
+                pull.getFrozenValues() || pull.getOptimizerState()};
+  p.optimizer_state = pull.getOptimizerState();
   p.worker = pull.getWorker();
   for (uint32_t c : pull.getChunks()) {
     if (p.gradients && store_->Kind(c) == TensorKind::kFrozen && p.frozen_values) {
@@ -974,7 +987,39 @@ bool ParameterServer::ReadyPerArrival(const PendingPull& p) const {
   return true;
 }
 
+void ParameterServer::AnswerState(const PendingPull& p) {
+  std::vector<uint64_t> versions;
+  std::vector<transport::Frame> payload;
+  versions.reserve(p.chunks.size());
+  payload.reserve(p.chunks.size());
+  for (const uint32_t c : p.chunks) {
+    ChunkImage image = store_->CaptureChunk(c);  // a copy: later steps change the arena
+    versions.push_back(image.version);
+    std::vector<std::byte> bytes(image.data.size() * sizeof(float));
+    std::memcpy(bytes.data(), image.data.data(), bytes.size());
+    payload.push_back(transport::Frame::Own(std::move(bytes)));
+  }
+  const uint64_t version =
+      versions.empty() ? 0 : *std::min_element(versions.begin(), versions.end());
+  Message m = ps_messages::PullReply({.request_id = p.request_id,
+                                      .dtype = wire::DTypeOf(WireType::kF32),
+                                      .version = version,
+                                      .membership_epoch = membership_epoch_,
+                                      .membership_step = membership_step_,
+                                      .live_workers = &live_workers_,
+                                      .batch_shares = &batch_shares_,
+                                      .slowest = version,
+                                      .own_steps = version,
+                                      .versions = &versions,
+                                      .state_slots = static_cast<uint32_t>(store_->StateSlots())},
+                                     p.chunks, std::move(payload));
+  if (Status s = listener_->Send(p.peer, std::move(m)); !s.ok()) {
+    spdlog::warn("could not answer a checkpoint pull: {}", s.ToString());
+  }
+}
+
 void ParameterServer::Answer(const PendingPull& p) {
+  if (p.optimizer_state) return AnswerState(p);
   const bool per_arrival = store_->consistency().per_arrival();
   uint64_t slowest = UINT64_MAX;
   uint64_t own = UINT64_MAX;

@@ -77,7 +77,8 @@ class ParameterServer {
     bool gradients;
     WireType type;  // of the answer's payload
     std::vector<uint32_t> chunks;
-    bool frozen_values = false;  // frozen chunks: values, not just an empty frame
+    bool frozen_values = false;    // frozen chunks: values, not just an empty frame
+    bool optimizer_state = false;  // a checkpoint: values and optimizer state (AnswerState)
     std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
     int worker = -1;  // who asked (for the flight recorder)
   };
@@ -145,6 +146,9 @@ class ParameterServer {
   // and, under ssp:K, every live worker's step min_version-K.
   bool ReadyPerArrival(const PendingPull& pull) const;
   void Answer(const PendingPull& pull);
+  // A checkpoint pull's answer: copies of each chunk's values and optimizer
+  // state (ChunkStore::CaptureChunk), with each chunk's version.
+  void AnswerState(const PendingPull& pull);
   // Queues a pull that is not ready yet (within the queue's caps).
   Status QueuePull(PendingPull pull);
   // Every waiting pull and norm query forgotten (the map moved on).

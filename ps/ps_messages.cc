@@ -85,6 +85,8 @@ Message PullReply(const PullReplyFields& f, const std::vector<uint32_t>& chunks,
   }
   reply.setSlowest(f.slowest);
   reply.setOwnSteps(f.own_steps);
+  if (f.versions) SetAll(reply.initVersions(f.versions->size()), *f.versions);
+  reply.setStateSlots(f.state_slots);
   return b.Take(std::move(payload));
 }
 

@@ -50,6 +50,10 @@ struct PullReplyFields {
   const std::vector<uint32_t>* batch_shares = nullptr;  // null or empty: equal shares
   uint64_t slowest = 0;    // ssp/async: the fewest steps a live worker applied to these chunks
   uint64_t own_steps = 0;  // ssp/async: the fewest of the asking worker's steps they hold
+  // A checkpoint pull (wire::Pull.optimizerState): each chunk's version, and
+  // the optimizer state slots a parameter chunk's frame carries.
+  const std::vector<uint64_t>* versions = nullptr;
+  uint32_t state_slots = 0;
 };
 Message PullReply(const PullReplyFields& fields, const std::vector<uint32_t>& chunks,
                   std::vector<Frame> payload);

@@ -310,6 +310,22 @@ PYBIND11_MODULE(_een, m) {
              py::gil_scoped_release release;
              dp.Barrier();
            })
+      .def("optimizer_state",
+           [](PyDataParallel& self) {
+             een::DataParallel& dp = self.dp();
+             std::vector<een::ParameterState> states;
+             {
+               py::gil_scoped_release release;
+               states = dp.optimizer_state();
+             }
+             std::vector<std::tuple<std::string, torch::Tensor, int64_t,
+                                    std::map<std::string, torch::Tensor>>>
+                 out;
+             for (een::ParameterState& s : states) {
+               out.emplace_back(std::move(s.name), std::move(s.value), s.step, std::move(s.state));
+             }
+             return out;
+           })
       .def("finish", &PyDataParallel::Finish)
       .def("abandon", &PyDataParallel::Abandon);
 }

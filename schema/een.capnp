@@ -395,6 +395,10 @@ struct Pull {
   parked @8 :Bool;                 # ssp: no chunks, no answer: this worker takes no step
                                    # until its next gradient (it waits at a barrier), so
                                    # the staleness bound leaves it out until then
+  optimizerState @9 :Bool;         # a checkpoint (fp32, every chunk, frozen ones too):
+                                   # each chunk's frame holds its values and then, for a
+                                   # parameter chunk, each optimizer state slot; the
+                                   # answer's `versions` give each chunk's steps applied
 }
 
 # Followed by one payload frame per chunk id.
@@ -409,6 +413,8 @@ struct PullReply {
   ownSteps @6 :UInt64;             # ssp/async: the fewest of the asking worker's own
                                    # steps these chunks hold (where it takes up after
                                    # a resume: its later ones are dropped as repeats)
+  versions @7 :List(UInt64);       # optimizerState: each chunk's version (steps applied)
+  stateSlots @8 :UInt32;           # optimizerState: the slots a parameter chunk carries
 }
 
 # Gradient clipping (clipGradNorm > 0). Each PS holds a step's mean

@@ -85,6 +85,29 @@ TEST_P(Equivalence, FourWorkersMatchOneProcessWithTheGlobalBatch) {
 // sum: the PS only averages; each worker steps torch::optim::SGD on the mean.
 INSTANTIATE_TEST_SUITE_P(Optimizers, Equivalence, ::testing::Values("sgd", "adam", "sum"));
 
+// DataParallel::CopyStateTo: the job's Adam state at step 10, saved with
+// torch::save, loaded by plain LibTorch, trains on to where the job ends.
+TEST(Checkpoint, CopyStateToGivesATorchOptimizerThatTrainsOnAsTheJobDoes) {
+  const std::string checkpoint = Temp("checkpoint"), job = Temp("job"), plain = Temp("plain");
+  auto r = testing::Run(
+      {kBin + "/een-launch", "--ps", "2", "--workers", "4", "--", kBin + "/equivalence_train",
+       "--optimizer", "adam", "--checkpoint", checkpoint, "--save-at", "10", "--out", job},
+      seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = testing::Run({kBin + "/equivalence_train", "--reference", "--workers", "4", "--optimizer",
+                    "adam", "--checkpoint", checkpoint, "--save-at", "10", "--out", plain},
+                   seconds(60));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<float> from_job = Load(job), from_plain = Load(plain);
+  ASSERT_FALSE(from_job.empty());
+  ASSERT_EQ(from_job.size(), from_plain.size());
+  const double diff = MaxAbsDifference(from_job, from_plain);
+  std::printf("10 steps on from the checkpoint, max abs difference: %.3e\n", diff);
+  EXPECT_LE(diff, 1e-5);  // the global batch's mean, as Equivalence compares
+  for (const char* suffix : {".model", ".optimizer"}) std::remove((checkpoint + suffix).c_str());
+  for (const std::string& f : {job, plain}) std::remove(f.c_str());
+}
+
 TEST(Determinism, TwoIdenticalRunsAreBitwiseIdentical) {
   auto a = Distributed("adam", "first");
   auto b = Distributed("adam", "second");

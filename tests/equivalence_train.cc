@@ -8,6 +8,10 @@
 //   named_parameters order) to --out.
 //   --join-after FILE: a worker joins the job only once FILE exists (a test
 //   acts on the job's start-up meanwhile).
+//   --checkpoint PREFIX --save-at K: under een-launch, before step K, rank 0
+//   writes DataParallel::CopyStateTo's torch optimizer and the module with torch::save to
+//   PREFIX.optimizer and PREFIX.model; with --reference, training starts
+//   there instead, at step K, from torch::load of both files.
 #include <een/data_parallel.h>
 
 #include <CLI/CLI.hpp>
@@ -63,6 +67,10 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "where the model trains (cpu, cuda, cuda:1, ...)");
   std::string join_after;
   app.add_option("--join-after", join_after, "create DataParallel once this file exists");
+  std::string checkpoint;
+  int save_at = 0;
+  app.add_option("--checkpoint", checkpoint, "PREFIX of a checkpoint to write (job) or read");
+  app.add_option("--save-at", save_at, "the step the checkpoint holds");
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);
 
@@ -78,22 +86,33 @@ int main(int argc, char** argv) {
   const auto config = optimizer == "sgd"   ? een::OptimizerConfig::SGD(0.1, 0.9)
                       : optimizer == "sum" ? een::OptimizerConfig::Sum()
                                            : een::OptimizerConfig::Adam(1e-2);
+  // torch's optimizer of that kind; `lr` < 0: the config's.
+  auto torch_optimizer = [&](double lr) -> std::unique_ptr<torch::optim::Optimizer> {
+    if (optimizer == "sgd" || optimizer == "sum") {
+      return std::make_unique<torch::optim::SGD>(
+          net->parameters(), torch::optim::SGDOptions(lr < 0 ? 0.1 : lr).momentum(0.9));
+    }
+    return std::make_unique<torch::optim::Adam>(net->parameters(),
+                                                torch::optim::AdamOptions(lr < 0 ? 1e-2 : lr));
+  };
   try {
     if (reference) {
       een::DistributedSampler all(n, 0, 1, true, 3);
-      std::unique_ptr<torch::optim::Optimizer> opt;
-      if (optimizer == "sgd" || optimizer == "sum") {
-        opt = std::make_unique<torch::optim::SGD>(net->parameters(),
-                                                  torch::optim::SGDOptions(0.1).momentum(0.9));
-      } else {
-        opt = std::make_unique<torch::optim::Adam>(net->parameters(),
-                                                   torch::optim::AdamOptions(1e-2));
+      std::unique_ptr<torch::optim::Optimizer> opt = torch_optimizer(-1);
+      int64_t first = 0;
+      if (!checkpoint.empty()) {  // plain LibTorch, on from the job's checkpoint
+        // LibTorch's load restores the state, not the options (as of 1.13):
+        // the program makes its optimizer with its hyper-parameters.
+        opt = torch_optimizer(-1);
+        torch::load(net, checkpoint + ".model");
+        torch::load(*opt, checkpoint + ".optimizer");
+        first = save_at;
       }
       const int64_t global = int64_t{workers} * batch;
       const int64_t per_epoch = n / global;
       std::vector<size_t> order;
-      for (int64_t s = 0; s < steps; ++s) {
-        if (s % per_epoch == 0) {
+      for (int64_t s = first; s < steps; ++s) {
+        if (order.empty() || s % per_epoch == 0) {
           all.set_epoch(s / per_epoch);
           order = all.permutation();
         }
@@ -145,6 +164,15 @@ int main(int argc, char** argv) {
             }
             if (dp.rank() == slow_rank) {
               std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+            }
+            if (!checkpoint.empty() && s == save_at) {
+              auto state = torch_optimizer(5.0);  // CopyStateTo sets the job's learning rate
+              dp.CopyStateTo(*state);
+              if (dp.rank() == 0) {
+                torch::save(net, checkpoint + ".model");
+                torch::save(*state, checkpoint + ".optimizer");
+                std::printf("checkpoint of step %lld written\n", static_cast<long long>(s));
+              }
             }
             const int64_t at = (s % per_epoch) * batch;
             std::vector<int64_t> idx(mine.begin() + at, mine.begin() + at + batch);

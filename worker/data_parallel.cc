@@ -28,6 +28,7 @@
 #include "worker/local_optimizer.h"
 #include "worker/public_error.h"
 #include "worker/timeline.h"
+#include "worker/torch_optimizer_state.h"
 #include "worker/worker_client.h"
 
 namespace een {
@@ -85,6 +86,8 @@ class DataParallel::Impl {
   uint64_t samples_ = 0;
   uint64_t local_batches_ = 0;       // NextBatch() in local mode
   void PullLatest() { JoinPull(); }  // PullParameters()
+  std::vector<ParameterState> OptimizerState();
+  void CopyStateTo(torch::optim::Optimizer& optimizer);
   // Waits at the job's barrier; throws RolledBack when a rollback sent this
   // worker back to redo its steps.
   void Barrier();
@@ -754,6 +757,94 @@ void DataParallel::Impl::RollBack(uint64_t step) {
   throw RolledBack(step_);
 }
 
+std::vector<ParameterState> DataParallel::Impl::OptimizerState() {
+  if (SumMode()) {
+    throw Error(
+        "een: optimizer_state(): in sum mode the parameter servers hold no optimizer state: "
+        "your own torch optimizer has it (save its state_dict())",
+        Error::Code::kFailedPrecondition);
+  }
+  std::vector<ParameterState> out;
+  std::vector<int> index(tensors_.size(), -1);  // tensor -> its entry in `out`
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    const Registered& r = tensors_[t];
+    if (r.kind != TensorKind::kParameter) continue;
+    if (local_) {
+      out.push_back(ReadTorchState(*local_->optimizer(), r.tensor, r.name, optimizer_));
+      continue;
+    }
+    index[t] = static_cast<int>(out.size());
+    out.push_back({r.name, torch::empty(r.tensor.sizes(), torch::kFloat), 0, {}});
+  }
+  if (local_) return out;
+  const std::vector<std::string> slot_names = StateSlotNames(optimizer_);
+  for (ParameterState& p : out) {
+    for (const std::string& name : slot_names) p.state[name] = torch::empty_like(p.value);
+  }
+  std::vector<uint64_t> lowest(out.size(), UINT64_MAX);
+  auto take = [&](uint32_t chunk, uint64_t version, const float* data, uint32_t slots) {
+    const Chunk& c = client_->map().chunks()[chunk];
+    const int i = index.at(c.tensor);
+    if (i < 0) return Status::Ok();  // a buffer or frozen parameter: not optimizer state
+    if (slots != slot_names.size()) {
+      return Internal("a PS keeps " + std::to_string(slots) + " optimizer state slots; the " +
+                      "job's optimizer has " + std::to_string(slot_names.size()));
+    }
+    ParameterState& p = out[i];
+    std::memcpy(p.value.data_ptr<float>() + c.offset, data, size_t{c.numel} * sizeof(float));
+    for (uint32_t k = 0; k < slots; ++k) {
+      std::memcpy(p.state[slot_names[k]].data_ptr<float>() + c.offset,
+                  data + size_t{c.numel} * (k + 1), size_t{c.numel} * sizeof(float));
+    }
+    lowest[i] = std::min(lowest[i], version);
+    return Status::Ok();
+  };
+  for (int recoveries = 0;; ++recoveries) {
+    const Status s = client_->PullState(step_, take);
+    if (s.ok()) break;
+    if (!client_->NeedsRecovery() || recoveries == 10) ThrowIfError(s, "pulling a checkpoint");
+    auto recovery = client_->Recover();  // between steps: no push of this step to resend
+    ThrowIfError(recovery.status(), "recovering after a PS was lost");
+    if (recovery->rolled_back) RollBack(recovery->step);  // throws RolledBack
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].step = static_cast<int64_t>(lowest[i] == UINT64_MAX ? 0 : lowest[i]);
+    // Before its first step torch has no state for a parameter (Adagrad's
+    // accumulator aside); the PS's slots are still their initial zeros.
+    if (out[i].step == 0 && optimizer_.kind != OptimizerConfig::Kind::kAdagrad) {
+      out[i].state.clear();
+    }
+  }
+  return out;
+}
+
+void DataParallel::Impl::CopyStateTo(torch::optim::Optimizer& optimizer) {
+  if (std::string why = TorchKindMismatch(optimizer, optimizer_); !why.empty()) {
+    throw Error("een: CopyStateTo(): " + why, Error::Code::kInvalidArgument);
+  }
+  const std::vector<ParameterState> states = OptimizerState();
+  std::map<const c10::TensorImpl*, const ParameterState*> by_parameter;
+  size_t next = 0;
+  for (const Registered& r : tensors_) {
+    if (r.kind == TensorKind::kParameter)
+      by_parameter[r.tensor.unsafeGetTensorImpl()] = &states[next++];
+  }
+  for (auto& group : optimizer.param_groups()) {
+    group.options().set_lr(LearningRate());
+    for (const torch::Tensor& p : group.params()) {
+      auto it = by_parameter.find(p.unsafeGetTensorImpl());
+      if (it != by_parameter.end()) {
+        WriteTorchState(optimizer, p, *it->second, optimizer_);
+      } else if (p.numel() > 0 && p.requires_grad()) {
+        throw Error(
+            "een: CopyStateTo(): the optimizer holds a parameter the module DataParallel trains "
+            "does not have: make the optimizer over module->parameters()",
+            Error::Code::kInvalidArgument);
+      }
+    }
+  }
+}
+
 void DataParallel::Impl::WriteTrace() {
   std::ofstream out(trace_path_);
   out << "# een trace v1: recorded by worker 0 (EEN_TRACE_RECORD)\n"
@@ -917,6 +1008,14 @@ DataParallel::~DataParallel() {
 int DataParallel::rank() const { return impl_->client_ ? impl_->client_->rank() : 0; }
 int DataParallel::world_size() const { return impl_->client_ ? impl_->client_->world_size() : 1; }
 uint64_t DataParallel::step() const { return impl_->step_; }
+std::vector<ParameterState> DataParallel::optimizer_state() {
+  impl_->CheckNotLeft("optimizer_state()");
+  return impl_->OptimizerState();
+}
+void DataParallel::CopyStateTo(torch::optim::Optimizer& optimizer) {
+  impl_->CheckNotLeft("CopyStateTo()");
+  impl_->CopyStateTo(optimizer);
+}
 int DataParallel::live_count() const {
   return impl_->client_ ? static_cast<int>(impl_->client_->live_workers().size()) : 1;
 }

@@ -26,6 +26,8 @@ class LocalOptimizer {
   // norm before clipping (NaN when the config does not clip).
   double Step();
   void SetLearningRate(double lr);
+  // torch's optimizer that steps here (null in sum mode).
+  const torch::optim::Optimizer* optimizer() const { return optimizer_.get(); }
 
  private:
   std::vector<torch::Tensor> parameters_;

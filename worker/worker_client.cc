@@ -477,6 +477,65 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
   return Status::Ok();
 }
 
+Status WorkerClient::PullState(uint64_t min_version, const StateTaker& take) {
+  if (sum_mode()) return FailedPrecondition("in sum mode the PS hold no optimizer state");
+  std::vector<uint64_t> ids(ps_.size(), 0);  // per PS: the request (0: none)
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    if (ps_chunks_[p].empty()) continue;
+    ids[p] = next_request_++;
+    EEN_RETURN_IF_ERROR(Send(p,
+                             worker_messages::Pull({.epoch = map_.epoch(),
+                                                    .min_version = min_version,
+                                                    .worker = rank_,
+                                                    .dtype = wire::DTypeOf(WireType::kF32),
+                                                    .request_id = ids[p],
+                                                    .optimizer_state = true},
+                                                   ps_chunks_[p]),
+                             fmt::format("checkpoint pull from PS {}", p)));
+  }
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    auto take_reply = [&](const Message& m) {
+      return wire::Visit(m, [&](wire::Header::Reader h) -> Status {
+        if (h.isError()) return PsError(p, h.getError());
+        if (!h.isPullReply() || h.getPullReply().getRequestId() != ids[p]) {
+          return Status::Ok();  // an answer to a request given up since
+        }
+        auto reply = h.getPullReply();
+        auto chunks = reply.getChunks();
+        auto versions = reply.getVersions();
+        const uint32_t slots = reply.getStateSlots();
+        if (chunks.size() != ps_chunks_[p].size() || versions.size() != chunks.size() ||
+            m.payload_count() != chunks.size() || slots > kMaxStateSlots) {
+          return Internal(fmt::format(
+              "PS {} answered a checkpoint pull with {} chunks, {} versions, {} frames and {} "
+              "state slots; asked for {} chunks",
+              p, chunks.size(), versions.size(), m.payload_count(), slots, ps_chunks_[p].size()));
+        }
+        for (uint32_t k = 0; k < chunks.size(); ++k) {
+          const uint32_t c = chunks[k];
+          const uint32_t with =
+              map_.KindOfChunk(ps_chunks_[p][k]) == TensorKind::kParameter ? slots : 0;
+          const size_t want = size_t{map_.chunks()[ps_chunks_[p][k]].numel} * (1 + with);
+          if (c != ps_chunks_[p][k] || m.payload(k).size() != want * sizeof(float)) {
+            return Internal(fmt::format("PS {} answered chunk {} of a checkpoint with {} bytes", p,
+                                        c, m.payload(k).size()));
+          }
+          // Frames are not always float-aligned: copy out.
+          std::vector<float> data(want);
+          std::memcpy(data.data(), m.payload(k).data(), m.payload(k).size());
+          EEN_RETURN_IF_ERROR(take(c, versions[k], data.data(), with));
+        }
+        ids[p] = 0;
+        return Status::Ok();
+      });
+    };
+    EEN_RETURN_IF_ERROR(WaitForPs(
+        p, [&] { return ids[p] != 0; }, fmt::format("for a checkpoint at step {}", min_version),
+        take_reply, /*set_aside_first=*/false));
+  }
+  return Status::Ok();
+}
+
 Status WorkerClient::WaitForPs(size_t p, const std::function<bool()>& waiting,
                                const std::string& what,
                                const std::function<Status(const Message&)>& take,

@@ -108,6 +108,16 @@ class WorkerClient {
   // (the PS answers them empty), unless `frozen_too` (joining, after a rollback).
   Status Pull(uint64_t min_version, bool gradients,
               const std::function<float*(uint32_t chunk)>& destination, bool frozen_too = false);
+  // A checkpoint: every chunk's fp32 values and, for a parameter chunk, the
+  // server optimizer's state slots (not in sum mode), once each chunk has
+  // reached `min_version` (under ssp/async: this worker's steps). Each PS
+  // copies its chunks at one moment. `take` gets each chunk, its version
+  // (steps applied) and numel * (1 + slots) floats: the values, then each
+  // slot in the optimizer's order (slots is 0 for buffers and frozen chunks).
+  using StateTaker =
+      std::function<Status(uint32_t chunk, uint64_t version, const float* data, uint32_t slots)>;
+  Status PullState(uint64_t min_version, const StateTaker& take);
+  static constexpr uint32_t kMaxStateSlots = 4;  // Adam's two, with room
   // Zero-filled memory for `numel` gradients to push: where the data plane
   // sends it in place (shm), allocated by its device (Device::Allocate), so
   // pushes from it are not copied at all; otherwise on the heap.

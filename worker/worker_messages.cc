@@ -89,6 +89,7 @@ Message Pull(const PullFields& f, const std::vector<uint32_t>& chunks) {
   pull.setRequestId(f.request_id);
   pull.setFrozenValues(f.frozen_values);
   pull.setParked(f.parked);
+  pull.setOptimizerState(f.optimizer_state);
   SetChunks(pull.initChunks(chunks.size()), chunks);
   return b.Take();
 }

@@ -53,8 +53,9 @@ struct PullFields {
   bool gradients = false;  // sum mode: the mean gradient, not the values
   wire::DType dtype = wire::DType::F32;
   uint64_t request_id = 0;
-  bool frozen_values = false;  // frozen chunks' values too (the first pull)
-  bool parked = false;         // ssp: see wire::Pull.parked
+  bool frozen_values = false;    // frozen chunks' values too (the first pull)
+  bool parked = false;           // ssp: see wire::Pull.parked
+  bool optimizer_state = false;  // a checkpoint: see wire::Pull.optimizerState
 };
 Message Pull(const PullFields& fields, const std::vector<uint32_t>& chunks);
 

@@ -60,7 +60,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "een/error.h"
 #include "een/optimizer.h"
@@ -75,6 +78,19 @@ enum class BufferSync {
                // DDP's broadcast_buffers=True; bitwise equal on every rank
   kAverage,    // every worker takes the mean over the live workers
   kLocal,      // each worker keeps its own; not in snapshots
+};
+
+// One trainable parameter's training state: what a checkpoint holds for it
+// (DataParallel::optimizer_state()).
+struct ParameterState {
+  std::string name;     // as the module's named_parameters() names it
+  torch::Tensor value;  // float32 on the CPU: the values `state` goes with
+  int64_t step = 0;     // optimizer steps applied to it (torch.optim's "step")
+  // By torch.optim's names: "exp_avg" and "exp_avg_sq" (Adam, AdamW),
+  // "momentum_buffer" (SGD with momentum), "sum" (Adagrad); float32 on the
+  // CPU, the parameter's shape. Empty before the parameter's first step
+  // (Adagrad's "sum" is there from the start, as torch's is).
+  std::map<std::string, torch::Tensor> state;
 };
 
 struct DataParallelOptions {
@@ -206,6 +222,25 @@ class DataParallel {
   // lost PS rolled the job back meanwhile (as Step() does): carry on from
   // step(), redoing the steps from the snapshot, then come here again.
   void Barrier();
+  // Checkpoints with the optimizer's state. optimizer_state() pulls the
+  // server optimizer's state of every trainable parameter, in the module's
+  // named_parameters() order, as it stands after this worker's last Step(),
+  // with the values it goes with (under bsp every worker gets the same, and
+  // the values are the module's; under ssp/async this worker's steps are in
+  // it, and others' too). In local mode it reads the optimizer here. Throws
+  // in sum mode: your own torch optimizer holds the state there.
+  // Throws een::RolledBack as Step() does, if a lost PS rolled the job back.
+  std::vector<ParameterState> optimizer_state();
+  // The same, into `optimizer`: a torch::optim SGD, Adam, AdamW or Adagrad
+  // (the job's kind) over the module's parameters(). Its state and learning
+  // rate become the job's, so torch::save(module, ...) and
+  // torch::save(optimizer, ...) write a checkpoint plain LibTorch trains on
+  // from as the job would have (the PS optimizers are torch's arithmetic).
+  // LibTorch's torch::load(optimizer, ...) restores the state but keeps the
+  // loading optimizer's own options (learning rate and all, as of 1.13):
+  // make it with the job's hyper-parameters.
+  void CopyStateTo(torch::optim::Optimizer& optimizer);
+
   // Leaves the job: the others go on without this worker. Step() and
   // Barrier() afterwards throw (kJobFinished).
   void Finish();

@@ -150,6 +150,7 @@ class DataParallel:
                 "(een.SGD, een.Adam, een.AdamW, een.Adagrad), or een.Sum() and step your torch "
                 "optimizer after dp.step()" % given)
         self.module = module
+        self._optimizer = optimizer
         parameters = list(module.named_parameters())
         buffer_list = [(n, b) for n, b in module.named_buffers() if b is not None]
         self._core = _een.DataParallel(parameters, buffer_list, optimizer, int(bucket_bytes),
@@ -259,6 +260,38 @@ class DataParallel:
     def barrier(self):
         self._core.barrier()
 
+    def state_dict(self):
+        """A checkpoint plain PyTorch can use, as of this worker's last step:
+        {"model": the module's state_dict() (its parameters as the parameter
+        servers hold them), "optimizer": the state_dict() of torch.optim's
+        optimizer of the job's kind over module.parameters(), holding the
+        servers' state: exp_avg, exp_avg_sq and step (Adam, AdamW),
+        momentum_buffer (SGD), sum and step (Adagrad), and the current
+        learning rate}. torch.save() it; plain torch trains on from it with
+        model.load_state_dict(sd["model"]) and
+        torch.optim.Adam(model.parameters()).load_state_dict(sd["optimizer"]).
+        In sum mode "optimizer" is None: your own optimizer holds that state.
+        Raises een.RolledBack as step() does when a lost PS rolled the job back."""
+        model = {name: t.detach().clone() for name, t in self.module.state_dict().items()}
+        if self._optimizer.kind == _een.OptimizerKind.SUM:
+            return {"model": model, "optimizer": None}
+        states = self._core.optimizer_state()
+        optimizer = _torch_optimizer(self._optimizer, self.module.parameters(),
+                                     self._core.learning_rate())
+        result = optimizer.state_dict()
+        index = {name: i for i, (name, _) in enumerate(self.module.named_parameters())}
+        counts_steps = self._optimizer.kind != _een.OptimizerKind.SGD
+        state = {}
+        for name, value, step, slots in states:
+            model[name] = value.to(model[name].dtype)
+            if slots:
+                entry = dict(slots)
+                if counts_steps:
+                    entry["step"] = torch.tensor(float(step))
+                state[index[name]] = entry
+        result["state"] = state
+        return {"model": model, "optimizer": result}
+
     def finish(self):
         """Leaves the job; the others go on without this worker (DDP's join())."""
         self._core.finish()
@@ -286,6 +319,25 @@ class DataParallel:
 # C++ program unwinding from an exception shows it).
 _live = weakref.WeakSet()
 _previous_excepthook = sys.excepthook
+
+
+def _torch_optimizer(config, parameters, lr):
+    """torch.optim's optimizer of `config`'s kind and hyper-parameters."""
+    kind = config.kind
+    if kind == _een.OptimizerKind.SGD:
+        return torch.optim.SGD(parameters, lr=lr, momentum=config.momentum,
+                               dampening=config.dampening, weight_decay=config.weight_decay,
+                               nesterov=config.nesterov)
+    if kind in (_een.OptimizerKind.ADAM, _een.OptimizerKind.ADAMW):
+        make = torch.optim.Adam if kind == _een.OptimizerKind.ADAM else torch.optim.AdamW
+        return make(parameters, lr=lr, betas=(config.beta1, config.beta2), eps=config.eps,
+                    weight_decay=config.weight_decay)
+    if kind == _een.OptimizerKind.ADAGRAD:
+        return torch.optim.Adagrad(parameters, lr=lr, lr_decay=config.lr_decay,
+                                   weight_decay=config.weight_decay,
+                                   initial_accumulator_value=config.initial_accumulator,
+                                   eps=config.eps)
+    raise ValueError("no torch optimizer for %s" % kind)
 
 
 def _abandon_on_uncaught(exc_type, exc, traceback):

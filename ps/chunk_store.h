@@ -81,6 +81,10 @@ class ChunkStore {
   bool sum_mode() const { return optimizer_ == nullptr; }
   // The optimizer state slots each parameter chunk holds (0 in sum mode).
   int StateSlots() const { return optimizer_ ? optimizer_->state_slots() : 0; }
+  // The floats of a chunk's image (CaptureChunk): values and state slots.
+  size_t ImageFloats(uint32_t chunk) const {
+    return size_t{Numel(chunk)} * (1 + SlotOf(chunk).state.size());
+  }
   // Before any gradient: bsp (the default), ssp:K or async.
   // Under ssp/async Adam/AdamW's beta1 is PerArrivalBeta1 of the job's
   // workers when this store was made.

@@ -686,8 +686,12 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
   }
   EEN_RETURN_IF_ERROR(CheckChunks(chunks));
   const bool initial = push.getKind() == wire::PushKind::INITIAL;
+  const bool state = push.getKind() == wire::PushKind::STATE;
+  if (state && type != WireType::kF32) return InvalidArgument("a checkpoint's state must be f32");
   for (uint32_t i = 0; i < chunks.size(); ++i) {
-    const size_t want = initial ? size_t{store_->Numel(chunks[i])} * sizeof(float)
+    const size_t numel = store_->Numel(chunks[i]);
+    const size_t want = initial ? numel * sizeof(float)
+                        : state ? store_->ImageFloats(chunks[i]) * sizeof(float)
                                 : store_->ContributionBytes(chunks[i], type);
     if (message.payload(i).size() != want) {
       return InvalidArgument("chunk " + std::to_string(chunks[i]) + " payload has " +
@@ -723,6 +727,7 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     AnswerReadyPulls();
     return Status::Ok();
   }
+  if (state) return TakeState(push, message);
   const uint64_t step = push.getStep();
   const double lr = push.getLr();  // < 0: the configured one
   if (!std::isfinite(lr))
@@ -766,6 +771,48 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
   }
   AfterCompletion(applied);
   return failed;
+}
+
+Status ParameterServer::TakeState(wire::Push::Reader push, const Message& message) {
+  if (push.getWorker() != 0) return InvalidArgument("only worker 0 loads a checkpoint");
+  if (push.getPullBack() != 0) return InvalidArgument("a checkpoint's state takes no pull-back");
+  const uint64_t step = push.getStep();
+  if (step > kMaxCheckpointStep) {
+    return InvalidArgument("a checkpoint of step " + std::to_string(step) + " is beyond belief");
+  }
+  auto chunks = push.getChunks();
+  std::vector<uint32_t> loaded;
+  for (uint32_t i = 0; i < chunks.size(); ++i) {
+    const uint32_t c = chunks[i];
+    if (!store_->Initialized(c)) {
+      return FailedPrecondition("chunk " + std::to_string(c) + " has no initial values yet");
+    }
+    if (push.getAgain() && store_->Version(c) == step && step > 0) continue;  // taken already
+    bool contributed = false;
+    for (int w = 0; w < store_->num_workers(); ++w) contributed |= store_->HasContribution(c, w);
+    if (store_->Version(c) != 0 || contributed) {
+      return FailedPrecondition("the job has trained already (chunk " + std::to_string(c) +
+                                (contributed ? " has gradients of step " : " is at step ") +
+                                std::to_string(store_->Version(c)) +
+                                "): every worker loads the checkpoint, before its first step");
+    }
+  }
+  for (uint32_t i = 0; i < chunks.size(); ++i) {
+    const uint32_t c = chunks[i];
+    if (push.getAgain() && store_->Version(c) == step && step > 0) continue;
+    ChunkImage image{c, step, std::vector<float>(message.payload(i).size() / sizeof(float)), {}};
+    std::memcpy(image.data.data(), message.payload(i).data(), message.payload(i).size());
+    EEN_RETURN_IF_ERROR(store_->LoadImage(image));
+    loaded.push_back(c);
+  }
+  if (!loaded.empty()) {
+    spdlog::info("took a checkpoint's values and optimizer state for {} chunk(s): step {}",
+                 loaded.size(), step);
+  }
+  SendImages(loaded);
+  NoteChunksReady();
+  AnswerReadyPulls();
+  return Status::Ok();
 }
 
 void ParameterServer::AfterCompletion(const std::vector<uint32_t>& applied) {

@@ -146,6 +146,10 @@ class ParameterServer {
   // and, under ssp:K, every live worker's step min_version-K.
   bool ReadyPerArrival(const PendingPull& pull) const;
   void Answer(const PendingPull& pull);
+  // Worker 0's checkpoint (PushKind STATE): before any step, each chunk
+  // takes its values, optimizer state and version; its backup gets an image.
+  Status TakeState(wire::Push::Reader push, const transport::Message& message);
+  static constexpr uint64_t kMaxCheckpointStep = uint64_t{1} << 48;
   // A checkpoint pull's answer: copies of each chunk's values and optimizer
   // state (ChunkStore::CaptureChunk), with each chunk's version.
   void AnswerState(const PendingPull& pull);

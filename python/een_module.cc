@@ -326,6 +326,19 @@ PYBIND11_MODULE(_een, m) {
              }
              return out;
            })
+      .def("takes_checkpoint", [](PyDataParallel& self) { return self.dp().takes_checkpoint(); })
+      .def("load_state",
+           [](PyDataParallel& self,
+              const std::vector<std::tuple<std::string, std::optional<torch::Tensor>, int64_t,
+                                           std::map<std::string, torch::Tensor>>>& states) {
+             std::vector<een::ParameterState> in;
+             for (const auto& [name, value, step, slots] : states) {
+               in.push_back({name, value.value_or(torch::Tensor()), step, slots});
+             }
+             een::DataParallel& dp = self.dp();
+             py::gil_scoped_release release;
+             return dp.LoadState(in);
+           })
       .def("finish", &PyDataParallel::Finish)
       .def("abandon", &PyDataParallel::Abandon);
 }

@@ -363,6 +363,10 @@ struct BatchClaim {
 enum PushKind {
   gradient @0;
   initial @1;                      # rank 0's starting values
+  state @2;                        # rank 0's checkpoint before the first step: each frame a
+                                   # chunk's values, then (a parameter chunk) each optimizer
+                                   # state slot; `step` the optimizer steps it holds, which
+                                   # the job goes on from
 }
 
 # Followed by one payload frame per chunk id, numel * sizeof(dtype) bytes.
@@ -377,9 +381,9 @@ struct Push {
                                    # with these chunks once step+1 is there (0: no answer)
   lr @7 :Float64 = -1;             # gradients: this step's learning rate (< 0: the configured
                                    # one; 0 is a rate); every worker must ask the same
-  again @8 :Bool;                  # initial values sent again (worker 0, after a PS was lost
-                                   # before its backups held them): chunks that have them
-                                   # already are skipped
+  again @8 :Bool;                  # initial values or state sent again (worker 0, after a PS
+                                   # was lost before its backups held them): chunks that
+                                   # have them already are skipped
 }
 
 struct Pull {

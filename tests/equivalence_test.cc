@@ -86,8 +86,9 @@ TEST_P(Equivalence, FourWorkersMatchOneProcessWithTheGlobalBatch) {
 INSTANTIATE_TEST_SUITE_P(Optimizers, Equivalence, ::testing::Values("sgd", "adam", "sum"));
 
 // DataParallel::CopyStateTo: the job's Adam state at step 10, saved with
-// torch::save, loaded by plain LibTorch, trains on to where the job ends.
-TEST(Checkpoint, CopyStateToGivesATorchOptimizerThatTrainsOnAsTheJobDoes) {
+// torch::save, loaded by plain LibTorch, trains on to where the job ends;
+// and LoadStateFrom starts a job from it.
+TEST(Checkpoint, ALibTorchCheckpointTrainsOnInPlainLibTorchAndStartsAJob) {
   const std::string checkpoint = Temp("checkpoint"), job = Temp("job"), plain = Temp("plain");
   auto r = testing::Run(
       {kBin + "/een-launch", "--ps", "2", "--workers", "4", "--", kBin + "/equivalence_train",
@@ -104,8 +105,17 @@ TEST(Checkpoint, CopyStateToGivesATorchOptimizerThatTrainsOnAsTheJobDoes) {
   const double diff = MaxAbsDifference(from_job, from_plain);
   std::printf("10 steps on from the checkpoint, max abs difference: %.3e\n", diff);
   EXPECT_LE(diff, 1e-5);  // the global batch's mean, as Equivalence compares
+  // A job started from it (LoadStateFrom) ends bitwise where the first did.
+  const std::string resumed = Temp("resumed");
+  r = testing::Run(
+      {kBin + "/een-launch", "--ps", "2", "--workers", "4", "--", kBin + "/equivalence_train",
+       "--optimizer", "adam", "--load", checkpoint, "--out", resumed},
+      seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("checkpoint loaded: true, at step 10"), std::string::npos) << r.output;
+  EXPECT_EQ(Load(resumed), from_job);
   for (const char* suffix : {".model", ".optimizer"}) std::remove((checkpoint + suffix).c_str());
-  for (const std::string& f : {job, plain}) std::remove(f.c_str());
+  for (const std::string& f : {job, plain, resumed}) std::remove(f.c_str());
 }
 
 TEST(Determinism, TwoIdenticalRunsAreBitwiseIdentical) {

@@ -12,6 +12,8 @@
 //   writes DataParallel::CopyStateTo's torch optimizer and the module with torch::save to
 //   PREFIX.optimizer and PREFIX.model; with --reference, training starts
 //   there instead, at step K, from torch::load of both files.
+//   --load PREFIX: under een-launch, the job starts from such a checkpoint
+//   (torch::load of both, then DataParallel::LoadStateFrom).
 #include <een/data_parallel.h>
 
 #include <CLI/CLI.hpp>
@@ -71,6 +73,9 @@ int main(int argc, char** argv) {
   int save_at = 0;
   app.add_option("--checkpoint", checkpoint, "PREFIX of a checkpoint to write (job) or read");
   app.add_option("--save-at", save_at, "the step the checkpoint holds");
+  std::string load;
+  app.add_option("--load", load,
+                 "under een-launch: PREFIX of a checkpoint the job starts from (LoadStateFrom)");
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);
 
@@ -133,6 +138,14 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the test's gate
       }
       een::DataParallel dp(*net, options);
+      if (!load.empty()) {  // as a LibTorch program resumes: module and optimizer from files
+        auto state = torch_optimizer(-1);
+        torch::load(net, load + ".model");
+        torch::load(*state, load + ".optimizer");
+        const bool loaded = dp.LoadStateFrom(*state);
+        std::printf("checkpoint loaded: %s, at step %llu\n", loaded ? "true" : "false",
+                    static_cast<unsigned long long>(dp.step()));
+      }
       std::unique_ptr<torch::optim::SGD> own;  // sum mode: .grad holds the mean after Step()
       if (optimizer == "sum") {
         own = std::make_unique<torch::optim::SGD>(net->parameters(),

@@ -21,6 +21,7 @@
 #include "common/optimizer_wire.h"
 #include "common/transport/auth.h"
 #include "worker/bucket_layout.h"
+#include "worker/data_parallel_impl.h"
 #include "worker/device/device_copies.h"
 #include "worker/device/fake_device_copies.h"
 #include "worker/device/gradient_stager.h"
@@ -28,179 +29,24 @@
 #include "worker/local_optimizer.h"
 #include "worker/public_error.h"
 #include "worker/timeline.h"
-#include "worker/torch_optimizer_state.h"
 #include "worker/worker_client.h"
 
 namespace een {
 
 namespace {
 
+// One DataParallel per process in a job (a second would join as the same rank).
+std::atomic<bool> g_joined{false};
+
+}  // namespace
+
 void ThrowIfError(const Status& s, const std::string& where) {
   if (!s.ok()) throw Error("een: " + where + ": " + s.message(), PublicCode(s.code()));
 }
 
-// One DataParallel per process in a job (a second would join as the same rank).
-std::atomic<bool> g_joined{false};
-
-// Holds that one place: given back with the DataParallel, or when its
-// constructor throws (a program may try again).
-struct JoinedSlot {
-  bool held = false;
-  ~JoinedSlot() {
-    if (held) g_joined = false;
-  }
-};
-
-}  // namespace
-
-class DataParallel::Impl {
- public:
-  Impl(torch::nn::Module& module, DataParallelOptions options);
-  ~Impl();
-
-  // After backward accumulated parameter `tensor`'s .grad (an autograd post hook).
-  void OnGradient(size_t tensor);
-  void SetNoSync(bool on);
-  // Throws if a pushed .grad was replaced or changed since (version counter,
-  // and a few elements of each chunk compared with the bucket).
-  void CheckGradientsUnchanged() const;
-  // A parameter changed in place since EEN last wrote it (a torch
-  // optimizer's step() beside Step()) throws, unless in sum mode (the
-  // program's own optimizer is the point there).
-  void NoteParameterVersions();
-  void CheckParametersUnchanged() const;
-  bool SameAsPushed(size_t tensor) const;
-  void SetLearningRate(double lr);
-  double LearningRate() const;
-  void Step(std::optional<double> loss, int64_t samples);
-  bool SumMode() const { return optimizer_.kind == OptimizerConfig::Kind::kSum; }
-
-  std::unique_ptr<WorkerClient> client_;  // null in local mode
-  bool left_ = false;                     // Finish() or Abandon() was called
-  // Throws if this worker has left the job (a call after Finish()).
-  void CheckNotLeft(const char* call) const;
-  // EEN_LOCAL=1: the optimizer steps here; no job, no PS, world size 1.
-  std::unique_ptr<LocalOptimizer> local_;
-  double grad_norm_ = NAN;  // the last step's total gradient norm (clipping only)
-  uint64_t step_ = 0;
-  uint64_t samples_ = 0;
-  uint64_t local_batches_ = 0;       // NextBatch() in local mode
-  void PullLatest() { JoinPull(); }  // PullParameters()
-  std::vector<ParameterState> OptimizerState();
-  void CopyStateTo(torch::optim::Optimizer& optimizer);
-  // Waits at the job's barrier; throws RolledBack when a rollback sent this
-  // worker back to redo its steps.
-  void Barrier();
-
- private:
-  struct BucketState {
-    std::shared_ptr<float> buffer;  // shared with in-flight frames
-    size_t pending = 0;             // tensors still to arrive
-  };
-
-  void BuildBuckets(size_t bucket_bytes);
-  void ResetBuckets();
-  // Marks tensor `t` as arrived and pushes each bucket it completes.
-  void Arrived(size_t t);
-  void PushBucket(uint32_t bucket);
-  void PullInto(uint64_t version, bool gradients);
-  Status TryPullInto(uint64_t version, bool gradients);
-  // The map moved on: fetch it; after a rollback go back to that step
-  // (throws RolledBack), after a failover resend this step's buckets.
-  void Recover();
-  [[noreturn]] void RollBack(uint64_t step);
-
-  // Every registered tensor, in the shard map's order (its tensor index).
-  struct Registered {
-    torch::Tensor tensor;  // the module's own
-    std::string name;
-    TensorKind kind;
-    size_t staging = 0;    // buffers: offset into the staging vectors, in floats
-    int64_t version = -1;  // parameters: tensor._version() when EEN last wrote it (-1: unknown)
-  };
-  void Register(torch::nn::Module& module, BufferSync buffers);
-  // A post hook on each parameter's grad accumulator (OnGradient).
-  void HookGradients();
-  // Local mode: the checks of a job's Step(), then the optimizer here.
-  void LocalStep(int64_t samples);
-  // Checks shared by both: throws for a Step() the job would refuse.
-  void CheckStepAllowed();
-  // Rank 0: every tensor's starting values to the PS.
-  void PushInitialValues();
-  // The first values (rank 0's, or a snapshot's), through a PS lost meanwhile.
-  void JoinPull();
-  // This step's buffer values, and an empty push for frozen parameters (their
-  // step goes by on the PS without them changing).
-  void PushValues();
-  // Pulled buffer values (in staging) into the module's buffers.
-  void StoreBuffers();
-  // Where pulled chunk `c` goes: the parameter (or, `gradients`, its .grad)
-  // or a buffer's staging.
-  float* Destination(uint32_t c, bool gradients);
-
-  std::vector<Registered> tensors_;
-  size_t staging_numel_ = 0;
-  std::shared_ptr<std::vector<float>> push_staging_;  // buffer values pushed (frames hold it)
-  std::vector<float> pull_staging_;                   // buffer values pulled
-  // Each parameter's grad accumulator and our post hook on it (kept alive:
-  // the parameter only holds it weakly, as DDP's reducer knows).
-  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> accumulators_;
-  bool backward_seen_ = false;  // a gradient arrived since the last Step()
-  std::string hook_error_;      // what a gradient hook found wrong; thrown by Step()
-  JoinedSlot joined_;           // in a job: this process's one DataParallel
-  bool no_sync_ = false;        // inside DataParallel::no_sync(): gradients stay in .grad
-  // The .grad each parameter's push was read from, and its version then: a
-  // change before Step() (clip_grad_norm_, ...) would be lost.
-  struct PushedGrad {
-    const c10::TensorImpl* impl = nullptr;
-    int64_t version = 0;
-  };
-  std::vector<PushedGrad> pushed_grads_;
-  std::vector<torch::Tensor> local_grads_;  // local mode: a copy of each .grad as backward left it
-  OptimizerConfig optimizer_;               // the job's (rank 0's), or this program's in local mode
-  double lr_ = -1;  // set_learning_rate()'s (< 0: the configured one), from the next step's pushes
-  std::unique_ptr<BucketLayout> layout_;
-  std::vector<BucketState> buckets_;
-  std::vector<float*> bucket_data_;
-  std::vector<bool> arrived_;
-  bool recovery_pending_ = false;  // a push or pull found the map moved on
-  // The step's first gradient (the flight recorder's backward).
-  std::chrono::steady_clock::time_point backward_begin_;
-  // When the last Step() returned: the time from then to the next Step() is
-  // the program's compute (forward, backward, data).
-  std::optional<std::chrono::steady_clock::time_point> last_step_end_;
-  // EEN_TRACE_RECORD=FILE: worker 0 writes the first step's gradient order
-  // there (samples/traces/README.md has the format).
-  std::string trace_path_;
-  std::vector<size_t> arrival_;
-  void WriteTrace();
-  // EEN_TIMELINE=PREFIX: when backward, pushes and syncs happened (timeline.h).
-  std::unique_ptr<Timeline> timeline_;
-  bool in_step_ = false;  // pushes from Step() came after backward
-  std::mutex mu_;         // hooks may run on autograd's threads
-
-  // The device path (worker/device/), for a model on a GPU: gradients go to
-  // the host buckets through asynchronous copies (the stager pushes a bucket
-  // once its copies completed), pulls land in host mirrors and go back with
-  // copies the next forward waits for. EEN_FAKE_DEVICE_COPIES=1 (tests)
-  // sends CPU parameters this way through a fake device.
-  void SetUpDevicePath();
-  // Every parameter's .grad undefined, as optimizer.zero_grad() leaves it.
-  void ClearGradients();
-  // Before a pull writes the mirrors: the last copies out of them are done.
-  void BeforePull();
-  // After a pull: each mirror it wrote back to its tensor (or, `gradients`,
-  // a parameter's .grad), the next forward fenced behind them; then buffers.
-  void StorePulled(bool gradients);
-  std::optional<c10::Device> device_;  // the parameters' device when not the CPU
-  bool fake_device_ = false;
-  std::unique_ptr<DeviceCopies> copies_;
-  std::unique_ptr<GradientStager> stager_;  // after copies_: goes first
-  std::vector<torch::Tensor> mirrors_;      // per tensor: float32 host values (pulls land here)
-  std::vector<uint8_t> mirror_pulled_;      // per tensor: a pull wrote its mirror since
-  std::vector<uint8_t> staged_;             // per tensor: its gradient was staged this step
-  std::vector<void*> pinned_;               // host memory pinned for the copies
-};
+JoinedSlot::~JoinedSlot() {
+  if (held) g_joined = false;
+}
 
 DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options) {
   Result<bool> local = LocalModeRequested();
@@ -300,6 +146,26 @@ void DataParallel::Impl::HookGradients() {
             }));
     accumulators_.emplace_back(std::move(accumulator), key);
   }
+}
+
+bool DataParallel::Impl::AccumulatorsReplaced() const {
+  size_t k = 0;
+  for (const Registered& r : tensors_) {
+    if (r.kind != TensorKind::kParameter) continue;
+    if (k >= accumulators_.size() ||
+        torch::autograd::impl::grad_accumulator(r.tensor) != accumulators_[k].first) {
+      return true;
+    }
+    ++k;
+  }
+  return false;
+}
+
+void DataParallel::Impl::RehookIfReplaced() {
+  if (!AccumulatorsReplaced()) return;
+  for (auto& [accumulator, key] : accumulators_) accumulator->del_post_hook(key);
+  accumulators_.clear();
+  HookGradients();
 }
 
 DataParallel::Impl::~Impl() {
@@ -757,94 +623,6 @@ void DataParallel::Impl::RollBack(uint64_t step) {
   throw RolledBack(step_);
 }
 
-std::vector<ParameterState> DataParallel::Impl::OptimizerState() {
-  if (SumMode()) {
-    throw Error(
-        "een: optimizer_state(): in sum mode the parameter servers hold no optimizer state: "
-        "your own torch optimizer has it (save its state_dict())",
-        Error::Code::kFailedPrecondition);
-  }
-  std::vector<ParameterState> out;
-  std::vector<int> index(tensors_.size(), -1);  // tensor -> its entry in `out`
-  for (size_t t = 0; t < tensors_.size(); ++t) {
-    const Registered& r = tensors_[t];
-    if (r.kind != TensorKind::kParameter) continue;
-    if (local_) {
-      out.push_back(ReadTorchState(*local_->optimizer(), r.tensor, r.name, optimizer_));
-      continue;
-    }
-    index[t] = static_cast<int>(out.size());
-    out.push_back({r.name, torch::empty(r.tensor.sizes(), torch::kFloat), 0, {}});
-  }
-  if (local_) return out;
-  const std::vector<std::string> slot_names = StateSlotNames(optimizer_);
-  for (ParameterState& p : out) {
-    for (const std::string& name : slot_names) p.state[name] = torch::empty_like(p.value);
-  }
-  std::vector<uint64_t> lowest(out.size(), UINT64_MAX);
-  auto take = [&](uint32_t chunk, uint64_t version, const float* data, uint32_t slots) {
-    const Chunk& c = client_->map().chunks()[chunk];
-    const int i = index.at(c.tensor);
-    if (i < 0) return Status::Ok();  // a buffer or frozen parameter: not optimizer state
-    if (slots != slot_names.size()) {
-      return Internal("a PS keeps " + std::to_string(slots) + " optimizer state slots; the " +
-                      "job's optimizer has " + std::to_string(slot_names.size()));
-    }
-    ParameterState& p = out[i];
-    std::memcpy(p.value.data_ptr<float>() + c.offset, data, size_t{c.numel} * sizeof(float));
-    for (uint32_t k = 0; k < slots; ++k) {
-      std::memcpy(p.state[slot_names[k]].data_ptr<float>() + c.offset,
-                  data + size_t{c.numel} * (k + 1), size_t{c.numel} * sizeof(float));
-    }
-    lowest[i] = std::min(lowest[i], version);
-    return Status::Ok();
-  };
-  for (int recoveries = 0;; ++recoveries) {
-    const Status s = client_->PullState(step_, take);
-    if (s.ok()) break;
-    if (!client_->NeedsRecovery() || recoveries == 10) ThrowIfError(s, "pulling a checkpoint");
-    auto recovery = client_->Recover();  // between steps: no push of this step to resend
-    ThrowIfError(recovery.status(), "recovering after a PS was lost");
-    if (recovery->rolled_back) RollBack(recovery->step);  // throws RolledBack
-  }
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i].step = static_cast<int64_t>(lowest[i] == UINT64_MAX ? 0 : lowest[i]);
-    // Before its first step torch has no state for a parameter (Adagrad's
-    // accumulator aside); the PS's slots are still their initial zeros.
-    if (out[i].step == 0 && optimizer_.kind != OptimizerConfig::Kind::kAdagrad) {
-      out[i].state.clear();
-    }
-  }
-  return out;
-}
-
-void DataParallel::Impl::CopyStateTo(torch::optim::Optimizer& optimizer) {
-  if (std::string why = TorchKindMismatch(optimizer, optimizer_); !why.empty()) {
-    throw Error("een: CopyStateTo(): " + why, Error::Code::kInvalidArgument);
-  }
-  const std::vector<ParameterState> states = OptimizerState();
-  std::map<const c10::TensorImpl*, const ParameterState*> by_parameter;
-  size_t next = 0;
-  for (const Registered& r : tensors_) {
-    if (r.kind == TensorKind::kParameter)
-      by_parameter[r.tensor.unsafeGetTensorImpl()] = &states[next++];
-  }
-  for (auto& group : optimizer.param_groups()) {
-    group.options().set_lr(LearningRate());
-    for (const torch::Tensor& p : group.params()) {
-      auto it = by_parameter.find(p.unsafeGetTensorImpl());
-      if (it != by_parameter.end()) {
-        WriteTorchState(optimizer, p, *it->second, optimizer_);
-      } else if (p.numel() > 0 && p.requires_grad()) {
-        throw Error(
-            "een: CopyStateTo(): the optimizer holds a parameter the module DataParallel trains "
-            "does not have: make the optimizer over module->parameters()",
-            Error::Code::kInvalidArgument);
-      }
-    }
-  }
-}
-
 void DataParallel::Impl::WriteTrace() {
   std::ofstream out(trace_path_);
   out << "# een trace v1: recorded by worker 0 (EEN_TRACE_RECORD)\n"
@@ -870,6 +648,13 @@ void DataParallel::Impl::CheckStepAllowed() {
     throw Error(
         "een: Step() inside dp.no_sync(): end the scope and run the last backward() "
         "outside it first (it pushes the accumulated gradients)");
+  }
+  if (!backward_seen_ && AccumulatorsReplaced()) {
+    throw Error(
+        "een: Step() at step " + std::to_string(step_) +
+        ": no gradient reached EEN because the module's parameters were replaced in place after "
+        "DataParallel was made (torch::load of the module does that): load the module before "
+        "making DataParallel, or call LoadState()/LoadStateFrom() after loading");
   }
   if (!backward_seen_) {
     throw Error("een: Step() at step " + std::to_string(step_) +
@@ -1008,14 +793,6 @@ DataParallel::~DataParallel() {
 int DataParallel::rank() const { return impl_->client_ ? impl_->client_->rank() : 0; }
 int DataParallel::world_size() const { return impl_->client_ ? impl_->client_->world_size() : 1; }
 uint64_t DataParallel::step() const { return impl_->step_; }
-std::vector<ParameterState> DataParallel::optimizer_state() {
-  impl_->CheckNotLeft("optimizer_state()");
-  return impl_->OptimizerState();
-}
-void DataParallel::CopyStateTo(torch::optim::Optimizer& optimizer) {
-  impl_->CheckNotLeft("CopyStateTo()");
-  impl_->CopyStateTo(optimizer);
-}
 int DataParallel::live_count() const {
   return impl_->client_ ? static_cast<int>(impl_->client_->live_workers().size()) : 1;
 }

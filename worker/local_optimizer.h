@@ -28,6 +28,7 @@ class LocalOptimizer {
   void SetLearningRate(double lr);
   // torch's optimizer that steps here (null in sum mode).
   const torch::optim::Optimizer* optimizer() const { return optimizer_.get(); }
+  torch::optim::Optimizer* optimizer() { return optimizer_.get(); }
 
  private:
   std::vector<torch::Tensor> parameters_;

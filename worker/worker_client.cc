@@ -536,6 +536,45 @@ Status WorkerClient::PullState(uint64_t min_version, const StateTaker& take) {
   return Status::Ok();
 }
 
+Status WorkerClient::PushState(uint64_t step, std::shared_ptr<const ChunkStates> chunks,
+                               bool again) {
+  EEN_RETURN_IF_ERROR(JobStatus());
+  if (NeedsRecovery()) return Aborted("the shard map moved on (a PS was replaced)");
+  if (chunks->size() != map_.chunks().size()) {
+    return InvalidArgument("a checkpoint of " + std::to_string(chunks->size()) + " chunks for " +
+                           std::to_string(map_.chunks().size()));
+  }
+  // Per PS, messages of at most about 64 MiB.
+  constexpr size_t kMessageBytes = size_t{64} << 20;
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    std::vector<uint32_t> ids;
+    std::vector<transport::Frame> payload;
+    size_t bytes = 0;
+    auto send = [&] {
+      worker_messages::PushFields fields{.epoch = map_.epoch(),
+                                         .step = step,
+                                         .worker = rank_,
+                                         .kind = wire::PushKind::STATE,
+                                         .dtype = wire::DTypeOf(WireType::kF32),
+                                         .again = again};
+      Message m = worker_messages::Push(fields, ids, std::move(payload));
+      ids.clear();
+      payload.clear();
+      bytes = 0;
+      return Send(p, std::move(m), fmt::format("checkpoint push to PS {}", p));
+    };
+    for (uint32_t c : ps_chunks_[p]) {
+      const std::vector<float>& data = (*chunks)[c];
+      ids.push_back(c);
+      payload.push_back(transport::Frame::Borrow(data.data(), data.size() * sizeof(float), chunks));
+      bytes += data.size() * sizeof(float);
+      if (bytes >= kMessageBytes) EEN_RETURN_IF_ERROR(send());
+    }
+    if (!ids.empty()) EEN_RETURN_IF_ERROR(send());
+  }
+  return Status::Ok();
+}
+
 Status WorkerClient::WaitForPs(size_t p, const std::function<bool()>& waiting,
                                const std::string& what,
                                const std::function<Status(const Message&)>& take,

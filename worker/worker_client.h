@@ -118,6 +118,14 @@ class WorkerClient {
       std::function<Status(uint32_t chunk, uint64_t version, const float* data, uint32_t slots)>;
   Status PullState(uint64_t min_version, const StateTaker& take);
   static constexpr uint32_t kMaxStateSlots = 4;  // Adam's two, with room
+  // Starting from a checkpoint (worker 0, before the job's first step):
+  // `chunks[c]` holds chunk c's values and, for a parameter chunk, its
+  // optimizer state slots (PullState's layout); each primary takes them as
+  // step `step` (the optimizer steps they hold), and its backup an image.
+  // `again`: sent once more after a PS was lost; chunks that have them
+  // already are skipped. Pull(step) then waits until every chunk holds them.
+  using ChunkStates = std::vector<std::vector<float>>;
+  Status PushState(uint64_t step, std::shared_ptr<const ChunkStates> chunks, bool again);
   // Zero-filled memory for `numel` gradients to push: where the data plane
   // sends it in place (shm), allocated by its device (Device::Allocate), so
   // pushes from it are not copied at all; otherwise on the heap.

@@ -241,6 +241,26 @@ class DataParallel {
   // make it with the job's hyper-parameters.
   void CopyStateTo(torch::optim::Optimizer& optimizer);
 
+  // Starting from a checkpoint (optimizer_state()'s, or a torch optimizer's
+  // with LoadStateFrom()): every worker calls it with the same states
+  // after the constructor, before its first backward(). Each parameter
+  // named takes its value (when `value` is defined) and the PS take its
+  // optimizer state; the job goes on from the largest `step` among them
+  // (step() returns it: Adam's bias correction, a schedule and a sampler
+  // that follow step() go on from there; 1 for torch's SGD, which counts
+  // no steps). A parameter the states do not name starts with zero state.
+  // Returns false, loading nothing, in a worker that joins a running job
+  // or a job that resumed from its own snapshot (--resume): their state is
+  // newer. Throws for a state that does not fit the module or the job's
+  // optimizer, naming it.
+  bool LoadState(const std::vector<ParameterState>& states);
+  // `optimizer` (the job's kind, over module.parameters(), e.g. after
+  // torch::load(optimizer, file)): its state, its steps, and the module's
+  // current parameters.
+  bool LoadStateFrom(const torch::optim::Optimizer& optimizer);
+  // Whether LoadState() would load now (see there).
+  bool takes_checkpoint() const;
+
   // Leaves the job: the others go on without this worker. Step() and
   // Barrier() afterwards throw (kJobFinished).
   void Finish();

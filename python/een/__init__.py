@@ -280,17 +280,44 @@ class DataParallel:
                                      self._core.learning_rate())
         result = optimizer.state_dict()
         index = {name: i for i, (name, _) in enumerate(self.module.named_parameters())}
-        counts_steps = self._optimizer.kind != _een.OptimizerKind.SGD
         state = {}
         for name, value, step, slots in states:
             model[name] = value.to(model[name].dtype)
             if slots:
-                entry = dict(slots)
-                if counts_steps:
-                    entry["step"] = torch.tensor(float(step))
-                state[index[name]] = entry
+                # torch's SGD keeps no "step" and ignores it; load_state_dict() goes on from it
+                state[index[name]] = dict(slots, step=torch.tensor(float(step)))
         result["state"] = state
         return {"model": model, "optimizer": result}
+
+    def load_state_dict(self, state_dict):
+        """Starts the job from a checkpoint: dp.state_dict()'s, or plain
+        PyTorch's {"model": model.state_dict(), "optimizer":
+        optimizer.state_dict()} (also spelled "model_state_dict" and
+        "optimizer_state_dict"; "optimizer" may be left out) of an optimizer
+        of the job's kind over model.parameters(). Every worker calls it
+        after een.DataParallel(...), before its first backward(). The module
+        takes the model's values, the parameter servers the optimizer's
+        state and its learning rate, and the job goes on from the
+        checkpoint's step (dp.global_step; 1 for a plain torch SGD checkpoint,
+        which counts no steps). Returns False, loading nothing, in a worker
+        that joins a running job, or in a job resumed from its own snapshot
+        (een-launch --resume): their state is newer."""
+        model = _first_of(state_dict, "model", "model_state_dict")
+        if model is None:
+            raise ValueError("load_state_dict: the checkpoint has no 'model' (or "
+                             "'model_state_dict'): give dp.state_dict()'s, or "
+                             "{'model': model.state_dict(), 'optimizer': optimizer.state_dict()}")
+        optimizer = _first_of(state_dict, "optimizer", "optimizer_state_dict")
+        if not self._core.takes_checkpoint():
+            return self._core.load_state([])  # says why nothing is loaded, or raises
+        self.module.load_state_dict(model)
+        names = [name for name, _ in self.module.named_parameters()]
+        states = []
+        if optimizer is not None:
+            states, lr = _parameter_states(optimizer, names)
+            if lr is not None and lr != self._core.learning_rate():
+                self._core.set_learning_rate(float(lr))
+        return self._core.load_state(states)
 
     def finish(self):
         """Leaves the job; the others go on without this worker (DDP's join())."""
@@ -319,6 +346,40 @@ class DataParallel:
 # C++ program unwinding from an exception shows it).
 _live = weakref.WeakSet()
 _previous_excepthook = sys.excepthook
+
+
+def _first_of(mapping, *keys):
+    for key in keys:
+        if key in mapping:
+            return mapping[key]
+    return None
+
+
+def _parameter_states(optimizer_state, names):
+    """torch.optim's state_dict() as (name, None, step, slots) per parameter
+    with state, its parameters being model.parameters() in order, and the
+    learning rate of its param groups (None if none)."""
+    groups = optimizer_state.get("param_groups", [])
+    indices = sorted(i for g in groups for i in g.get("params", []))
+    if indices and indices != list(range(len(names))):
+        raise ValueError("load_state_dict: the optimizer's parameters are not the module's "
+                         "(%d in its param groups, %d in the module): save the state of an "
+                         "optimizer made over model.parameters()" % (len(indices), len(names)))
+    lrs = {float(g["lr"]) for g in groups if "lr" in g}
+    if len(lrs) > 1:
+        raise ValueError("load_state_dict: the optimizer's param groups have learning rates %s; "
+                         "the parameter servers apply one" % sorted(lrs))
+    states = []
+    for index, entry in optimizer_state.get("state", {}).items():
+        index = int(index)
+        if not 0 <= index < len(names):
+            raise ValueError("load_state_dict: optimizer state for parameter %d of %d" %
+                             (index, len(names)))
+        step = entry.get("step", 0)
+        step = int(step.item() if isinstance(step, torch.Tensor) else step)
+        slots = {k: v for k, v in entry.items() if k != "step" and isinstance(v, torch.Tensor)}
+        states.append((names[index], None, step, slots))
+    return states, (lrs.pop() if lrs else None)
 
 
 def _torch_optimizer(config, parameters, lr):

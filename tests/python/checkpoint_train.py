@@ -1,13 +1,16 @@
-"""checkpoint_train: a checkpoint with optimizer state, taken in an EEN job
-and trained on in plain PyTorch (tests/python/test_checkpoint.py).
-  under een-launch: N steps of the MLP (every worker its rows of each global
-  batch, the PS apply the optimizer); after step --save-at every worker takes
-  dp.state_dict() and rank 0 writes it with torch.save to --checkpoint (and
-  rank 1 checks it got the same); rank 0 writes the final parameters to --out.
-  with --plain: one process without EEN loads --checkpoint into the model and
-  a torch.optim optimizer made with other hyper-parameters (the file's must
-  win), trains steps --save-at..N with the mean of the workers' gradients,
-  and writes its final parameters to --out."""
+"""checkpoint_train: checkpoints with optimizer state between EEN jobs and
+plain PyTorch (tests/python/test_checkpoint.py). Trains the MLP to step
+--steps, each step on the global batch of --workers x --batch rows.
+  under een-launch: every worker its rows, the PS apply the optimizer.
+    --load FILE: dp.load_state_dict(torch.load(FILE)) first (every worker);
+    --save FILE: at step --save-at every worker takes dp.state_dict() and
+    rank 0 writes it with torch.save. Rank 0 writes the final parameters.
+  with --plain: one process, torch.optim, the workers' mean gradients
+    (each worker's rows, summed in rank order). --load FILE starts from a
+    checkpoint (into an optimizer made with other hyper-parameters: the
+    file's must win; --fresh-optimizer takes only the model and the learning
+    rate); --save FILE writes {"model", "optimizer"} at step --save-at.
+Both write the final parameters (float32, named_parameters order) to --out."""
 import argparse
 import sys
 
@@ -25,12 +28,12 @@ def een_optimizer(een, kind, lr):
             "adagrad": lambda: een.Adagrad(lr=lr, initial_accumulator_value=0.1)}[kind]()
 
 
-def torch_optimizer(kind, parameters):
-    # Deliberately other hyper-parameters: load_state_dict must bring the job's.
-    return {"sgd": lambda: torch.optim.SGD(parameters, lr=1.0, momentum=0.5),
-            "adam": lambda: torch.optim.Adam(parameters, lr=1.0),
-            "adamw": lambda: torch.optim.AdamW(parameters, lr=1.0),
-            "adagrad": lambda: torch.optim.Adagrad(parameters, lr=1.0)}[kind]()
+def torch_optimizer(kind, parameters, lr):
+    return {"sgd": lambda: torch.optim.SGD(parameters, lr=lr, momentum=0.9, weight_decay=1e-3),
+            "adam": lambda: torch.optim.Adam(parameters, lr=lr, weight_decay=1e-3),
+            "adamw": lambda: torch.optim.AdamW(parameters, lr=lr),
+            "adagrad": lambda: torch.optim.Adagrad(parameters, lr=lr,
+                                                   initial_accumulator_value=0.1)}[kind]()
 
 
 def rows_of(rank, batch):
@@ -39,16 +42,24 @@ def rows_of(rank, batch):
 
 def plain(args):
     model = Mlp()
-    optimizer = torch_optimizer(args.optimizer, model.parameters())
-    checkpoint = torch.load(args.checkpoint)
-    model.load_state_dict(checkpoint["model"])
-    if args.fresh_optimizer:  # only the learning rate: what a checkpoint without state gives
-        for group in optimizer.param_groups:
-            group.update({k: v for k, v in checkpoint["optimizer"]["param_groups"][0].items()
-                          if k != "params"})
+    first = 0
+    if args.load:
+        checkpoint = torch.load(args.load)
+        model.load_state_dict(checkpoint["model"])
+        lr = checkpoint["optimizer"]["param_groups"][0]["lr"]
+        optimizer = torch_optimizer(args.optimizer, model.parameters(), 1.0)
+        if args.fresh_optimizer:  # what a checkpoint without optimizer state gives
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+        else:
+            optimizer.load_state_dict(checkpoint["optimizer"])
+        first = args.save_at
     else:
-        optimizer.load_state_dict(checkpoint["optimizer"])
-    for step in range(args.save_at, args.steps):
+        optimizer = torch_optimizer(args.optimizer, model.parameters(), args.lr)
+    for step in range(first, args.steps):
+        if args.save and step == args.save_at:
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()},
+                       args.save)
         x, y = global_batch(step, args.workers * args.batch)
         grads = []
         for rank in range(args.workers):  # each worker's mean gradient, summed in rank order
@@ -70,12 +81,15 @@ def distributed(args):
     import een
     model = Mlp()
     with een.DataParallel(model, optimizer=een_optimizer(een, args.optimizer, args.lr)) as dp:
+        if args.load:
+            loaded = dp.load_state_dict(torch.load(args.load))
+            print("checkpoint loaded: %s, at step %d" % (loaded, dp.global_step), flush=True)
         rows = rows_of(dp.rank, args.batch)
         while dp.global_step < args.steps:
-            if dp.global_step == args.save_at:
+            if args.save and dp.global_step == args.save_at:
                 checkpoint = dp.state_dict()
                 if dp.rank == 0:
-                    torch.save(checkpoint, args.checkpoint)
+                    torch.save(checkpoint, args.save)
                     print("checkpoint of step %d written" % dp.global_step, flush=True)
             x, y = global_batch(dp.global_step, dp.world_size * args.batch)
             loss = torch.nn.functional.mse_loss(dp(x[rows]), y[rows])
@@ -94,11 +108,12 @@ def main():
     parser.add_argument("--save-at", type=int, default=10)
     parser.add_argument("--batch", type=int, default=8, help="per-worker batch")
     parser.add_argument("--workers", type=int, default=2, help="workers the plain run stands for")
-    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--save", help="write a checkpoint at --save-at")
+    parser.add_argument("--load", help="start from this checkpoint")
     parser.add_argument("--out", required=True)
     parser.add_argument("--plain", action="store_true")
     parser.add_argument("--fresh-optimizer", action="store_true",
-                        help="--plain without the checkpoint's optimizer state")
+                        help="--plain --load without the checkpoint's optimizer state")
     args = parser.parse_args()
     torch.manual_seed(7)
     return plain(args) if args.plain else distributed(args)

@@ -1,6 +1,8 @@
-"""Checkpoints with optimizer state: dp.state_dict() taken in a job (2 PS,
-2 workers), saved with torch.save, loaded by plain PyTorch into torch.optim,
-and trained on there ends where the job itself ends."""
+"""Checkpoints with optimizer state, both ways (2 PS, 2 workers):
+dp.state_dict() of a job, saved with torch.save, trains on in plain PyTorch
+to where the job ends; a plain PyTorch checkpoint, or a job's, loaded with
+dp.load_state_dict() starts a job that ends where plain PyTorch (or the
+uninterrupted job) ends."""
 import os
 import sys
 import tempfile
@@ -15,51 +17,87 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = [sys.executable, os.path.join(HERE, "checkpoint_train.py")]
 
 
+def launch(*options):
+    return job.launch_args(2, 2, *options) + TRAIN
+
+
 class Checkpoint(unittest.TestCase):
-    def round_trip(self, optimizer, *launch_options):
-        with tempfile.TemporaryDirectory() as tmp:
-            checkpoint = os.path.join(tmp, "checkpoint.pt")
-            args = ["--optimizer", optimizer, "--checkpoint", checkpoint]
-            een_out, plain_out = os.path.join(tmp, "een.bin"), os.path.join(tmp, "plain.bin")
-            code, output = job.run(job.launch_args(2, 2, *launch_options) + TRAIN + args +
-                                   ["--out", een_out], timeout=120)
-            self.assertEqual(code, 0, output)
-            saved = torch.load(checkpoint)
-            code, output = job.run(TRAIN + args + ["--plain", "--out", plain_out], timeout=60)
-            self.assertEqual(code, 0, output)
-            een_final, plain_final = job.load(een_out), job.load(plain_out)
-            # The state matters: without it plain torch ends elsewhere.
-            code, output = job.run(TRAIN + args + ["--plain", "--fresh-optimizer", "--out",
-                                                   plain_out], timeout=60)
-            self.assertEqual(code, 0, output)
-            self.assertGreater(float(numpy.abs(job.load(plain_out) - een_final).max()), 1e-4)
-        self.assertEqual(een_final.size, plain_final.size)
+    def run_ok(self, argv, timeout=120):
+        code, output = job.run(argv, timeout=timeout)
+        self.assertEqual(code, 0, output)
+        return output
+
+    def close(self, what, a, b):
         # Both sum the same two gradients in the same order; what differs is
         # torch.optim's rounding of scalars against the PS's (an ulp or so).
-        worst = float(numpy.abs(een_final - plain_final).max())
-        print("%s: 10 steps on from the checkpoint, max abs difference %.2e (largest value %.2f)"
-              % (optimizer, worst, float(numpy.abs(plain_final).max())))
+        self.assertEqual(a.size, b.size)
+        worst = float(numpy.abs(a - b).max())
+        print("%s: max abs difference %.2e (largest value %.2f)" %
+              (what, worst, float(numpy.abs(b).max())))
         self.assertLessEqual(worst, 1e-6)
+
+    def job_to_plain(self, optimizer, *launch_options):
+        """dp.state_dict() at step 10 into plain torch, 10 more steps each way."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = lambda name: os.path.join(tmp, name)  # noqa: E731
+            args = ["--optimizer", optimizer]
+            self.run_ok(launch(*launch_options) + args + ["--save", path("c.pt"),
+                                                          "--out", path("een.bin")])
+            saved = torch.load(path("c.pt"))
+            self.run_ok(TRAIN + args + ["--plain", "--load", path("c.pt"), "--out",
+                                        path("plain.bin")], timeout=60)
+            self.close(optimizer + ", job's checkpoint on in plain torch",
+                       job.load(path("een.bin")), job.load(path("plain.bin")))
+            # The state matters: without it plain torch ends elsewhere.
+            self.run_ok(TRAIN + args + ["--plain", "--load", path("c.pt"), "--fresh-optimizer",
+                                        "--out", path("fresh.bin")], timeout=60)
+            self.assertGreater(
+                float(numpy.abs(job.load(path("fresh.bin")) - job.load(path("een.bin"))).max()),
+                1e-4)
         return saved
 
     def test_adam_state_trains_on_in_plain_torch(self):
-        saved = self.round_trip("adam")
+        saved = self.job_to_plain("adam")
         state = saved["optimizer"]["state"]
         self.assertEqual(sorted(state), list(range(6)))  # every parameter of the MLP
         self.assertEqual(sorted(state[0]), ["exp_avg", "exp_avg_sq", "step"])
         self.assertEqual(float(state[0]["step"]), 10.0)
         self.assertEqual(saved["optimizer"]["param_groups"][0]["lr"], 0.01)
-        self.assertGreater(float(state[0]["exp_avg_sq"].abs().sum()), 0.0)
 
     def test_sgd_momentum_trains_on_in_plain_torch_with_replicas(self):
-        saved = self.round_trip("sgd", "--replicas", "2")
-        self.assertEqual(sorted(saved["optimizer"]["state"][5]), ["momentum_buffer"])
+        saved = self.job_to_plain("sgd", "--replicas", "2")
+        self.assertEqual(sorted(saved["optimizer"]["state"][5]), ["momentum_buffer", "step"])
         self.assertEqual(saved["optimizer"]["param_groups"][0]["momentum"], 0.9)
 
     def test_adamw_and_adagrad_too(self):
-        self.round_trip("adamw")
-        saved = self.round_trip("adagrad")
+        self.job_to_plain("adamw")
+        saved = self.job_to_plain("adagrad")
         self.assertEqual(sorted(saved["optimizer"]["state"][0]), ["step", "sum"])
+
+    def test_a_job_starts_from_plain_torch_and_from_its_own_checkpoint(self):
+        for optimizer in ("adam", "sgd"):
+            with tempfile.TemporaryDirectory() as tmp:
+                path = lambda name: os.path.join(tmp, name)  # noqa: E731
+                args = ["--optimizer", optimizer]
+                # Plain torch to step 20, saving at 10; a job from its step 10.
+                # (torch's SGD counts no steps: a job goes on from step 1 there.)
+                self.run_ok(TRAIN + args + ["--plain", "--save", path("plain.pt"), "--out",
+                                            path("plain.bin")], timeout=60)
+                output = self.run_ok(launch() + args + ["--load", path("plain.pt"), "--out",
+                                                        path("from_plain.bin")])
+                if optimizer == "adam":
+                    self.assertIn("checkpoint loaded: True, at step 10", output)
+                    self.close(optimizer + ", plain torch's checkpoint on in a job",
+                               job.load(path("from_plain.bin")), job.load(path("plain.bin")))
+                else:
+                    self.assertIn("checkpoint loaded: True, at step 1", output)
+                # A job straight through, and one from its step-10 checkpoint: bitwise.
+                self.run_ok(launch("--replicas", "2") + args + [
+                    "--save", path("job.pt"), "--out", path("straight.bin")])
+                self.run_ok(launch("--replicas", "2") + args + [
+                    "--load", path("job.pt"), "--out", path("resumed.bin")])
+                self.assertTrue(numpy.array_equal(job.load(path("straight.bin")),
+                                                  job.load(path("resumed.bin"))))
 
 
 if __name__ == "__main__":

@@ -145,6 +145,7 @@ void HeartbeatSender::Loop() {
         }
         incarnation_ = r.getIncarnation();
         probe_round_ = r.getProbeRound();
+        if (r.getFinalReady()) final_step_ = r.getFinalStep();
         map_epoch_ = r.getMapEpoch();
         if (r.getState() == wire::JobState::SHUTDOWN) SetState(State::kShutdown, "job finished");
         if (r.getState() == wire::JobState::ABORTED) SetState(State::kAborted, r.getReason());

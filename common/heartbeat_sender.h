@@ -65,6 +65,8 @@ class HeartbeatSender {
   int64_t clock_offset_micros() const { return clock_offset_.load(); }
   // The probe round the coordinator asks for (0: none): eenctl status --probe.
   uint64_t probe_round() const { return probe_round_.load(); }
+  // Every worker finished: the step of the job's final values (UINT64_MAX: not yet).
+  uint64_t final_step() const { return final_step_.load(); }
 
  private:
   void Loop();
@@ -77,6 +79,7 @@ class HeartbeatSender {
   FlightRecorder* recorder_;
   std::atomic<int64_t> clock_offset_{0};
   std::atomic<uint64_t> probe_round_{0};
+  std::atomic<uint64_t> final_step_{UINT64_MAX};
   // Clock offset estimation (the heartbeat thread's own).
   using Clock = std::chrono::steady_clock;
   void NoteRoundTrip(Clock::time_point sent, Clock::time_point received, int64_t coordinator_us);

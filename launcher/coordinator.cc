@@ -284,6 +284,11 @@ const Coordinator::ControlMessage* Coordinator::ControlMessageOf(wire::Header::W
         [](C c, E e, H h) { return c.HandleBatchClaim(e.from, h.getBatchClaim().getSequence()); }}},
       {wire::Header::DONE,
        {From::kAnyone, [](C c, E e, H h) { return c.HandleDone(e.from, h.getDone()); }}},
+      {wire::Header::AWAIT_FINAL,
+       {From::kAnyone,
+        [](C c, E e, H h) { return c.HandleDone(e.from, h.getAwaitFinal(), true); }}},
+      {wire::Header::FINAL_TAKEN,
+       {From::kAnyone, [](C c, E e, H) { return c.HandleFinalTaken(e.from); }}},
       {wire::Header::LEAVE,
        {From::kAnyone,
         [](C c, E e, H) {
@@ -780,7 +785,7 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
   }
   return listener_->Send(peer, coordinator_messages::HeartbeatReply(
                                    incarnation_, map_epoch_, state, reason, hb.getSentMicros(),
-                                   probe_since_ ? probe_round_ : 0));
+                                   probe_since_ ? probe_round_ : 0, final_step_));
 }
 
 Status Coordinator::HandleMapRequest(const transport::PeerId& peer) {
@@ -918,10 +923,11 @@ void Coordinator::ReleaseBarriers() {
   }
 }
 
-Status Coordinator::HandleDone(const transport::PeerId& peer, uint64_t steps) {
+Status Coordinator::HandleDone(const transport::PeerId& peer, uint64_t steps, bool awaits_final) {
   Node* n = NodeByControl(peer);
   if (!n || n->role != wire::Role::WORKER) return InvalidArgument("done from a non-worker");
   n->step = std::max(n->step, steps);  // newer than its last heartbeat
+  if (awaits_final && !n->done) n->awaits_final = true;
   if (!n->done)
     WorkerFinished(
         *n, fmt::format("finished at step {}", n->step));  // else a repeat: our answer was lost
@@ -964,6 +970,10 @@ Status Coordinator::HandleWorkerExited(wire::WorkerExit::Reader exit) {
   if (WithoutPs()) {
     w.rank = rank;  // (never registered)
     return PlainWorkerExited(w, exit);
+  }
+  if (w.done && w.awaits_final && !w.final_taken && w.pid == exit.getPid()) {
+    w.final_taken = true;  // it exited while it waited for the final values
+    MaybeFinish();
   }
   if (exit.getStatus() != 0) return Status::Ok();  // heartbeats tell a lost worker
   const bool same = w.registered && w.pid == exit.getPid() &&
@@ -1008,9 +1018,35 @@ Status Coordinator::PlainWorkerExited(Node& w, wire::WorkerExit::Reader exit) {
   return Status::Ok();
 }
 
+Status Coordinator::HandleFinalTaken(const transport::PeerId& peer) {
+  Node* n = NodeByControl(peer);
+  if (!n || n->role != wire::Role::WORKER || !n->done) {
+    return InvalidArgument("final values taken by a worker that has not finished");
+  }
+  n->final_taken = true;
+  MaybeFinish();
+  SaveState();
+  return listener_->Send(peer, coordinator_messages::DoneReply());
+}
+
 void Coordinator::MaybeFinish() {
   for (const Node& w : workers_) {
     if (!w.done && !w.lost) return;
+  }
+  if (state_ == wire::JobState::RUNNING && !final_step_) {
+    // Training is over: the newest step any worker took holds the final
+    // values. Under bsp a worker that took it holds them already.
+    uint64_t last = 0;
+    for (const Node& w : workers_) last = std::max(last, w.step);
+    final_step_ = last;
+    for (Node& w : workers_) {
+      if (w.awaits_final && !consistency_.per_arrival() && w.step == last) w.final_taken = true;
+    }
+  }
+  for (const Node& w : workers_) {
+    if (w.awaits_final && !w.final_taken && !w.lost && state_ == wire::JobState::RUNNING) {
+      return;  // it pulls the final values first (DataParallel::Finish())
+    }
   }
   if (state_ == wire::JobState::RUNNING) {
     state_ = wire::JobState::SHUTDOWN;
@@ -1060,6 +1096,17 @@ void Coordinator::CheckLiveness() {
                                          allowance, threshold.count()),
                        n.step);
   };
+  // A finished worker waiting for the final values that went silent (its
+  // heartbeats stop when it exits): the job ends without waiting for it.
+  for (Node& w : workers_) {
+    if (w.done && w.awaits_final && !w.final_taken && !w.lost &&
+        w.liveness.SilentMs(now) > 10 * threshold.count()) {
+      w.final_taken = true;
+      spdlog::warn("worker {} waited for the final values and went silent; the job ends without it",
+                   w.rank);
+      MaybeFinish();
+    }
+  }
   bool suspect = false;
   for (auto* nodes : {&ps_, &workers_}) {
     for (Node& n : *nodes) {

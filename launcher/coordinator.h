@@ -115,9 +115,13 @@ class Coordinator {
     std::string local_address;
     transport::PeerId control;
     bool registered = false;
-    bool done = false;       // worker finished / PS left
-    bool lost = false;       // declared lost; the job goes on without it (a PS: until replaced)
-    bool joining = false;    // worker: a replacement waiting for the membership change
+    bool done = false;     // worker finished / PS left
+    bool lost = false;     // declared lost; the job goes on without it (a PS: until replaced)
+    bool joining = false;  // worker: a replacement waiting for the membership change
+    // Worker: finished, and waits for the job's final values (DataParallel's
+    // Finish()): the job does not end before it took them (or went).
+    bool awaits_final = false;
+    bool final_taken = false;
     uint64_t join_step = 0;  // worker: the step it joined the running job at (0: the start)
     bool drained = false;    // PS: its shards moved away; told to leave
     Liveness liveness;       // heartbeats: when its silence means it is lost
@@ -211,7 +215,11 @@ class Coordinator {
   // NextBatch() deals from step x live workers on, as if each worker took
   // one batch a step (a faster worker's batches past `step` come again).
   void TakeUpBatchesAt(uint64_t step);
-  Status HandleDone(const transport::PeerId& peer, uint64_t steps);
+  Status HandleDone(const transport::PeerId& peer, uint64_t steps, bool awaits_final = false);
+  Status HandleFinalTaken(const transport::PeerId& peer);
+  // Every worker finished: the step whose values are the job's final ones
+  // (nullopt before), for the workers awaiting them (HeartbeatReply.finalStep).
+  std::optional<uint64_t> final_step_;
   // A worker done with its data (Finish(), or its process exited 0): with
   // others still training, they go on without it (a membership change).
   // `how`: "finished at step 12", for the log.

@@ -38,7 +38,8 @@ Message JobStart(const JobStartFields& f) {
 }
 
 Message HeartbeatReply(uint64_t incarnation, uint64_t map_epoch, wire::JobState state,
-                       const std::string& reason, int64_t echo_micros, uint64_t probe_round) {
+                       const std::string& reason, int64_t echo_micros, uint64_t probe_round,
+                       std::optional<uint64_t> final_step) {
   wire::Outgoing b;
   auto reply = b.header().initHeartbeatReply();
   reply.setIncarnation(incarnation);
@@ -48,6 +49,10 @@ Message HeartbeatReply(uint64_t incarnation, uint64_t map_epoch, wire::JobState 
   reply.setCoordinatorMicros(FlightRecorder::Micros(std::chrono::steady_clock::now()));
   reply.setEchoMicros(echo_micros);
   reply.setProbeRound(probe_round);
+  if (final_step) {
+    reply.setFinalReady(true);
+    reply.setFinalStep(*final_step);
+  }
   return b.Take();
 }
 

@@ -41,9 +41,10 @@ Message JobStart(const JobStartFields& fields);
 
 // `echo_micros`: the heartbeat's sentMicros (its sender measures the round trip).
 // `probe_round`: nonzero while eenctl status --probe waits for the workers.
+// `final_step`: every worker finished, and these are the job's final values.
 Message HeartbeatReply(uint64_t incarnation, uint64_t map_epoch, wire::JobState state,
-                       const std::string& reason, int64_t echo_micros = 0,
-                       uint64_t probe_round = 0);
+                       const std::string& reason, int64_t echo_micros = 0, uint64_t probe_round = 0,
+                       std::optional<uint64_t> final_step = std::nullopt);
 Message MapChange(const ShardMap& map);
 // `lost`: the workers gone that were lost (not finished) and the job goes
 // on without.

@@ -37,6 +37,8 @@ void Coordinator::SaveState() {
       r.setStep(n.step);
       r.setJoining(n.joining);
       r.setJoinStep(n.join_step);
+      r.setAwaitsFinal(n.awaits_final);
+      r.setFinalTaken(n.final_taken);
     }
   }
   st.setMembershipEpoch(membership_.epoch());
@@ -118,6 +120,8 @@ Status Coordinator::RestoreState() {
       n.step = r.getStep();
       n.joining = r.getJoining();
       n.join_step = r.getJoinStep();
+      n.awaits_final = r.getAwaitsFinal();
+      n.final_taken = r.getFinalTaken();
       n.registered = true;
       n.liveness.Restart(Clock::now());  // silence counts from now
     }

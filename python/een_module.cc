@@ -119,9 +119,9 @@ class PyDataParallel {
   }
 
   een::DataParallel& dp() { return *dp_; }
-  void Finish() {
+  void Finish(bool final_values) {
     py::gil_scoped_release release;
-    dp_->Finish();
+    dp_->Finish(final_values);
   }
   void Abandon() { dp_->Abandon(); }
 
@@ -339,6 +339,6 @@ PYBIND11_MODULE(_een, m) {
              py::gil_scoped_release release;
              return dp.LoadState(in);
            })
-      .def("finish", &PyDataParallel::Finish)
+      .def("finish", &PyDataParallel::Finish, py::arg("final_values") = true)
       .def("abandon", &PyDataParallel::Abandon);
 }

@@ -346,6 +346,9 @@ struct HeartbeatReply {
   echoMicros @5 :Int64;            # the heartbeat's sentMicros
   probeRound @6 :UInt64;           # nonzero: workers measure their links to every PS
                                    # for this round (once each)
+  finalReady @7 :Bool;             # every worker finished: a worker awaiting the final
+  finalStep @8 :UInt64;            # values pulls this step's (bsp; its own steps under
+                                   # ssp/async), then says finalTaken
 }
 
 struct Barrier {
@@ -561,6 +564,10 @@ struct Header {
     batchClaimReply @46 :BatchClaim;  # coordinator -> worker
     reduce @47 :Reduce;            # worker -> PS: a part of a collective (een backend)
     reduceReply @48 :ReduceReply;  # PS -> each contributor: the part's result
+    awaitFinal @49 :UInt64;        # worker -> coordinator: finished training after this
+                                   # many steps, as `done`, and waits for the job's final
+                                   # values (HeartbeatReply.finalStep); answered doneReply
+    finalTaken @50 :Void;          # worker -> coordinator: it holds them now (doneReply)
   }
 }
 
@@ -723,6 +730,8 @@ struct NodeRecord {
   joining @8 :Bool;                # worker: waiting for the step it joins at
   joinStep @9 :UInt64;             # worker: the step it joined a running job at (0: the start)
   localAddress @10 :Text;          # PS: its same-host address
+  awaitsFinal @11 :Bool;           # worker: finished, waiting for the final values
+  finalTaken @12 :Bool;            # worker: has them (or gave up on them)
 }
 
 struct CoordinatorState {

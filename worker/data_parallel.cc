@@ -894,9 +894,46 @@ void DataParallel::Impl::Barrier() {
     if (recovery->rolled_back) RollBack(recovery->step);
   }
 }
-void DataParallel::Finish() {
+void DataParallel::Finish(bool final_values) {
+  if (impl_->left_) return;
   impl_->left_ = true;
-  if (impl_->client_) ThrowIfError(impl_->client_->Finish(), "finishing");
+  if (!impl_->client_) return;
+  if (!final_values || impl_->SumMode()) {
+    ThrowIfError(impl_->client_->Finish(), "finishing");
+    return;
+  }
+  impl_->FinishWithFinalValues();
+}
+
+void DataParallel::Impl::FinishWithFinalValues() {
+  ThrowIfError(client_->FinishAwaitingFinal(), "finishing");
+  Result<std::optional<uint64_t>> final_step = client_->AwaitFinal();
+  ThrowIfError(final_step.status(), "waiting for the job's final values");
+  // Under bsp a worker that took the last step holds the final values; under
+  // ssp/async each pulls them (its own steps are all in).
+  const bool per_arrival = client_->consistency().per_arrival();
+  if (!*final_step || (!per_arrival && **final_step == step_)) {
+    client_->StopHeartbeats();
+    return;
+  }
+  const uint64_t version = per_arrival ? step_ : **final_step;
+  for (int recoveries = 0;; ++recoveries) {
+    BeforePull();
+    const Status s = client_->Pull(
+        version, /*gradients=*/false, [&](uint32_t c) { return Destination(c, false); },
+        /*frozen_too=*/true);
+    if (s.ok()) break;
+    if (!client_->NeedsRecovery() || recoveries == 10) {
+      ThrowIfError(s, "pulling the job's final values");
+    }
+    auto recovery = client_->Recover();
+    ThrowIfError(recovery.status(), "recovering after a PS was lost");
+  }
+  StorePulled(false);
+  if (!per_arrival) step_ = version;
+  NoteParameterVersions();
+  spdlog::info("took the job's final values (step {})", **final_step);
+  ThrowIfError(client_->FinalTaken(), "finishing");
 }
 void DataParallel::Abandon() {
   impl_->left_ = true;

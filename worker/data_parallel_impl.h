@@ -77,6 +77,9 @@ class DataParallel::Impl {
   // starts (not resumed from its snapshots, not joining a running job).
   bool TakesCheckpoint() const;
   bool LoadState(const std::vector<ParameterState>& states);
+  // Finish() (data_parallel.cc): leaves training, waits until every worker
+  // finished, and takes the job's final values.
+  void FinishWithFinalValues();
   // `optimizer`'s state of each trainable parameter (those with any).
   std::vector<ParameterState> TorchOptimizerState(const torch::optim::Optimizer& optimizer) const;
   // Waits at the job's barrier; throws RolledBack when a rollback sent this

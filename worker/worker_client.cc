@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "common/error_codes.h"
 #include "common/logging.h"
@@ -828,6 +829,7 @@ int WorkerClient::live_index() const {
 
 Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t version) {
   if (m.getEpoch() <= membership_epoch_ || version < m.getEffectiveStep()) return Status::Ok();
+  if (finished_) return Status::Ok();  // the final values' pull: the job went on without it
   std::vector<int> live;
   for (int w : m.getLiveWorkers()) {
     if (w < 0) return Internal("membership lists worker " + std::to_string(w));
@@ -928,6 +930,45 @@ Status WorkerClient::Finish() {
       [](wire::Header::Reader h) { return h.isDoneReply(); }, env_.failover_threshold * 10,
       "the end of the job");
   heartbeat_.reset();  // a finished worker stops its heartbeats
+  return s;
+}
+
+Status WorkerClient::FinishAwaitingFinal() {
+  if (finished_) return Status::Ok();
+  finished_ = true;
+  return Request(
+      worker_messages::AwaitFinal(rank_, step_.load()),
+      [](wire::Header::Reader h) { return h.isDoneReply(); }, env_.failover_threshold * 10,
+      "the end of the job");
+}
+
+Result<std::optional<uint64_t>> WorkerClient::AwaitFinal() {
+  if (!heartbeat_) return std::optional<uint64_t>();
+  const auto since = Clock::now();
+  auto next_note = since + std::chrono::seconds(30);
+  while (true) {
+    if (const uint64_t step = heartbeat_->final_step(); step != UINT64_MAX) {
+      return std::optional<uint64_t>(step);
+    }
+    const HeartbeatSender::State state = heartbeat_->state();
+    if (state == HeartbeatSender::State::kShutdown) return std::optional<uint64_t>();
+    EEN_RETURN_IF_ERROR(JobStatus());
+    if (Clock::now() > next_note) {
+      spdlog::info(
+          "finished; waiting {} s so far for the others to finish (the job's final "
+          "values come then; Finish(false) leaves at once)",
+          std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - since).count());
+      next_note += std::chrono::seconds(30);
+    }
+    std::this_thread::sleep_for(milliseconds(20));  // heartbeat replies bring the news
+  }
+}
+
+Status WorkerClient::FinalTaken() {
+  Status s = Request(
+      worker_messages::FinalTaken(rank_), [](wire::Header::Reader h) { return h.isDoneReply(); },
+      env_.failover_threshold * 10, "the end of the job");
+  heartbeat_.reset();
   return s;
 }
 

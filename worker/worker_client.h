@@ -179,6 +179,14 @@ class WorkerClient {
   // The next batch number of the job nobody has taken (see DataParallel::NextBatch).
   Result<uint64_t> ClaimBatch();
   Status Finish();  // tells the coordinator this worker is done; idempotent
+  // Done training, as Finish(), but heartbeats go on and the job does not
+  // end before FinalTaken(): AwaitFinal() then waits until every worker
+  // finished and returns the step of the job's final values (nullopt: this
+  // worker holds them already, or the job ended without them).
+  Status FinishAwaitingFinal();
+  Result<std::optional<uint64_t>> AwaitFinal();
+  Status FinalTaken();
+  void StopHeartbeats() { heartbeat_.reset(); }
   // Stops heartbeats without saying done (the program is failing): the
   // coordinator and een-launch see a lost worker, not a finished one.
   void Abandon();

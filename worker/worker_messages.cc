@@ -53,6 +53,18 @@ Message Done(int rank, uint64_t steps) {
   return b.Take();
 }
 
+Message AwaitFinal(int rank, uint64_t steps) {
+  wire::Outgoing b(wire::Role::WORKER, rank);
+  b.header().setAwaitFinal(steps);
+  return b.Take();
+}
+
+Message FinalTaken(int rank) {
+  wire::Outgoing b(wire::Role::WORKER, rank);
+  b.header().setFinalTaken();
+  return b.Take();
+}
+
 Message Probe(int worker, uint64_t round, size_t bytes) {
   wire::Outgoing b(wire::Role::WORKER, worker);
   auto probe = b.header().initProbe();

@@ -29,6 +29,9 @@ Message MapRequest(int rank);
 Message Barrier(int rank, uint64_t sequence, uint64_t map_epoch);
 Message BatchClaim(int rank, uint64_t sequence);
 Message Done(int rank, uint64_t steps);
+// Done, and this worker waits for the job's final values; then: it has them.
+Message AwaitFinal(int rank, uint64_t steps);
+Message FinalTaken(int rank);
 
 // To a PS (the data plane: no sender; the PS checks `worker` against the
 // connection's identity).

@@ -319,9 +319,12 @@ class DataParallel:
                 self._core.set_learning_rate(float(lr))
         return self._core.load_state(states)
 
-    def finish(self):
-        """Leaves the job; the others go on without this worker (DDP's join())."""
-        self._core.finish()
+    def finish(self, final_values=True):
+        """Leaves the job; the others go on without this worker (DDP's join()).
+        Then waits until every worker finished and puts the job's final
+        parameters and buffers in the module, so every rank ends with the
+        same model; final_values=False leaves at once (so does sum mode)."""
+        self._core.finish(bool(final_values))
 
     def abandon(self):
         """Leaves the job as a failing worker: the job treats it as lost (a

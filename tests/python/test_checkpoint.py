@@ -2,7 +2,8 @@
 dp.state_dict() of a job, saved with torch.save, trains on in plain PyTorch
 to where the job ends; a plain PyTorch checkpoint, or a job's, loaded with
 dp.load_state_dict() starts a job that ends where plain PyTorch (or the
-uninterrupted job) ends."""
+uninterrupted job) ends. And the model each worker ends with: with uneven
+data every rank ends with the job's final values (DDP's join())."""
 import os
 import sys
 import tempfile
@@ -98,6 +99,33 @@ class Checkpoint(unittest.TestCase):
                     "--load", path("job.pt"), "--out", path("resumed.bin")])
                 self.assertTrue(numpy.array_equal(job.load(path("straight.bin")),
                                                   job.load(path("resumed.bin"))))
+
+
+class FinalValues(unittest.TestCase):
+    def ends(self, workers, *options, leave_at_once=False):
+        """Each worker's final parameters: worker r trains 4 + 4r steps."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "final")
+            argv = job.launch_args(2, workers, *options) + [
+                sys.executable, os.path.join(HERE, "uneven_train.py"), "--out", out]
+            if leave_at_once:
+                argv.append("--leave-at-once")
+            code, output = job.run(argv, timeout=120)
+            self.assertEqual(code, 0, output)
+            return [job.load("%s.%d" % (out, r)) for r in range(workers)], output
+
+    def test_workers_that_finish_early_end_with_the_final_model(self):
+        for options in ((), ("--consistency", "async")):
+            finals, output = self.ends(3, *options)
+            for rank in (0, 1):
+                self.assertTrue(numpy.array_equal(finals[rank], finals[2]),
+                                "worker %d under %s ends with other values" % (rank, options))
+            if not options:
+                self.assertIn("took the job's final values (step 12)", output)
+
+    def test_leaving_at_once_keeps_this_workers_last_values(self):
+        finals, _ = self.ends(2, leave_at_once=True)
+        self.assertFalse(numpy.array_equal(finals[0], finals[1]))
 
 
 if __name__ == "__main__":

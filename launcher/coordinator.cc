@@ -163,6 +163,9 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
     if (state_ == wire::JobState::SHUTDOWN) {
       bool all_left = true;
       for (const Node& n : ps_) all_left &= n.done || n.lost;
+      // A worker waiting for the final values hears that it has them
+      // (a heartbeat answered "finished") before the coordinator goes.
+      for (const Node& w : workers_) all_left &= !w.awaits_final || w.told_end || w.lost;
       // Per-node launch: each node's een-launch hears that the job
       // finished before the coordinator goes (else it finds it silent).
       if (all_left && (LaunchersTold() ||
@@ -783,6 +786,8 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
           RoleName(role));
     }
   }
+  // Told: the job ended, or (holding the final values) its final step.
+  if (state == wire::JobState::SHUTDOWN || (final_step_ && n.final_taken)) n.told_end = true;
   return listener_->Send(peer, coordinator_messages::HeartbeatReply(
                                    incarnation_, map_epoch_, state, reason, hb.getSentMicros(),
                                    probe_since_ ? probe_round_ : 0, final_step_));
@@ -971,9 +976,12 @@ Status Coordinator::HandleWorkerExited(wire::WorkerExit::Reader exit) {
     w.rank = rank;  // (never registered)
     return PlainWorkerExited(w, exit);
   }
-  if (w.done && w.awaits_final && !w.final_taken && w.pid == exit.getPid()) {
-    w.final_taken = true;  // it exited while it waited for the final values
-    MaybeFinish();
+  if (w.done && w.awaits_final && w.pid == exit.getPid()) {
+    w.told_end = true;  // it exited: nobody to tell
+    if (!w.final_taken) {
+      w.final_taken = true;  // it exited while it waited for the final values
+      MaybeFinish();
+    }
   }
   if (exit.getStatus() != 0) return Status::Ok();  // heartbeats tell a lost worker
   const bool same = w.registered && w.pid == exit.getPid() &&
@@ -1024,6 +1032,7 @@ Status Coordinator::HandleFinalTaken(const transport::PeerId& peer) {
     return InvalidArgument("final values taken by a worker that has not finished");
   }
   n->final_taken = true;
+  n->told_end = true;  // it stops its heartbeats now
   MaybeFinish();
   SaveState();
   return listener_->Send(peer, coordinator_messages::DoneReply());
@@ -1102,6 +1111,7 @@ void Coordinator::CheckLiveness() {
     if (w.done && w.awaits_final && !w.final_taken && !w.lost &&
         w.liveness.SilentMs(now) > 10 * threshold.count()) {
       w.final_taken = true;
+      w.told_end = true;
       spdlog::warn("worker {} waited for the final values and went silent; the job ends without it",
                    w.rank);
       MaybeFinish();

@@ -122,6 +122,7 @@ class Coordinator {
     // Finish()): the job does not end before it took them (or went).
     bool awaits_final = false;
     bool final_taken = false;
+    bool told_end = false;   // it heard the job ended (or exited): the coordinator may go
     uint64_t join_step = 0;  // worker: the step it joined the running job at (0: the start)
     bool drained = false;    // PS: its shards moved away; told to leave
     Liveness liveness;       // heartbeats: when its silence means it is lost

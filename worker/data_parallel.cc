@@ -906,13 +906,13 @@ void DataParallel::Finish(bool final_values) {
 }
 
 void DataParallel::Impl::FinishWithFinalValues() {
-  ThrowIfError(client_->FinishAwaitingFinal(), "finishing");
+  ThrowIfError(client_->FinishAwaitingFinal(step_), "finishing");
   Result<std::optional<uint64_t>> final_step = client_->AwaitFinal();
   ThrowIfError(final_step.status(), "waiting for the job's final values");
   // Under bsp a worker that took the last step holds the final values; under
   // ssp/async each pulls them (its own steps are all in).
   const bool per_arrival = client_->consistency().per_arrival();
-  if (!*final_step || (!per_arrival && **final_step == step_)) {
+  if (!*final_step || (!per_arrival && **final_step <= step_)) {
     client_->StopHeartbeats();
     return;
   }

@@ -933,11 +933,11 @@ Status WorkerClient::Finish() {
   return s;
 }
 
-Status WorkerClient::FinishAwaitingFinal() {
+Status WorkerClient::FinishAwaitingFinal(uint64_t steps) {
   if (finished_) return Status::Ok();
   finished_ = true;
   return Request(
-      worker_messages::AwaitFinal(rank_, step_.load()),
+      worker_messages::AwaitFinal(rank_, std::max(steps, step_.load())),
       [](wire::Header::Reader h) { return h.isDoneReply(); }, env_.failover_threshold * 10,
       "the end of the job");
 }

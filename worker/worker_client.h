@@ -183,7 +183,7 @@ class WorkerClient {
   // end before FinalTaken(): AwaitFinal() then waits until every worker
   // finished and returns the step of the job's final values (nullopt: this
   // worker holds them already, or the job ended without them).
-  Status FinishAwaitingFinal();
+  Status FinishAwaitingFinal(uint64_t steps);  // `steps`: this worker's, as Done says
   Result<std::optional<uint64_t>> AwaitFinal();
   Status FinalTaken();
   void StopHeartbeats() { heartbeat_.reset(); }

@@ -710,7 +710,7 @@ std::vector<ChunkImage> ChunkStore::Capture() const {
 ChunkImage ChunkStore::CaptureChunk(uint32_t c) const {
   const Slot& s = SlotOf(c);
   const uint32_t n = Numel(c);
-  ChunkImage image{c, s.version, std::vector<float>(n * (1 + s.state.size())), {}};
+  ChunkImage image{c, s.version, std::vector<float>(ImageFloats(c)), {}};
   if (consistency_.per_arrival()) image.worker_steps = s.worker_steps;
   std::memcpy(image.data.data(), s.values, n * sizeof(float));
   for (size_t k = 0; k < s.state.size(); ++k) {
@@ -727,7 +727,7 @@ Status ChunkStore::LoadImage(const ChunkImage& image) {
   }
   Slot& s = slots_[slot_of_[image.chunk]];
   const uint32_t n = Numel(image.chunk);
-  if (image.data.size() != size_t{n} * (1 + s.state.size())) {
+  if (image.data.size() != ImageFloats(image.chunk)) {
     return DataLoss("chunk " + std::to_string(image.chunk) + " " +
                     WrongSize(image.data.size(), n, s.state.size()));
   }

@@ -781,13 +781,17 @@ Status ParameterServer::TakeState(wire::Push::Reader push, const Message& messag
     return InvalidArgument("a checkpoint of step " + std::to_string(step) + " is beyond belief");
   }
   auto chunks = push.getChunks();
+  // Sent again after a PS was lost: chunks that took it already are skipped.
+  auto taken_already = [&](uint32_t c) {
+    return push.getAgain() && step > 0 && store_->Version(c) == step;
+  };
   std::vector<uint32_t> loaded;
   for (uint32_t i = 0; i < chunks.size(); ++i) {
     const uint32_t c = chunks[i];
     if (!store_->Initialized(c)) {
       return FailedPrecondition("chunk " + std::to_string(c) + " has no initial values yet");
     }
-    if (push.getAgain() && store_->Version(c) == step && step > 0) continue;  // taken already
+    if (taken_already(c)) continue;
     bool contributed = false;
     for (int w = 0; w < store_->num_workers(); ++w) contributed |= store_->HasContribution(c, w);
     if (store_->Version(c) != 0 || contributed) {
@@ -799,7 +803,7 @@ Status ParameterServer::TakeState(wire::Push::Reader push, const Message& messag
   }
   for (uint32_t i = 0; i < chunks.size(); ++i) {
     const uint32_t c = chunks[i];
-    if (push.getAgain() && store_->Version(c) == step && step > 0) continue;
+    if (taken_already(c)) continue;
     ChunkImage image{c, step, std::vector<float>(message.payload(i).size() / sizeof(float)), {}};
     std::memcpy(image.data.data(), message.payload(i).data(), message.payload(i).size());
     EEN_RETURN_IF_ERROR(store_->LoadImage(image));
@@ -1040,11 +1044,11 @@ void ParameterServer::AnswerState(const PendingPull& p) {
   versions.reserve(p.chunks.size());
   payload.reserve(p.chunks.size());
   for (const uint32_t c : p.chunks) {
-    ChunkImage image = store_->CaptureChunk(c);  // a copy: later steps change the arena
-    versions.push_back(image.version);
-    std::vector<std::byte> bytes(image.data.size() * sizeof(float));
-    std::memcpy(bytes.data(), image.data.data(), bytes.size());
-    payload.push_back(transport::Frame::Own(std::move(bytes)));
+    // A copy (later steps change the arena), lent to the frame, as SendImages does.
+    auto image = std::make_shared<ChunkImage>(store_->CaptureChunk(c));
+    versions.push_back(image->version);
+    payload.push_back(
+        transport::Frame::Borrow(image->data.data(), image->data.size() * sizeof(float), image));
   }
   const uint64_t version =
       versions.empty() ? 0 : *std::min_element(versions.begin(), versions.end());

@@ -585,12 +585,29 @@ void DataParallel::Impl::JoinPull() {
 
 void DataParallel::Impl::PullInto(uint64_t version, bool gradients) {
   // Everything, frozen parameters too: joining, or back to a snapshot.
-  BeforePull();
-  ThrowIfError(client_->Pull(
-                   version, gradients, [&](uint32_t c) { return Destination(c, gradients); },
-                   /*frozen_too=*/true),
+  ThrowIfError(PullEverything(version, gradients),
                gradients ? "pulling mean gradients" : "pulling parameters");
   StorePulled(gradients);
+}
+
+Status DataParallel::Impl::PullEverything(uint64_t version, bool gradients) {
+  BeforePull();
+  return client_->Pull(
+      version, gradients, [&](uint32_t c) { return Destination(c, gradients); },
+      /*frozen_too=*/true);
+}
+
+void DataParallel::Impl::ThroughPsLoss(const std::function<Status(int recoveries)>& attempt,
+                                       const std::string& what,
+                                       const std::function<void(uint64_t step)>& rolled_back) {
+  for (int recoveries = 0;; ++recoveries) {
+    const Status s = attempt(recoveries);
+    if (s.ok()) return;
+    if (!client_->NeedsRecovery() || recoveries == 10) ThrowIfError(s, what);
+    auto recovery = client_->Recover();
+    ThrowIfError(recovery.status(), "recovering after a PS was lost");
+    if (recovery->rolled_back) rolled_back(recovery->step);
+  }
 }
 
 void DataParallel::Impl::Recover() {
@@ -919,18 +936,8 @@ void DataParallel::Impl::FinishWithFinalValues() {
     return;
   }
   const uint64_t version = per_arrival ? step_ : **final_step;
-  for (int recoveries = 0;; ++recoveries) {
-    BeforePull();
-    const Status s = client_->Pull(
-        version, /*gradients=*/false, [&](uint32_t c) { return Destination(c, false); },
-        /*frozen_too=*/true);
-    if (s.ok()) break;
-    if (!client_->NeedsRecovery() || recoveries == 10) {
-      ThrowIfError(s, "pulling the job's final values");
-    }
-    auto recovery = client_->Recover();
-    ThrowIfError(recovery.status(), "recovering after a PS was lost");
-  }
+  ThroughPsLoss([&](int) { return PullEverything(version, /*gradients=*/false); },
+                "pulling the job's final values", [](uint64_t) {});
   StorePulled(false);
   if (!per_arrival) step_ = version;
   NoteParameterVersions();

@@ -56,14 +56,9 @@ std::vector<ParameterState> DataParallel::Impl::OptimizerState() {
     lowest[i] = std::min(lowest[i], version);
     return Status::Ok();
   };
-  for (int recoveries = 0;; ++recoveries) {
-    const Status s = client_->PullState(step_, take);
-    if (s.ok()) break;
-    if (!client_->NeedsRecovery() || recoveries == 10) ThrowIfError(s, "pulling a checkpoint");
-    auto recovery = client_->Recover();  // between steps: no push of this step to resend
-    ThrowIfError(recovery.status(), "recovering after a PS was lost");
-    if (recovery->rolled_back) RollBack(recovery->step);  // throws RolledBack
-  }
+  // Between steps: no push of this step to resend after a failover.
+  ThroughPsLoss([&](int) { return client_->PullState(step_, take); }, "pulling a checkpoint",
+                [&](uint64_t step) { RollBack(step); });  // throws RolledBack
   for (size_t i = 0; i < out.size(); ++i) {
     out[i].step = static_cast<int64_t>(lowest[i] == UINT64_MAX ? 0 : lowest[i]);
     // Before its first step torch has no state for a parameter (Adagrad's
@@ -263,26 +258,20 @@ bool DataParallel::Impl::LoadState(const std::vector<ParameterState>& states) {
   }
   // Worker 0 sends them; every worker then pulls them (the others wait there
   // until they are in), through a PS lost meanwhile.
-  for (int recoveries = 0;; ++recoveries) {
-    Status s =
-        client_->rank() == 0 ? client_->PushState(step, chunks, recoveries > 0) : Status::Ok();
-    if (s.ok()) {
-      BeforePull();
-      s = client_->Pull(
-          step, /*gradients=*/false, [&](uint32_t c) { return Destination(c, false); },
-          /*frozen_too=*/true);
-    }
-    if (s.ok()) break;
-    if (!client_->NeedsRecovery() || recoveries == 10) ThrowIfError(s, "loading a checkpoint");
-    auto recovery = client_->Recover();
-    ThrowIfError(recovery.status(), "recovering after a PS was lost");
-    if (recovery->rolled_back) {
-      throw Error(
-          "een: a PS was lost while the checkpoint was loaded, and the job rolled back: "
-          "start it again",
-          Error::Code::kAborted);
-    }
-  }
+  ThroughPsLoss(
+      [&](int recoveries) {
+        if (client_->rank() == 0) {
+          EEN_RETURN_IF_ERROR(client_->PushState(step, chunks, /*again=*/recoveries > 0));
+        }
+        return PullEverything(step, /*gradients=*/false);
+      },
+      "loading a checkpoint",
+      [](uint64_t) {
+        throw Error(
+            "een: a PS was lost while the checkpoint was loaded, and the job rolled back: "
+            "start it again",
+            Error::Code::kAborted);
+      });
   StorePulled(false);
   step_ = static_cast<uint64_t>(step);
   NoteParameterVersions();

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -98,6 +99,15 @@ class DataParallel::Impl {
   void Arrived(size_t t);
   void PushBucket(uint32_t bucket);
   void PullInto(uint64_t version, bool gradients);
+  // PullInto's pull without storing: everything (frozen parameters too) of
+  // `version` into place or the mirrors; StorePulled() finishes it.
+  Status PullEverything(uint64_t version, bool gradients);
+  // Runs `attempt` (given how many recoveries came before it) until it
+  // succeeds, recovering each time it failed because a PS was lost, at most
+  // 10 times; then throws its error, saying `what`. A rollback meanwhile
+  // goes to `rolled_back` (its step), which throws or lets the retry go on.
+  void ThroughPsLoss(const std::function<Status(int recoveries)>& attempt, const std::string& what,
+                     const std::function<void(uint64_t step)>& rolled_back);
   Status TryPullInto(uint64_t version, bool gradients);
   // The map moved on: fetch it; after a rollback go back to that step
   // (throws RolledBack), after a failover resend this step's buckets.

@@ -164,8 +164,11 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
       bool all_left = true;
       for (const Node& n : ps_) all_left &= n.done || n.lost;
       // A worker waiting for the final values hears that it has them
-      // (a heartbeat answered "finished") before the coordinator goes.
-      for (const Node& w : workers_) all_left &= !w.awaits_final || w.told_end || w.lost;
+      // (a heartbeat answered "finished") before the coordinator goes,
+      // however long a busy machine delays its heartbeat; unless it went
+      // silent (exited, or its host is gone).
+      const bool workers_told = AwaitingWorkersTold();
+      all_left &= workers_told;
       // Per-node launch: each node's een-launch hears that the job
       // finished before the coordinator goes (else it finds it silent).
       if (all_left && (LaunchersTold() ||
@@ -173,7 +176,7 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
         spdlog::info("job finished: every worker done, every PS left");
         return Status::Ok();
       }
-      if (MillisSince(shutdown_at_) > 4 * options_.job.failover_threshold.count()) {
+      if (workers_told && MillisSince(shutdown_at_) > 4 * options_.job.failover_threshold.count()) {
         spdlog::warn("job finished, but not every PS confirmed leaving; ending anyway");
         return Status::Ok();
       }
@@ -1064,6 +1067,23 @@ void Coordinator::MaybeFinish() {
   }
 }
 
+bool Coordinator::AwaitingWorkersTold() {
+  const auto now = Clock::now();
+  bool told = true;
+  for (Node& w : workers_) {
+    if (w.awaits_final && !w.told_end && !w.lost && !GaveUpOnAwaiting(w, now)) told = false;
+  }
+  return told;
+}
+
+bool Coordinator::GaveUpOnAwaiting(Node& w, Clock::time_point now) {
+  if (w.liveness.SilentMs(now) <= 10 * options_.job.failover_threshold.count()) return false;
+  w.told_end = true;  // nobody to tell
+  spdlog::warn("worker {} waited for the final values and went silent; the job ends without it",
+               w.rank);
+  return true;
+}
+
 void Coordinator::HandleLeave(const transport::PeerId& peer) {
   if (Node* n = NodeByControl(peer); n && n->role == wire::Role::PS) {
     n->done = true;
@@ -1108,12 +1128,8 @@ void Coordinator::CheckLiveness() {
   // A finished worker waiting for the final values that went silent (its
   // heartbeats stop when it exits): the job ends without waiting for it.
   for (Node& w : workers_) {
-    if (w.done && w.awaits_final && !w.final_taken && !w.lost &&
-        w.liveness.SilentMs(now) > 10 * threshold.count()) {
+    if (w.done && w.awaits_final && !w.final_taken && !w.lost && GaveUpOnAwaiting(w, now)) {
       w.final_taken = true;
-      w.told_end = true;
-      spdlog::warn("worker {} waited for the final values and went silent; the job ends without it",
-                   w.rank);
       MaybeFinish();
     }
   }

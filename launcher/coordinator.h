@@ -350,6 +350,12 @@ class Coordinator {
                                   wire::MembershipPrepared::Reader prepared);
   void ReleaseBarriers();
   void MaybeFinish();
+  // Every worker waiting for the final values heard the job ended, or went
+  // silent (then it is no longer waited for).
+  bool AwaitingWorkersTold();
+  // `w` waits for the final values but was silent 10x the failover
+  // threshold: it is no longer waited for (true).
+  bool GaveUpOnAwaiting(Node& w, Clock::time_point now);
   std::vector<int> LiveWorkerRanks() const;
   // The furthest step any worker has reached (0 before any).
   uint64_t NewestWorkerStep() const;

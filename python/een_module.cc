@@ -12,6 +12,7 @@
 // the GIL. een::Error and een::RolledBack become een.Error and
 // een.RolledBack (with .code and .step).
 #include <een/data_parallel.h>
+#include <een/job_sampler.h>
 #include <een/process_group.h>
 #include <een/sampler.h>
 #include <pybind11/chrono.h>
@@ -108,9 +109,10 @@ class PyDataParallel {
  public:
   PyDataParallel(const NamedTensors& parameters, const NamedTensors& buffers,
                  const een::OptimizerConfig& optimizer, size_t bucket_bytes,
-                 const std::string& buffer_mode)
+                 const std::string& buffer_mode, bool raise_rolled_back)
       : mirror_(MirrorModule(parameters, buffers)) {
     een::DataParallelOptions options;
+    options.raise_rolled_back = raise_rolled_back;
     options.optimizer = optimizer;
     options.bucket_bytes = bucket_bytes;
     options.buffers = ParseBuffers(buffer_mode);
@@ -247,6 +249,15 @@ PYBIND11_MODULE(_een, m) {
       .def("batch", &een::DistributedSampler::Batch)
       .def("slice", &een::DistributedSampler::Slice)
       .def("num_samples", &een::DistributedSampler::num_samples);
+  py::class_<een::JobSampler>(m, "JobSampler")
+      .def(py::init([](PyDataParallel& dp, size_t dataset_size, bool shuffle, uint64_t seed,
+                       size_t batch) {
+             return std::make_unique<een::JobSampler>(dp.dp(), dataset_size, shuffle, seed, batch);
+           }),
+           py::keep_alive<1, 2>())
+      .def("begin", &een::JobSampler::Begin)
+      .def("next", &een::JobSampler::Next)
+      .def("batch", &een::JobSampler::batch);
   m.def("position_after",
         [](uint64_t steps, int world_size, const std::vector<een::MembershipChange>& changes,
            uint64_t dataset_size, uint64_t batch) {
@@ -259,7 +270,7 @@ PYBIND11_MODULE(_een, m) {
 
   py::class_<PyDataParallel>(m, "DataParallel")
       .def(py::init<const NamedTensors&, const NamedTensors&, const een::OptimizerConfig&, size_t,
-                    const std::string&>())
+                    const std::string&, bool>())
       .def("rank", [](PyDataParallel& self) { return self.dp().rank(); })
       .def("world_size", [](PyDataParallel& self) { return self.dp().world_size(); })
       .def("steps", [](PyDataParallel& self) { return self.dp().step(); })

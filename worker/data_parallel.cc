@@ -48,7 +48,8 @@ JoinedSlot::~JoinedSlot() {
   if (held) g_joined = false;
 }
 
-DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options) {
+DataParallel::Impl::Impl(torch::nn::Module& module, DataParallelOptions options)
+    : raise_rolled_back_(options.raise_rolled_back) {
   Result<bool> local = LocalModeRequested();
   ThrowIfError(local.status(), "local mode");
   if (*local) {
@@ -637,6 +638,7 @@ void DataParallel::Impl::RollBack(uint64_t step) {
   client_->ReportProgress(step_, std::nullopt, samples_, 0, 0);
   client_->LeaveStep();
   last_step_end_.reset();
+  ++rollbacks_;
   throw RolledBack(step_);
 }
 
@@ -814,6 +816,7 @@ int DataParallel::live_count() const {
   return impl_->client_ ? static_cast<int>(impl_->client_->live_workers().size()) : 1;
 }
 int DataParallel::live_index() const { return impl_->client_ ? impl_->client_->live_index() : 0; }
+uint64_t DataParallel::rollbacks() const { return impl_->rollbacks_; }
 std::vector<MembershipChange> DataParallel::membership_changes() const {
   if (!impl_->client_) return {};
   return impl_->client_->membership_changes();
@@ -829,11 +832,19 @@ void DataParallel::Impl::CheckNotLeft(const char* call) const {
 
 void DataParallel::Step(double loss, int64_t samples) {
   impl_->CheckNotLeft("Step()");
-  impl_->Step(loss, samples);
+  impl_->StepThroughRollback(loss, samples);
 }
 void DataParallel::Step() {
   impl_->CheckNotLeft("Step()");
-  impl_->Step(std::nullopt, 0);
+  impl_->StepThroughRollback(std::nullopt, 0);
+}
+void DataParallel::Impl::StepThroughRollback(std::optional<double> loss, int64_t samples) {
+  try {
+    Step(loss, samples);
+  } catch (const RolledBack& back) {
+    if (following_samplers_ == 0 || raise_rolled_back_) throw;
+    spdlog::warn("{}; the sampler gives the batches from there again", back.what());
+  }
 }
 void DataParallel::set_learning_rate(double lr) { impl_->SetLearningRate(lr); }
 double DataParallel::learning_rate() const { return impl_->LearningRate(); }

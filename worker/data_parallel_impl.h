@@ -58,6 +58,8 @@ class DataParallel::Impl {
   void SetLearningRate(double lr);
   double LearningRate() const;
   void Step(std::optional<double> loss, int64_t samples);
+  // Step(), a rollback handled here while a JobSampler follows this worker.
+  void StepThroughRollback(std::optional<double> loss, int64_t samples);
   bool SumMode() const { return optimizer_.kind == OptimizerConfig::Kind::kSum; }
 
   std::unique_ptr<WorkerClient> client_;  // null in local mode
@@ -69,6 +71,9 @@ class DataParallel::Impl {
   double grad_norm_ = NAN;  // the last step's total gradient norm (clipping only)
   uint64_t step_ = 0;
   uint64_t samples_ = 0;
+  uint64_t rollbacks_ = 0;           // RollBack()s so far
+  int following_samplers_ = 0;       // JobSamplers following this worker
+  bool raise_rolled_back_ = false;   // DataParallelOptions::raise_rolled_back
   uint64_t local_batches_ = 0;       // NextBatch() in local mode
   void PullLatest() { JoinPull(); }  // PullParameters()
   // Checkpoints (data_parallel_checkpoint.cc).

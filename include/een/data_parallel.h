@@ -97,6 +97,10 @@ struct DataParallelOptions {
   OptimizerConfig optimizer = OptimizerConfig::SGD(0.01);
   size_t bucket_bytes = 25u << 20;  // like DDP's bucket_cap_mb=25; EEN_BUCKET_BYTES overrides
   BufferSync buffers = BufferSync::kBroadcast;
+  // While a JobSampler follows this DataParallel, Step() handles a rollback
+  // itself (the sampler gives the redone batches again); true: Step()
+  // throws een::RolledBack anyway. Without a JobSampler it always throws.
+  bool raise_rolled_back = false;
 };
 
 class DataParallel {
@@ -127,6 +131,9 @@ class DataParallel {
   // worker that starts mid-job (a replacement under `een-launch
   // --max-restarts`, a resume, a rollback) finds its epoch and position.
   std::vector<MembershipChange> membership_changes() const;
+  // How many times the job rolled this worker back to a snapshot (a lost PS
+  // with --snapshot-every): step() went back each time.
+  uint64_t rollbacks() const;
 
   // --dynamic-slicing auto (een-launch): the job measures each worker's
   // compute time per sample and gives each live worker a share of every
@@ -278,6 +285,7 @@ class DataParallel {
   void Abandon();
 
  private:
+  friend class JobSampler;  // follows the job (job_sampler.h)
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

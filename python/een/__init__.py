@@ -136,9 +136,13 @@ class DataParallel:
     on a GPU (a CUDA build). buffers: 'broadcast' (rank 0's each
     step, as DDP), 'average' (the mean over the workers) or 'local'.
     bucket_bytes: gradient bucket size (DDP's bucket_cap_mb; EEN_BUCKET_BYTES
-    overrides). dp(x) calls the module."""
+    overrides). dp(x) calls the module. While an een.DistributedSampler
+    follows the job, dp.step() handles a rollback to a snapshot itself (the
+    sampler gives the redone batches again); raise_rolled_back=True raises
+    een.RolledBack anyway."""
 
-    def __init__(self, module, optimizer=None, bucket_bytes=25 << 20, buffers="broadcast"):
+    def __init__(self, module, optimizer=None, bucket_bytes=25 << 20, buffers="broadcast",
+                 raise_rolled_back=False):
         if not isinstance(module, torch.nn.Module):
             raise TypeError("een.DataParallel needs a torch.nn.Module, got %s" % type(module))
         if optimizer is None:
@@ -154,8 +158,10 @@ class DataParallel:
         parameters = list(module.named_parameters())
         buffer_list = [(n, b) for n, b in module.named_buffers() if b is not None]
         self._core = _een.DataParallel(parameters, buffer_list, optimizer, int(bucket_bytes),
-                                       str(buffers))
+                                       str(buffers), bool(raise_rolled_back))
         _live.add(self)
+        global _newest
+        _newest = weakref.ref(self)
 
     def __call__(self, *args, **kwargs):
         return self.module(*args, **kwargs)
@@ -193,8 +199,10 @@ class DataParallel:
         """Completes one step after loss.backward(): pushes what is left, waits
         for the parameter servers and puts the new parameters (and buffers) in
         the module. `loss` (a float or a tensor) and `samples` (this worker's
-        batch size) feed een-launch's progress line. Raises een.RolledBack when
-        the job went back to its last snapshot: carry on from dp.global_step."""
+        batch size) feed een-launch's progress line. When the job went back to
+        its last snapshot, and no een.DistributedSampler follows the job (or
+        raise_rolled_back), raises een.RolledBack: carry on from
+        dp.global_step."""
         if isinstance(loss, torch.Tensor):
             loss = loss.detach().item()
         self._core.step(None if loss is None else float(loss), int(samples))
@@ -349,6 +357,7 @@ class DataParallel:
 # abandons them (the job must see a failed worker, not a finished one, as a
 # C++ program unwinding from an exception shows it).
 _live = weakref.WeakSet()
+_newest = None  # the newest DataParallel (a weak reference): the one samplers follow
 _previous_excepthook = sys.excepthook
 
 
@@ -423,12 +432,28 @@ class DistributedSampler(torch.utils.data.Sampler):
     every worker), padded to a multiple of num_replicas (or cut, drop_last)
     and worker `rank` takes every num_replicas-th from its rank on. So batch s
     of all workers together is the global batch of one-process training.
-    num_replicas and rank default to the job's (EEN_WORLD_SIZE, EEN_RANK).
-    `dataset` may be a dataset or its length."""
+    `dataset` may be a dataset or its length.
+
+    In an EEN job, with num_replicas and rank left out, it follows the job by
+    itself (a plain loop, or a DataLoader over it, needs no elastic code):
+    each step's batch is drawn for the step the job is at, so after a lost or
+    added worker the live workers share the rest of the epoch, after a
+    rollback to a snapshot the redone steps' batches come again (dp.step()
+    then raises nothing), and a worker that starts mid-job (a replacement,
+    --resume) starts at the job's epoch and position: earlier epochs' passes
+    yield nothing. batch_size (the DataLoader's) is learned from the loop;
+    a worker that starts mid-job needs it given. Not calling set_epoch()
+    goes on to the next epoch each pass. Limits: a lost worker's share of the
+    step(s) it did not finish is not dealt again; a DataLoader with
+    num_workers > 0 prefetches batches, which keep the layout they were drawn
+    with; the epoch's last step is padded to a whole batch by wrapping
+    around (drop_last is ignored there); under ssp/async the layout stays
+    fixed (see dp.next_batch())."""
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
-                 drop_last=False):
+                 drop_last=False, batch_size=None):
         size = dataset if isinstance(dataset, int) else len(dataset)
+        self._follows = num_replicas is None and rank is None
         if num_replicas is None:
             num_replicas = int(os.environ.get("EEN_WORLD_SIZE", "1"))
         if rank is None:
@@ -436,18 +461,54 @@ class DistributedSampler(torch.utils.data.Sampler):
         if num_replicas < 1 or not 0 <= rank < num_replicas or size < 0:
             raise ValueError("DistributedSampler: rank %d of %d workers over %d samples is "
                              "invalid (0 <= rank < num_replicas)" % (rank, num_replicas, size))
+        if batch_size is not None and int(batch_size) < 1:
+            raise ValueError("DistributedSampler: batch_size=%r must be positive" % batch_size)
         self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
+        self._size, self._shuffle, self._seed = size, bool(shuffle), int(seed)
+        self._batch_size = int(batch_size or 0)
         self._core = _een.DistributedSampler(size, rank, num_replicas, bool(shuffle), int(seed),
                                              bool(drop_last))
+        self._job = None  # (DataParallel, _een.JobSampler) once it follows the job
+        self._epoch_set, self._passes = False, 0
 
     def set_epoch(self, epoch):
         self.epoch = int(epoch)
+        self._epoch_set = True
         self._core.set_epoch(self.epoch)
 
+    def _job_sampler(self):
+        dp = _newest() if self._follows and _newest is not None else None
+        if dp is None:
+            return None
+        if self._job is None or self._job[0] is not dp:
+            batch = self._job[1].batch() if self._job is not None else self._batch_size
+            self._job = (dp, _een.JobSampler(dp._core, self._size, self._shuffle, self._seed,
+                                             batch))
+        return self._job[1]
+
     def __iter__(self):
-        return iter(self._core.indices())
+        job = self._job_sampler()
+        if job is None:
+            return iter(self._core.indices())
+        if not self._epoch_set and self._passes > 0:
+            self.epoch += 1  # no set_epoch(): the next epoch of the job
+        self._epoch_set = False
+        self._passes += 1
+        job.begin(self.epoch)
+        return self._follow(job)
+
+    @staticmethod
+    def _follow(job):
+        while True:
+            index = job.next()
+            if index is None:
+                return
+            yield index
 
     def __len__(self):
+        """Samples per worker and epoch (under the job's live workers now)."""
+        if self._job_sampler() is not None:
+            return -(-self._size // max(_newest().live_count, 1))
         return self._core.num_samples()
 
     def permutation(self):

@@ -1,0 +1,93 @@
+// JobSampler: this worker's share of a dataset, following the job by itself,
+// so a plain loop (`for each epoch: set_epoch(e); for each batch: ...;
+// Step()`) trains what the job still owes, whatever happens to the job.
+// Python's een.DistributedSampler uses it inside an EEN job.
+//
+// Each step's batch is drawn when the loop asks for it, for the step the job
+// is at, with the layout DistributedSampler::Batch() and PositionAfter()
+// define (bsp): the live workers of that step (membership_changes()) each
+// take `batch` positions of the epoch's permutation, interleaved. So:
+//  - after a lost or added worker (`--min-workers`, `--max-restarts`), the
+//    workers live at a step share that step's global batch and the rest of
+//    the epoch;
+//  - after a rollback to a snapshot, the redone steps' batches come again
+//    (and DataParallel::Step() no longer throws een::RolledBack while a
+//    JobSampler follows it, unless DataParallelOptions::raise_rolled_back);
+//  - a worker that starts mid-job (a replacement, an added worker,
+//    `--resume`) starts at the job's epoch and position: the passes of
+//    earlier epochs yield nothing, the current one its rest.
+// The batch size: given, or learned from the loop (the indices drawn
+// between two steps; before then the layout is DistributedSampler's, which
+// is the same). A worker that starts mid-job needs it given.
+// Known limits: a lost worker's share of the step(s) it did not finish is
+// not dealt again (at most two steps of its batch); a DataLoader that
+// prefetches (num_workers > 0) draws batches ahead, so after a change the
+// batches it had drawn keep the old layout; the epoch's last step wraps
+// around to a whole global batch (padding, as torch's sampler pads); under
+// ssp/async the layout stays fixed (use DataParallel::NextBatch()).
+// Thread safety: one thread (the loop's).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "een/sampler.h"
+
+namespace een {
+
+class DataParallel;
+
+class JobSampler {
+ public:
+  // `dp` must outlive the sampler. `batch`: samples per worker and step;
+  // 0: learned from the loop.
+  JobSampler(DataParallel& dp, size_t dataset_size, bool shuffle = true, uint64_t seed = 0,
+             size_t batch = 0);
+  ~JobSampler();
+  JobSampler(const JobSampler&) = delete;
+  JobSampler& operator=(const JobSampler&) = delete;
+
+  // Starts a pass over epoch `epoch` (as torch's set_epoch() followed by
+  // iterating the sampler).
+  void Begin(uint64_t epoch);
+  // The next index of this pass; nullopt once the job is past this epoch.
+  std::optional<size_t> Next();
+  // This worker's next batch of this pass (the batch size must be known);
+  // empty once the job is past this epoch.
+  std::vector<size_t> NextBatch();
+  size_t batch() const { return batch_; }  // 0 until known
+
+ private:
+  enum class Mode { kFixed, kFollowing, kDone };
+  bool DrawBatch();  // fills pending_ for step next_step_; false: the epoch is over
+  void Learn(uint64_t step_now);
+  DataPosition PositionOf(uint64_t step) const;
+  const DistributedSampler& Order(uint64_t epoch);
+
+  DataParallel& dp_;
+  size_t size_;
+  bool shuffle_;
+  uint64_t seed_;
+  size_t batch_;
+  uint64_t epoch_ = 0;
+  Mode mode_ = Mode::kDone;
+  bool bsp_ = true;                          // the job's consistency, as of Begin()
+  std::optional<DistributedSampler> order_;  // the permutation of order_epoch_
+  uint64_t order_epoch_ = 0;
+  // Fixed layout (the batch size not yet known): DistributedSampler's.
+  std::vector<size_t> fixed_;
+  size_t fixed_at_ = 0;
+  // Learning the batch size: indices drawn when step 1 and step 2 were seen.
+  uint64_t drawn_ = 0;  // this pass
+  std::optional<uint64_t> drawn_at_step1_;
+  // Following: the batch drawn, and the step the next batch is for.
+  std::vector<size_t> pending_;
+  size_t pending_at_ = 0;
+  uint64_t next_step_ = 0;
+  uint64_t seen_rollbacks_ = 0;
+  bool warned_ = false;
+};
+
+}  // namespace een

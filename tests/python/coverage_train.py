@@ -1,0 +1,53 @@
+"""A plain PyTorch loop with no elastic code, as a user writes it (a
+DataLoader over een.DistributedSampler, one dp.step() a batch), that
+records every sample id it trains: after each step, "EPOCH STEP id id ...",
+where EPOCH is the epoch of the data the step trained (een.position_after);
+after a rollback to a snapshot, "undo STEP": its steps from STEP on were
+undone (they come again). One file per process in --out."""
+import argparse
+import os
+import time
+
+import torch
+import torch.nn.functional as F
+import torch.utils.data
+
+import een
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--samples", type=int, default=960)
+parser.add_argument("--batch", type=int, default=8)
+parser.add_argument("--epochs", type=int, default=3)
+parser.add_argument("--give-batch-size", action="store_true")
+parser.add_argument("--step-ms", type=float, default=0)
+parser.add_argument("--out", required=True)
+args = parser.parse_args()
+
+torch.manual_seed(0)
+features = torch.randn(args.samples, 8)
+labels = (features.sum(1) > 0).long()
+dataset = torch.utils.data.TensorDataset(torch.arange(args.samples), features, labels)
+model = torch.nn.Linear(8, 2)
+dp = een.DataParallel(model, optimizer=een.SGD(0.05))
+sampler = een.DistributedSampler(dataset,
+                                 batch_size=args.batch if args.give_batch_size else None)
+loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, sampler=sampler)
+record = open(os.path.join(args.out, "rank%d-pid%d.log" % (dp.rank, os.getpid())), "w")
+for epoch in range(args.epochs):
+    sampler.set_epoch(epoch)
+    for ids, x, y in loader:
+        step = dp.global_step
+        data_epoch, _ = een.position_after(step, dp.world_size, dp.membership_changes,
+                                           args.samples, args.batch)
+        loss = F.cross_entropy(dp(x), y)
+        loss.backward()
+        dp.step(loss)
+        if dp.global_step == step + 1:
+            record.write("%d %d %s\n" % (data_epoch, step, " ".join(str(int(i)) for i in ids)))
+        else:
+            record.write("undo %d\n" % dp.global_step)
+        record.flush()
+        if dp.rank == 0:
+            print("epoch %d step %d" % (epoch, dp.global_step), flush=True)
+        time.sleep(args.step_ms / 1000)
+dp.finish()

@@ -1,0 +1,180 @@
+#include "een/job_sampler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <string>
+
+#include "data_parallel_impl.h"
+#include "een/data_parallel.h"
+#include "een/error.h"
+
+namespace een {
+
+JobSampler::JobSampler(DataParallel& dp, size_t dataset_size, bool shuffle, uint64_t seed,
+                       size_t batch)
+    : dp_(dp), size_(dataset_size), shuffle_(shuffle), seed_(seed), batch_(batch) {
+  if (dataset_size == 0) throw Error("een: JobSampler: the dataset is empty");
+  ++dp_.impl_->following_samplers_;
+}
+
+JobSampler::~JobSampler() { --dp_.impl_->following_samplers_; }
+
+const DistributedSampler& JobSampler::Order(uint64_t epoch) {
+  if (!order_ || order_epoch_ != epoch) {
+    order_.emplace(size_, 0, 1, shuffle_, seed_);
+    order_->set_epoch(epoch);
+    order_epoch_ = epoch;
+  }
+  return *order_;
+}
+
+DataPosition JobSampler::PositionOf(uint64_t step) const {
+  return PositionAfter(step, dp_.world_size(), dp_.membership_changes(), size_, batch_);
+}
+
+void JobSampler::Begin(uint64_t epoch) {
+  epoch_ = epoch;
+  drawn_ = 0;
+  drawn_at_step1_.reset();
+  pending_.clear();
+  pending_at_ = 0;
+  fixed_.clear();
+  fixed_at_ = 0;
+  seen_rollbacks_ = dp_.rollbacks();
+  next_step_ = dp_.step();
+  // ssp/async: every worker takes its own steps; the layout stays fixed.
+  bsp_ = dp_.consistency() == "bsp";
+  if (batch_ != 0 && bsp_) {
+    mode_ = Mode::kFollowing;
+    return;
+  }
+  if (next_step_ > 0 && bsp_) {
+    throw Error(
+        "een: the sampler starts at step " + std::to_string(next_step_) +
+            " of a running job (a replacement, an added worker, --resume, or an epoch of "
+            "fewer than two steps), and does not know the batch size to find the job's place "
+            "in the data: give it (Python een.DistributedSampler(dataset, batch_size=B); C++ "
+            "JobSampler(dp, n, shuffle, seed, B))",
+        Error::Code::kFailedPrecondition);
+  }
+  // The job at step 0 (or ssp/async): DistributedSampler's layout, which
+  // is the following layout's too until something changes.
+  DistributedSampler mine(size_, std::max(dp_.live_index(), 0), std::max(dp_.live_count(), 1),
+                          shuffle_, seed_);
+  mine.set_epoch(epoch);
+  fixed_ = mine.indices();
+  mode_ = Mode::kFixed;
+}
+
+void JobSampler::Learn(uint64_t step_now) {
+  if (batch_ != 0) return;
+  if (step_now >= 1 && !drawn_at_step1_) drawn_at_step1_ = drawn_;
+  // Between steps 1 and 2 the loop drew one batch, however far ahead a
+  // prefetching DataLoader draws.
+  if (step_now >= 2 && drawn_at_step1_ && drawn_ > *drawn_at_step1_) {
+    batch_ = drawn_ - *drawn_at_step1_;
+    spdlog::debug("the sampler learned the batch size: {}", batch_);
+  }
+}
+
+std::optional<size_t> JobSampler::Next() {
+  if (mode_ == Mode::kFixed) {
+    if (bsp_) {
+      Learn(dp_.step());
+      if (batch_ != 0 && drawn_ % batch_ == 0) {
+        mode_ = Mode::kFollowing;  // the same layout, drawn per step from here
+        next_step_ = drawn_ / batch_;
+      } else if (!warned_ && (dp_.rollbacks() != seen_rollbacks_ ||
+                              dp_.live_count() != static_cast<int>(dp_.world_size()))) {
+        warned_ = true;
+        spdlog::warn(
+            "the job changed (a rollback or a membership change) before the sampler knew the "
+            "batch size: this epoch's data may be trained twice or not at all; give the batch "
+            "size (een.DistributedSampler(dataset, batch_size=B))");
+      }
+    }
+    if (mode_ == Mode::kFixed) {
+      if (fixed_at_ == fixed_.size()) return std::nullopt;
+      ++drawn_;
+      return fixed_[fixed_at_++];
+    }
+  }
+  if (mode_ == Mode::kFollowing && pending_at_ == pending_.size() && !DrawBatch()) {
+    mode_ = Mode::kDone;
+  }
+  if (mode_ == Mode::kDone) return std::nullopt;
+  ++drawn_;
+  return pending_[pending_at_++];
+}
+
+std::vector<size_t> JobSampler::NextBatch() {
+  if (batch_ == 0) {
+    throw Error("een: JobSampler::NextBatch() needs the batch size (the constructor's `batch`)",
+                Error::Code::kFailedPrecondition);
+  }
+  std::vector<size_t> out;
+  if (mode_ == Mode::kFixed) {  // ssp/async
+    while (out.size() < batch_ && fixed_at_ < fixed_.size()) out.push_back(fixed_[fixed_at_++]);
+    return out;
+  }
+  if (mode_ != Mode::kFollowing || !DrawBatch()) {
+    mode_ = Mode::kDone;
+    return out;
+  }
+  out.assign(pending_.begin(), pending_.end());
+  pending_at_ = pending_.size();
+  drawn_ += out.size();
+  return out;
+}
+
+bool JobSampler::DrawBatch() {
+  const uint64_t step = dp_.step();
+  const uint64_t rollbacks = dp_.rollbacks();
+  // After a rollback the steps from the snapshot are redone: their batches
+  // come again (a prefetching loader's batches drawn ahead are stale).
+  next_step_ = rollbacks != seen_rollbacks_ ? step : std::max(next_step_, step);
+  seen_rollbacks_ = rollbacks;
+  const DataPosition at = PositionOf(next_step_);
+  if (at.epoch > epoch_) {
+    if (drawn_ == 0 && !warned_) {
+      warned_ = true;
+      spdlog::info(
+          "epoch {} was trained before this worker started (the job is at step {}, "
+          "epoch {}): nothing to draw",
+          epoch_, next_step_, at.epoch);
+    }
+    return false;
+  }
+  // The workers live at that step, and this worker's place among them.
+  std::vector<int> live;
+  std::vector<uint32_t> shares;
+  for (const MembershipChange& c : dp_.membership_changes()) {
+    if (c.step > next_step_) break;
+    live = c.live;
+    shares = c.shares;
+  }
+  if (live.empty()) {
+    for (int r = 0; r < dp_.world_size(); ++r) live.push_back(r);
+  }
+  const auto me = std::find(live.begin(), live.end(), dp_.rank());
+  if (me == live.end()) {
+    throw Error("een: the sampler is asked for step " + std::to_string(next_step_) +
+                    ", at which this worker is not one of the job's live workers",
+                Error::Code::kFailedPrecondition);
+  }
+  const int index = static_cast<int>(me - live.begin());
+  const DistributedSampler& order = Order(at.epoch);
+  if (shares.size() == live.size()) {  // --dynamic-slicing: this worker's share
+    uint64_t offset = 0;
+    for (int i = 0; i < index; ++i) offset += shares[i];
+    pending_ = order.Slice(at.position, offset, shares[index]);
+  } else {
+    pending_ = order.Batch(at.position, index, static_cast<int>(live.size()), batch_);
+  }
+  pending_at_ = 0;
+  ++next_step_;
+  return true;
+}
+
+}  // namespace een

@@ -559,6 +559,7 @@ Status Coordinator::SendJobStart(const Node& n, bool rebuild, uint64_t join_step
       .history = &membership_.history(),
       .consistency = options_.job.consistency,
       .dynamic_slicing = options_.job.dynamic_slicing == "auto",
+      .data_batch = data_batch_,
   };
   if (join_step > 0) {
     start.resume = true;  // parameters come from the PS, not from this worker
@@ -654,6 +655,9 @@ Status Coordinator::StartJob() {
                    saved.status().message());
     }
   }
+  if (options_.resume && !options_.snapshot_dir.empty()) {
+    if (auto batch = ReadDataBatch(options_.snapshot_dir); batch.ok()) data_batch_ = *batch;
+  }
   membership_.StartJob(std::move(before), start_step_, LiveWorkerRanks());
   SaveHistory();
   for (auto* nodes : {&ps_, &workers_}) {
@@ -713,6 +717,9 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     n.samples = hb.getSamples();
     n.sync_micros = hb.getSyncMicros();
     n.staleness = hb.getStaleness();
+    if (role == wire::Role::WORKER && hb.getDataBatch() > 0 && data_batch_ == 0) {
+      NoteDataBatch(hb.getDataBatch());
+    }
     if (role == wire::Role::WORKER && options_.job.dynamic_slicing == "auto") {
       slices_.Observe(rank, n.step, n.compute_micros, hb.getBatchShare(), hb.getGlobalBatch());
       MaybeReslice();

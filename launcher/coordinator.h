@@ -368,6 +368,9 @@ class Coordinator {
   std::vector<Node>& NodesOf(wire::Role role) { return role == wire::Role::PS ? ps_ : workers_; }
   // Keeps the membership history next to the snapshots too, for --resume.
   void SaveHistory();
+  // A worker said its sampler's batch size (heartbeat dataBatch): kept, saved
+  // and told to every worker that starts from now on (JobStart.dataBatch).
+  void NoteDataBatch(uint64_t batch);
 
   CoordinatorOptions options_;
   Consistency consistency_;  // options_.job.consistency, parsed (een-coordinator checks it)
@@ -451,7 +454,8 @@ class Coordinator {
     Clock::time_point since;
   };
   std::map<int, BarrierAgainstStep> barrier_against_step_;  // by PS rank
-  uint64_t next_batch_ = 0;                                 // the batch NextBatch() hands out next
+  uint64_t data_batch_ = 0;  // the samplers' batch size, once a worker said it
+  uint64_t next_batch_ = 0;  // the batch NextBatch() hands out next
   static constexpr uint64_t kBatchesPerSave = 256;
   uint64_t batches_since_save_ = 0;  // dealt since the last SaveState()
   uint64_t start_step_ = 0;

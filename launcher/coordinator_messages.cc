@@ -30,6 +30,7 @@ Message JobStart(const JobStartFields& f) {
   js.setConsistency(f.consistency);
   js.setDynamicSlicing(f.dynamic_slicing);
   js.setJoining(f.joining);
+  js.setDataBatch(f.data_batch);
   auto history = js.initHistory(f.history->size());
   for (size_t k = 0; k < f.history->size(); ++k) {
     wire::MembershipToWire((*f.history)[k], history[k]);

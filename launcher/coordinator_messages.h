@@ -35,7 +35,8 @@ struct JobStartFields {
   const std::vector<MembershipChange>* history = nullptr;
   std::string consistency = "bsp";
   bool dynamic_slicing = false;
-  bool joining = false;  // a worker joining the running job at start_step
+  bool joining = false;     // a worker joining the running job at start_step
+  uint64_t data_batch = 0;  // the samplers' batch size (0: not known yet)
 };
 Message JobStart(const JobStartFields& fields);
 

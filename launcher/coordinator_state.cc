@@ -55,6 +55,7 @@ void Coordinator::SaveState() {
   st.setMapMoved(map_moved_);
   st.setWorkerReplacements(worker_replacements_);
   st.setNextBatch(next_batch_);
+  st.setDataBatch(data_batch_);
   batches_since_save_ = 0;
   const std::vector<MembershipChange>& history = membership_.history();
   auto saved_history = st.initHistory(history.size());
@@ -141,6 +142,7 @@ Status Coordinator::RestoreState() {
     map_moved_ = st.getMapMoved();
     worker_replacements_ = st.getWorkerReplacements();
     next_batch_ = st.getNextBatch();
+    data_batch_ = st.getDataBatch();
   } catch (const kj::Exception& e) {
     return DataLoss("the saved coordinator state is corrupt: " +
                     std::string(e.getDescription().cStr()));
@@ -156,6 +158,18 @@ Status Coordinator::RestoreState() {
                                      "{} batches dealt since come again)",
                                      next_batch_, kBatchesPerSave));
   return Status::Ok();
+}
+
+void Coordinator::NoteDataBatch(uint64_t batch) {
+  data_batch_ = batch;
+  spdlog::info("the workers' samplers draw {} samples a step each (kept for joiners and --resume)",
+               batch);
+  SaveState();
+  if (options_.snapshot_dir.empty()) return;
+  if (Status s = WriteDataBatch(options_.snapshot_dir, batch); !s.ok()) {
+    spdlog::warn("{}; a --resume of this job needs the batch size given to its samplers",
+                 s.message());
+  }
 }
 
 void Coordinator::SaveHistory() {

@@ -61,4 +61,28 @@ Result<std::vector<MembershipChange>> ReadMembershipLog(const std::string& dir) 
   return history;
 }
 
+Status WriteDataBatch(const std::string& dir, uint64_t batch) {
+  const std::string path = dir + "/data-batch", temporary = path + ".tmp";
+  std::error_code ec;
+  MakePrivateFolder(dir, ec);
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << batch << '\n';
+    out.flush();
+    if (!out) return Unavailable("cannot write " + temporary + " (disk full?)");
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    return Unavailable("cannot rename " + temporary + " to " + path);
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> ReadDataBatch(const std::string& dir) {
+  std::ifstream in(dir + "/data-batch");
+  if (!in) return NotFound("no data-batch in " + dir);
+  uint64_t batch = 0;
+  if (!(in >> batch) || batch == 0) return DataLoss(dir + "/data-batch is not a batch size");
+  return batch;
+}
+
 }  // namespace een

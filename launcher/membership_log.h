@@ -5,6 +5,7 @@
 // One line per change, oldest first: "EPOCH EFFECTIVE_STEP RANK,RANK,...".
 // Written whole to a temporary file and renamed over the old one, so a
 // crash leaves the previous or the new history, never a torn one.
+// Beside it, DIR/data-batch: the batch size the samplers draw (JobSampler).
 // Thread safety: a plain value; functions touch only the file they name.
 #pragma once
 
@@ -20,5 +21,10 @@ namespace een {
 Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipChange>& history);
 // NotFound when there is none (a job that never wrote one).
 Result<std::vector<MembershipChange>> ReadMembershipLog(const std::string& dir);
+
+// The batch size the job's samplers draw per worker and step
+// (DIR/data-batch, one number), for the samplers of a --resume'd job.
+Status WriteDataBatch(const std::string& dir, uint64_t batch);
+Result<uint64_t> ReadDataBatch(const std::string& dir);  // NotFound when none
 
 }  // namespace een

@@ -120,6 +120,8 @@ struct JobStart {
   dynamicSlicing @11 :Bool;        # --dynamic-slicing: memberships carry batch shares
   joining @12 :Bool;               # worker joining a running job at startStep (a
                                    # replacement or a late one)
+  dataBatch @13 :UInt64;           # the batch size the job's samplers draw per worker
+                                   # and step (0: not known yet)
 }
 
 enum JobState {
@@ -163,6 +165,8 @@ struct Heartbeat {
                                    # Step() last returned (0: inside Step(), or before
                                    # its first); a step waiting for it waits for the
                                    # program (an evaluation), not for EEN
+  dataBatch @25 :UInt64;           # worker: the batch size its sampler draws per step
+                                   # (JobSampler; 0: not known), kept by the job
 }
 
 # A worker's measure of its link to one PS: `bytes` sent to it, all
@@ -753,4 +757,5 @@ struct CoordinatorState {
   rollbackStep @15 :UInt64;        # the step the latest rollback went back to
   nextBatch @16 :UInt64;           # NextBatch(): the next batch to deal, as of this save
                                    # (saved every 256 batches dealt)
+  dataBatch @17 :UInt64;           # the samplers' batch size (JobStart.dataBatch)
 }

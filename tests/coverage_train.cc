@@ -4,8 +4,11 @@
 // --record DIR/worker-RANK-PID.txt. The data position comes from
 // een::PositionAfter, so a replacement that joins mid-epoch (een-launch
 // --max-restarts) and the workers that lost or regained a peer all agree on
-// where each step's global batch starts.
+// where each step's global batch starts. With --job-sampler the loop is a
+// plain one over een::JobSampler, which follows the job by itself; EPOCH is
+// then the epoch of the data the step trains (PositionAfter).
 #include <een/data_parallel.h>
+#include <een/job_sampler.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -20,6 +23,8 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", epochs);
   app.add_option("--batch", batch);
   app.add_option("--samples", n);
+  bool job_sampler = false;
+  app.add_flag("--job-sampler", job_sampler, "a plain loop over een::JobSampler");
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);
   torch::manual_seed(1234);
@@ -33,6 +38,30 @@ int main(int argc, char** argv) {
     een::DataParallel dp(*net, options);
     std::ofstream out(record + "/worker-" + std::to_string(dp.rank()) + "-" +
                       std::to_string(getpid()) + ".txt");
+    auto train = [&](int epoch, const std::vector<size_t>& mine) {
+      out << epoch << ' ' << dp.step();
+      for (size_t i : mine) out << ' ' << i;
+      out << '\n' << std::flush;
+      auto take = torch::tensor(std::vector<int64_t>(mine.begin(), mine.end()), torch::kLong);
+      net->zero_grad();
+      auto loss = torch::nn::functional::cross_entropy(net->forward(x.index_select(0, take)),
+                                                       y.index_select(0, take));
+      loss.backward();
+      dp.Step(loss.item<double>(), batch);
+    };
+    if (job_sampler) {
+      een::JobSampler follower(dp, n, true, 5, batch);
+      for (int epoch = 0; epoch < epochs; ++epoch) {
+        follower.Begin(epoch);
+        for (std::vector<size_t> mine; !(mine = follower.NextBatch()).empty();) {
+          const een::DataPosition at =
+              een::PositionAfter(dp.step(), dp.world_size(), dp.membership_changes(), n, batch);
+          train(static_cast<int>(at.epoch), mine);
+        }
+      }
+      dp.Finish();
+      return 0;
+    }
     een::DistributedSampler sampler(n, dp.rank(), dp.world_size(), true, 5);
     const een::DataPosition at =
         een::PositionAfter(dp.step(), dp.world_size(), dp.membership_changes(), n, batch);
@@ -49,16 +78,7 @@ int main(int argc, char** argv) {
           epoch == static_cast<int>(at.epoch) ? static_cast<int64_t>(at.position) : 0;
       while (position < n) {
         const int live = dp.live_count();
-        std::vector<size_t> mine = sampler.Batch(position, dp.live_index(), live, batch);
-        out << epoch << ' ' << dp.step();
-        for (size_t i : mine) out << ' ' << i;
-        out << '\n' << std::flush;
-        auto take = torch::tensor(std::vector<int64_t>(mine.begin(), mine.end()), torch::kLong);
-        net->zero_grad();
-        auto loss = torch::nn::functional::cross_entropy(net->forward(x.index_select(0, take)),
-                                                         y.index_select(0, take));
-        loss.backward();
-        dp.Step(loss.item<double>(), batch);
+        train(epoch, sampler.Batch(position, dp.live_index(), live, batch));
         position += int64_t{live} * batch;
       }
     }

@@ -28,14 +28,30 @@ using std::chrono::seconds;
 const std::string kBin = EEN_BIN_DIR;
 constexpr int kSamples = 20000, kBatch = 4;
 
-TEST(WorkerRestart, ReplacementJoinsAndEverySampleIsTrainedAtMostOnce) {
+// `loop`: coverage_train's, explicit (PositionAfter) or plain (JobSampler).
+void ReplacementJoinsAndEverySampleIsTrainedAtMostOnce(const std::vector<std::string>& loop) {
   const std::string dir = "/tmp/een-restart-test-" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  testing::Subprocess job({kBin + "/een-launch", "--ps", "2", "--workers", "3", "--max-restarts",
-                           "1", "--progress-interval", "200ms", "--", kBin + "/coverage_train",
-                           "--record", dir, "--samples", std::to_string(kSamples), "--batch",
-                           std::to_string(kBatch)});
+  std::vector<std::string> argv = {kBin + "/een-launch",
+                                   "--ps",
+                                   "2",
+                                   "--workers",
+                                   "3",
+                                   "--max-restarts",
+                                   "1",
+                                   "--progress-interval",
+                                   "200ms",
+                                   "--",
+                                   kBin + "/coverage_train",
+                                   "--record",
+                                   dir,
+                                   "--samples",
+                                   std::to_string(kSamples),
+                                   "--batch",
+                                   std::to_string(kBatch)};
+  argv.insert(argv.end(), loop.begin(), loop.end());
+  testing::Subprocess job(argv);
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
   std::this_thread::sleep_for(milliseconds(300));
   const pid_t victim = testing::NewestPid(job.output(), "worker 1");
@@ -57,10 +73,19 @@ TEST(WorkerRestart, ReplacementJoinsAndEverySampleIsTrainedAtMostOnce) {
   for (const auto& [epoch, by_step] : steps) {
     const int distinct = testing::DistinctSamples(by_step, epoch);
     EXPECT_GE(distinct, kSamples - 2 * kBatch) << "epoch " << epoch << " left samples untrained";
-    RecordProperty("epoch" + std::to_string(epoch) + "_untrained",
-                   std::to_string(kSamples - distinct));
+    ::testing::Test::RecordProperty("epoch" + std::to_string(epoch) + "_untrained",
+                                    std::to_string(kSamples - distinct));
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(WorkerRestart, ReplacementJoinsAndEverySampleIsTrainedAtMostOnce) {
+  ReplacementJoinsAndEverySampleIsTrainedAtMostOnce({});
+}
+
+// The same with a plain loop: een::JobSampler follows the job by itself.
+TEST(WorkerRestart, APlainLoopOverJobSamplerFollowsTheReplacementToo) {
+  ReplacementJoinsAndEverySampleIsTrainedAtMostOnce({"--job-sampler"});
 }
 
 // Adding capacity: a third worker, started by hand with the job's

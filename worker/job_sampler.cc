@@ -16,6 +16,17 @@ JobSampler::JobSampler(DataParallel& dp, size_t dataset_size, bool shuffle, uint
     : dp_(dp), size_(dataset_size), shuffle_(shuffle), seed_(seed), batch_(batch) {
   if (dataset_size == 0) throw Error("een: JobSampler: the dataset is empty");
   ++dp_.impl_->following_samplers_;
+  if (batch_ != 0) TellJob();
+}
+
+uint64_t JobSampler::JobBatch() const {
+  return dp_.impl_->client_ ? dp_.impl_->client_->data_batch() : 0;
+}
+
+void JobSampler::TellJob() {
+  if (dp_.impl_->client_ && dp_.impl_->client_->data_batch() == 0) {
+    dp_.impl_->client_->NoteDataBatch(batch_);
+  }
 }
 
 JobSampler::~JobSampler() { --dp_.impl_->following_samplers_; }
@@ -43,6 +54,7 @@ void JobSampler::Begin(uint64_t epoch) {
   fixed_at_ = 0;
   seen_rollbacks_ = dp_.rollbacks();
   next_step_ = dp_.step();
+  if (batch_ == 0) batch_ = JobBatch();  // another worker's sampler learned it
   // ssp/async: every worker takes its own steps; the layout stays fixed.
   bsp_ = dp_.consistency() == "bsp";
   if (batch_ != 0 && bsp_) {
@@ -75,6 +87,7 @@ void JobSampler::Learn(uint64_t step_now) {
   if (step_now >= 2 && drawn_at_step1_ && drawn_ > *drawn_at_step1_) {
     batch_ = drawn_ - *drawn_at_step1_;
     spdlog::debug("the sampler learned the batch size: {}", batch_);
+    TellJob();
   }
 }
 

@@ -76,6 +76,7 @@ void WorkerClient::FillHeartbeat(wire::Heartbeat::Builder hb) {
   hb.setLossGiven(loss_given_.load());
   hb.setSamples(samples_.load());
   hb.setSyncMicros(sync_micros_.load());
+  hb.setDataBatch(data_batch_.load());
   hb.setComputeMicros(compute_micros_.load());
   if (const int64_t since = program_since_micros_.load(); since > 0) {
     hb.setInProgramMicros(static_cast<uint64_t>(std::max<int64_t>(SteadyMicros() - since, 0)));
@@ -119,6 +120,7 @@ Status WorkerClient::ApplyJobStart(wire::JobStart::Reader js) {
   }
   rollback_epoch_ = js.getRollbackEpoch();
   dynamic_slicing_ = js.getDynamicSlicing();
+  if (js.getDataBatch() > 0) data_batch_ = js.getDataBatch();
   join_history_.clear();
   for (auto m : js.getHistory()) join_history_.push_back(wire::MembershipFromWire(m));
   map_ = std::move(map);

@@ -83,6 +83,11 @@ class WorkerClient {
   // --dynamic-slicing: the job gives each live worker a share of every
   // step's global batch (in live_workers() order; empty: equal shares).
   bool dynamic_slicing() const { return dynamic_slicing_; }
+  // The batch size the job's samplers draw per worker and step (JobSampler):
+  // the job's, or this worker's once noted (heartbeats tell the job); 0: not
+  // known yet.
+  uint64_t data_batch() const { return data_batch_.load(); }
+  void NoteDataBatch(uint64_t batch) { data_batch_ = batch; }
   const std::vector<uint32_t>& batch_shares() const { return shares_; }
   // The slice of step `step` (0-based: the steps completed before it) of a
   // global batch of `global_batch` samples: the first sample (offset) and
@@ -322,6 +327,7 @@ class WorkerClient {
   std::optional<InitialValues> initial_;
   uint64_t membership_epoch_ = 0;
   bool dynamic_slicing_ = false;
+  std::atomic<uint64_t> data_batch_{0};
   std::vector<uint32_t> shares_;                 // of the membership in force (see batch_shares())
   uint64_t slice_count_ = 0, slice_global_ = 0;  // the last SliceOf()
   double lr_ = -1;

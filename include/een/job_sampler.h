@@ -18,7 +18,9 @@
 //    earlier epochs yield nothing, the current one its rest.
 // The batch size: given, or learned from the loop (the indices drawn
 // between two steps; before then the layout is DistributedSampler's, which
-// is the same). A worker that starts mid-job needs it given.
+// is the same). The job keeps it (and --resume finds it next to the
+// snapshots), so a worker that starts mid-job finds it there; given
+// otherwise.
 // Known limits: a lost worker's share of the step(s) it did not finish is
 // not dealt again (at most two steps of its batch); a DataLoader that
 // prefetches (num_workers > 0) draws batches ahead, so after a change the
@@ -64,6 +66,8 @@ class JobSampler {
   bool DrawBatch();  // fills pending_ for step next_step_; false: the epoch is over
   void Learn(uint64_t step_now);
   DataPosition PositionOf(uint64_t step) const;
+  uint64_t JobBatch() const;  // the job's batch size for samplers (0: not known)
+  void TellJob();             // this one's, for joiners and --resume
   const DistributedSampler& Order(uint64_t epoch);
 
   DataParallel& dp_;

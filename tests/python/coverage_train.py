@@ -20,6 +20,8 @@ parser.add_argument("--batch", type=int, default=8)
 parser.add_argument("--epochs", type=int, default=3)
 parser.add_argument("--give-batch-size", action="store_true")
 parser.add_argument("--step-ms", type=float, default=0)
+parser.add_argument("--short-ms", type=float, default=0,
+                    help="each step's pause while a worker is missing (time for a replacement)")
 parser.add_argument("--out", required=True)
 args = parser.parse_args()
 
@@ -49,5 +51,6 @@ for epoch in range(args.epochs):
         record.flush()
         if dp.rank == 0:
             print("epoch %d step %d" % (epoch, dp.global_step), flush=True)
-        time.sleep(args.step_ms / 1000)
+        short = dp.live_count < dp.world_size
+        time.sleep((args.short_ms if short else args.step_ms) / 1000)
 dp.finish()

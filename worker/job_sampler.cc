@@ -55,11 +55,19 @@ void JobSampler::Begin(uint64_t epoch) {
   seen_rollbacks_ = dp_.rollbacks();
   next_step_ = dp_.step();
   if (batch_ == 0) batch_ = JobBatch();  // another worker's sampler learned it
-  // ssp/async: every worker takes its own steps; the layout stays fixed.
   bsp_ = dp_.consistency() == "bsp";
-  if (batch_ != 0 && bsp_) {
-    mode_ = Mode::kFollowing;
+  if (batch_ != 0) {
+    // ssp/async: every worker takes its own steps; the job deals batches.
+    mode_ = bsp_ ? Mode::kFollowing : Mode::kDealt;
     return;
+  }
+  if (!bsp_ && !warned_) {
+    warned_ = true;
+    spdlog::warn(
+        "under {} the sampler deals the job's batches (a fast worker takes more) only when it "
+        "knows the batch size: give it (een.DistributedSampler(dataset, batch_size=B)); until "
+        "then each worker takes its fixed share of each epoch",
+        dp_.consistency());
   }
   if (next_step_ > 0 && bsp_) {
     throw Error(
@@ -108,13 +116,17 @@ std::optional<size_t> JobSampler::Next() {
       }
     }
     if (mode_ == Mode::kFixed) {
-      if (fixed_at_ == fixed_.size()) return std::nullopt;
+      if (fixed_at_ == fixed_.size()) {
+        EndPass();
+        return std::nullopt;
+      }
       ++drawn_;
       return fixed_[fixed_at_++];
     }
   }
-  if (mode_ == Mode::kFollowing && pending_at_ == pending_.size() && !DrawBatch()) {
-    mode_ = Mode::kDone;
+  if (mode_ != Mode::kDone && pending_at_ == pending_.size() &&
+      !(mode_ == Mode::kFollowing ? DrawBatch() : DrawDealt())) {
+    EndPass();
   }
   if (mode_ == Mode::kDone) return std::nullopt;
   ++drawn_;
@@ -127,12 +139,13 @@ std::vector<size_t> JobSampler::NextBatch() {
                 Error::Code::kFailedPrecondition);
   }
   std::vector<size_t> out;
-  if (mode_ == Mode::kFixed) {  // ssp/async
+  if (mode_ == Mode::kFixed) {
     while (out.size() < batch_ && fixed_at_ < fixed_.size()) out.push_back(fixed_[fixed_at_++]);
+    if (out.empty()) EndPass();
     return out;
   }
-  if (mode_ != Mode::kFollowing || !DrawBatch()) {
-    mode_ = Mode::kDone;
+  if (mode_ == Mode::kDone || !(mode_ == Mode::kFollowing ? DrawBatch() : DrawDealt())) {
+    EndPass();
     return out;
   }
   out.assign(pending_.begin(), pending_.end());
@@ -188,6 +201,30 @@ bool JobSampler::DrawBatch() {
   pending_at_ = 0;
   ++next_step_;
   return true;
+}
+
+bool JobSampler::DrawDealt() {
+  const uint64_t per_epoch = (size_ + batch_ - 1) / batch_;
+  const uint64_t k = held_ ? *held_ : dp_.NextBatch();
+  held_.reset();
+  if (k / per_epoch > epoch_) {
+    held_ = k;  // the next epoch's: its pass takes it
+    return false;
+  }
+  const uint64_t position = (k % per_epoch) * batch_;
+  pending_ = Order(k / per_epoch).Slice(position, 0, std::min<uint64_t>(batch_, size_ - position));
+  pending_at_ = 0;
+  return true;
+}
+
+void JobSampler::EndPass() {
+  if (mode_ == Mode::kDone) return;
+  mode_ = Mode::kDone;
+  if (bsp_) return;  // every worker ended the epoch at the same step
+  // ssp/async: the epoch ends once every worker's gradients of it are in, so
+  // what the loop evaluates or saves next holds them all.
+  dp_.Barrier();
+  if (!dp_.impl_->SumMode()) dp_.PullParameters();
 }
 
 }  // namespace een

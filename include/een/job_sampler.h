@@ -25,8 +25,13 @@
 // not dealt again (at most two steps of its batch); a DataLoader that
 // prefetches (num_workers > 0) draws batches ahead, so after a change the
 // batches it had drawn keep the old layout; the epoch's last step wraps
-// around to a whole global batch (padding, as torch's sampler pads); under
-// ssp/async the layout stays fixed (use DataParallel::NextBatch()).
+// around to a whole global batch (padding, as torch's sampler pads).
+// Under ssp/async, with the batch size given (or the job's), the job deals
+// batches (DataParallel::NextBatch(): a fast worker takes more, every batch
+// of an epoch once, each epoch's last batch short); without it each worker
+// takes its fixed share. There each pass ends with Barrier() and
+// PullParameters(), so what the loop evaluates or saves after an epoch holds
+// every worker's gradients of it (Barrier() may throw een::RolledBack).
 // Thread safety: one thread (the loop's).
 #pragma once
 
@@ -62,8 +67,10 @@ class JobSampler {
   size_t batch() const { return batch_; }  // 0 until known
 
  private:
-  enum class Mode { kFixed, kFollowing, kDone };
+  enum class Mode { kFixed, kFollowing, kDealt, kDone };
   bool DrawBatch();  // fills pending_ for step next_step_; false: the epoch is over
+  bool DrawDealt();  // ssp/async: fills pending_ with the job's next dealt batch
+  void EndPass();    // ssp/async: waits for the others' gradients of the epoch
   void Learn(uint64_t step_now);
   DataPosition PositionOf(uint64_t step) const;
   uint64_t JobBatch() const;  // the job's batch size for samplers (0: not known)
@@ -91,6 +98,7 @@ class JobSampler {
   size_t pending_at_ = 0;
   uint64_t next_step_ = 0;
   uint64_t seen_rollbacks_ = 0;
+  std::optional<uint64_t> held_;  // ssp/async: a dealt batch of a later epoch
   bool warned_ = false;
 };
 

@@ -1,7 +1,8 @@
 """A plain PyTorch loop with no elastic code, as a user writes it (a
 DataLoader over een.DistributedSampler, one dp.step() a batch), that
 records every sample id it trains: after each step, "EPOCH STEP id id ...",
-where EPOCH is the epoch of the data the step trained (een.position_after);
+where EPOCH is the epoch of the data the step trained (een.position_after;
+under ssp/async the loop's, as the sampler deals each epoch's batches);
 after a rollback to a snapshot, "undo STEP": its steps from STEP on were
 undone (they come again). One file per process in --out."""
 import argparse
@@ -22,6 +23,7 @@ parser.add_argument("--give-batch-size", action="store_true")
 parser.add_argument("--step-ms", type=float, default=0)
 parser.add_argument("--short-ms", type=float, default=0,
                     help="each step's pause while a worker is missing (time for a replacement)")
+parser.add_argument("--slow-rank", type=int, default=-1, help="this rank pauses 4x as long")
 parser.add_argument("--out", required=True)
 args = parser.parse_args()
 
@@ -41,6 +43,8 @@ for epoch in range(args.epochs):
         step = dp.global_step
         data_epoch, _ = een.position_after(step, dp.world_size, dp.membership_changes,
                                            args.samples, args.batch)
+        if dp.consistency != "bsp":  # each worker takes its own steps: the loop's epoch
+            data_epoch = epoch
         loss = F.cross_entropy(dp(x), y)
         loss.backward()
         dp.step(loss)
@@ -52,5 +56,6 @@ for epoch in range(args.epochs):
         if dp.rank == 0:
             print("epoch %d step %d" % (epoch, dp.global_step), flush=True)
         short = dp.live_count < dp.world_size
-        time.sleep((args.short_ms if short else args.step_ms) / 1000)
+        pause = (args.short_ms if short else args.step_ms) / 1000
+        time.sleep(4 * pause if dp.rank == args.slow_rank else pause)
 dp.finish()

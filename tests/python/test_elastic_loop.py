@@ -127,6 +127,19 @@ class ElasticLoop(unittest.TestCase):
                 epochs.setdefault(epoch, []).extend(ids)
             self.assert_exactly_once(epochs, output)
 
+    def test_under_async_the_job_deals_the_batches_and_each_epoch_is_trained_once(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            code, output = job.run(self.args(tmp, 1, 3, "--consistency", "async", give_batch=True)
+                                   + ["--slow-rank", "2"], timeout=180)
+            self.assertEqual(code, 0, output[-3000:])
+            # The last batch of each epoch is short: no padding, no repeat.
+            self.assert_exactly_once(trained(tmp), output)
+            batches = {}
+            for path in glob.glob(os.path.join(tmp, "rank*.log")):
+                with open(path) as f:
+                    batches[os.path.basename(path).split("-")[0]] = len(f.readlines())
+            self.assertGreater(batches["rank0"], batches["rank2"], "a fast worker takes more")
+
     def test_survivors_take_over_a_lost_workers_share(self):
         with tempfile.TemporaryDirectory() as tmp:
             run = job.Job(self.args(tmp, 1, 3, "--min-workers", "2"))

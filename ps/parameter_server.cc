@@ -968,6 +968,7 @@ Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Re
                 {},
                 pull.getFrozenValues() || pull.getOptimizerState()};
   p.optimizer_state = pull.getOptimizerState();
+  p.final_values = pull.getFinalValues();
   p.worker = pull.getWorker();
   for (uint32_t c : pull.getChunks()) {
     if (p.gradients && store_->Kind(c) == TensorKind::kFrozen && p.frozen_values) {
@@ -1033,7 +1034,9 @@ bool ParameterServer::ReadyPerArrival(const PendingPull& p) const {
         return false;
       }
     }
-    if (!consistency.Allows(p.min_version, store_->SlowestSteps(c))) return false;
+    if (!p.final_values && !consistency.Allows(p.min_version, store_->SlowestSteps(c))) {
+      return false;
+    }
   }
   return true;
 }

@@ -79,6 +79,7 @@ class ParameterServer {
     std::vector<uint32_t> chunks;
     bool frozen_values = false;    // frozen chunks: values, not just an empty frame
     bool optimizer_state = false;  // a checkpoint: values and optimizer state (AnswerState)
+    bool final_values = false;     // ssp/async: no staleness bound (wire::Pull.finalValues)
     std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
     int worker = -1;  // who asked (for the flight recorder)
   };

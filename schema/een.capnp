@@ -410,6 +410,9 @@ struct Pull {
                                    # each chunk's frame holds its values and then, for a
                                    # parameter chunk, each optimizer state slot; the
                                    # answer's `versions` give each chunk's steps applied
+  finalValues @10 :Bool;           # ssp/async: the job's final values (every worker
+                                   # finished): the staleness bound does not apply (a
+                                   # worker that finished behind holds nobody back)
 }
 
 # Followed by one payload frame per chunk id.

@@ -926,9 +926,7 @@ void DataParallel::Finish(bool final_values) {
   if (impl_->left_) return;
   impl_->left_ = true;
   if (!impl_->client_) return;
-  // Not yet under ssp/async: a final pull there can wait on a PS frozen by a
-  // membership round that no worker is left to complete.
-  if (!final_values || impl_->SumMode() || impl_->client_->consistency().per_arrival()) {
+  if (!final_values || impl_->SumMode()) {
     ThrowIfError(impl_->client_->Finish(), "finishing");
     return;
   }

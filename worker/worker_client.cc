@@ -458,7 +458,8 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
                                                         .gradients = gradients,
                                                         .dtype = wire::DTypeOf(type),
                                                         .request_id = r.id,
-                                                        .frozen_values = frozen_too},
+                                                        .frozen_values = frozen_too,
+                                                        .final_values = finished_},
                                                        r.chunks),
                                  fmt::format("pull from PS {}", p)));
         outstanding_.push_back(std::move(r));

@@ -100,6 +100,7 @@ Message Pull(const PullFields& f, const std::vector<uint32_t>& chunks) {
   pull.setDtype(f.dtype);
   pull.setRequestId(f.request_id);
   pull.setFrozenValues(f.frozen_values);
+  pull.setFinalValues(f.final_values);
   pull.setParked(f.parked);
   pull.setOptimizerState(f.optimizer_state);
   SetChunks(pull.initChunks(chunks.size()), chunks);

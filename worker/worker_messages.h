@@ -59,6 +59,7 @@ struct PullFields {
   bool frozen_values = false;    // frozen chunks' values too (the first pull)
   bool parked = false;           // ssp: see wire::Pull.parked
   bool optimizer_state = false;  // a checkpoint: see wire::Pull.optimizerState
+  bool final_values = false;     // see wire::Pull.finalValues
 };
 Message Pull(const PullFields& fields, const std::vector<uint32_t>& chunks);
 

@@ -271,10 +271,11 @@ class DataParallel {
   // Leaves the job: the others go on without this worker (they no longer
   // wait for its gradients). Then, as DDP's join() leaves every rank with
   // the same model, it waits until every worker has finished and puts the
-  // job's final parameters and buffers in the module (a worker that took the
-  // last step has them already and returns at once). Finish(false) leaves
-  // at once, with the values of this worker's last step; so do sum mode,
-  // where the PS hold no parameters, and (not yet done) ssp/async. Step() and Barrier() afterwards
+  // job's final parameters and buffers in the module (under bsp a worker that
+  // took the last step has them already and returns at once; under ssp/async
+  // every worker pulls them, every worker's gradients in). Finish(false)
+  // leaves at once, with the values of this worker's last step; so does sum
+  // mode, where the PS hold no parameters. Step() and Barrier() afterwards
   // throw (kJobFinished). The destructor calls Finish() when not unwinding.
   void Finish(bool final_values = true);
   // Leaves the job as a failing worker: no "done", so the job treats this

@@ -331,8 +331,7 @@ class DataParallel:
         """Leaves the job; the others go on without this worker (DDP's join()).
         Then waits until every worker finished and puts the job's final
         parameters and buffers in the module, so every rank ends with the
-        same model; final_values=False leaves at once (so do sum mode and, for
-        now, ssp/async)."""
+        same model; final_values=False leaves at once (so does sum mode)."""
         self._core.finish(bool(final_values))
 
     def abandon(self):

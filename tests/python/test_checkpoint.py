@@ -115,11 +115,12 @@ class FinalValues(unittest.TestCase):
             return [job.load("%s.%d" % (out, r)) for r in range(workers)], output
 
     def test_workers_that_finish_early_end_with_the_final_model(self):
-        finals, output = self.ends(3)  # bsp (ssp/async: not yet)
-        for rank in (0, 1):
-            self.assertTrue(numpy.array_equal(finals[rank], finals[2]),
-                            "worker %d ends with other values" % rank)
-        self.assertIn("took the job's final values (step 12)", output)
+        for consistency in ("bsp", "ssp:2", "async"):
+            finals, output = self.ends(3, "--consistency", consistency)
+            for rank in (0, 1):
+                self.assertTrue(numpy.array_equal(finals[rank], finals[2]),
+                                "%s: worker %d ends with other values" % (consistency, rank))
+            self.assertIn("took the job's final values", output)
 
     def test_leaving_at_once_keeps_this_workers_last_values(self):
         finals, _ = self.ends(2, leave_at_once=True)

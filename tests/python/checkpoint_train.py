@@ -5,6 +5,8 @@ plain PyTorch (tests/python/test_checkpoint.py). Trains the MLP to step
     --load FILE: dp.load_state_dict(torch.load(FILE)) first (every worker);
     --save FILE: at step --save-at every worker takes dp.state_dict() and
     rank 0 writes it with torch.save. Rank 0 writes the final parameters.
+    --pull-every K: every worker takes dp.state_dict() every K steps too
+    (with --save, rank 0 writes the last one at the end instead).
   with --plain: one process, torch.optim, the workers' mean gradients
     (each worker's rows, summed in rank order). --load FILE starts from a
     checkpoint (into an optimizer made with other hyper-parameters: the
@@ -85,8 +87,13 @@ def distributed(args):
             loaded = dp.load_state_dict(torch.load(args.load))
             print("checkpoint loaded: %s, at step %d" % (loaded, dp.global_step), flush=True)
         rows = rows_of(dp.rank, args.batch)
+        last = None
         while dp.global_step < args.steps:
-            if args.save and dp.global_step == args.save_at:
+            if args.pull_every and dp.global_step % args.pull_every == 0:
+                last = dp.state_dict()
+                if dp.rank == 0 and dp.global_step % 50 == 0:
+                    print("pulled the checkpoint of step %d" % dp.global_step, flush=True)
+            elif args.save and dp.global_step == args.save_at:
                 checkpoint = dp.state_dict()
                 if dp.rank == 0:
                     torch.save(checkpoint, args.save)
@@ -97,6 +104,8 @@ def distributed(args):
             dp.step(loss.item(), args.batch)
         if dp.rank == 0:
             save(model, args.out)
+            if args.pull_every and args.save:
+                torch.save(last, args.save)
     return 0
 
 
@@ -110,6 +119,7 @@ def main():
     parser.add_argument("--workers", type=int, default=2, help="workers the plain run stands for")
     parser.add_argument("--save", help="write a checkpoint at --save-at")
     parser.add_argument("--load", help="start from this checkpoint")
+    parser.add_argument("--pull-every", type=int, default=0)
     parser.add_argument("--out", required=True)
     parser.add_argument("--plain", action="store_true")
     parser.add_argument("--fresh-optimizer", action="store_true",

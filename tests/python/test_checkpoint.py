@@ -5,6 +5,7 @@ dp.load_state_dict() starts a job that ends where plain PyTorch (or the
 uninterrupted job) ends. And the model each worker ends with: with uneven
 data every rank ends with the job's final values (DDP's join())."""
 import os
+import signal
 import sys
 import tempfile
 import unittest
@@ -99,6 +100,34 @@ class Checkpoint(unittest.TestCase):
                     "--load", path("job.pt"), "--out", path("resumed.bin")])
                 self.assertTrue(numpy.array_equal(job.load(path("straight.bin")),
                                                   job.load(path("resumed.bin"))))
+
+
+class CheckpointThroughPsLoss(unittest.TestCase):
+    def test_checkpoints_pulled_every_step_while_a_ps_is_killed_change_nothing(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            def args(name):
+                return job.launch_args(3, 2, "--replicas", "2") + TRAIN + [
+                    "--steps", "400", "--pull-every", "1", "--save",
+                    os.path.join(tmp, name + ".pt"), "--out", os.path.join(tmp, name + ".bin")]
+            code, output = job.run(args("whole"), timeout=180)
+            self.assertEqual(code, 0, output[-3000:])
+            run = job.Job(args("killed"))
+            self.assertIsNotNone(run.wait_for(r"pulled the checkpoint of step 100", 120),
+                                 run.output[-3000:])
+            pid = run.newest_pid("ps 1")
+            self.assertIsNotNone(pid, run.output)
+            os.kill(pid, signal.SIGKILL)
+            self.assertEqual(run.wait(180), 0, run.output[-4000:])
+            self.assertIn("its backups take over", run.output)
+            whole, killed = (torch.load(os.path.join(tmp, n + ".pt")) for n in ("whole", "killed"))
+            for name, value in whole["model"].items():
+                self.assertTrue(torch.equal(value, killed["model"][name]), name)
+            for index, state in whole["optimizer"]["state"].items():
+                for slot, value in state.items():
+                    self.assertTrue(torch.equal(value, killed["optimizer"]["state"][index][slot]),
+                                    "%s of parameter %d" % (slot, index))
+            self.assertTrue(numpy.array_equal(job.load(os.path.join(tmp, "whole.bin")),
+                                              job.load(os.path.join(tmp, "killed.bin"))))
 
 
 class FinalValues(unittest.TestCase):

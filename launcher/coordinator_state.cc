@@ -162,8 +162,9 @@ Status Coordinator::RestoreState() {
 
 void Coordinator::NoteDataBatch(uint64_t batch) {
   data_batch_ = batch;
-  spdlog::info("the workers' samplers draw {} samples a step each (kept for joiners and --resume)",
-               batch);
+  spdlog::info(
+      "the workers' samplers draw batches of {} a step each (kept for joiners and --resume)",
+      batch);
   SaveState();
   if (options_.snapshot_dir.empty()) return;
   if (Status s = WriteDataBatch(options_.snapshot_dir, batch); !s.ok()) {

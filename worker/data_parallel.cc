@@ -842,7 +842,10 @@ void DataParallel::Impl::StepThroughRollback(std::optional<double> loss, int64_t
   try {
     Step(loss, samples);
   } catch (const RolledBack& back) {
-    if (following_samplers_ == 0 || raise_rolled_back_) throw;
+    // ssp/async: the batches dealt since the snapshot are not dealt again.
+    if (following_samplers_ == 0 || raise_rolled_back_ || client_->consistency().per_arrival()) {
+      throw;
+    }
     spdlog::warn("{}; the sampler gives the batches from there again", back.what());
   }
 }

@@ -71,11 +71,12 @@ class DataParallel::Impl {
   double grad_norm_ = NAN;  // the last step's total gradient norm (clipping only)
   uint64_t step_ = 0;
   uint64_t samples_ = 0;
-  uint64_t rollbacks_ = 0;           // RollBack()s so far
-  int following_samplers_ = 0;       // JobSamplers following this worker
-  bool raise_rolled_back_ = false;   // DataParallelOptions::raise_rolled_back
-  uint64_t local_batches_ = 0;       // NextBatch() in local mode
-  void PullLatest() { JoinPull(); }  // PullParameters()
+  uint64_t rollbacks_ = 0;                  // RollBack()s so far
+  int following_samplers_ = 0;              // JobSamplers following this worker
+  const void* training_sampler_ = nullptr;  // the JobSampler steps were taken in (one)
+  bool raise_rolled_back_ = false;          // DataParallelOptions::raise_rolled_back
+  uint64_t local_batches_ = 0;              // NextBatch() in local mode
+  void PullLatest() { JoinPull(); }         // PullParameters()
   // Checkpoints (data_parallel_checkpoint.cc).
   std::vector<ParameterState> OptimizerState();
   void CopyStateTo(torch::optim::Optimizer& optimizer);

@@ -29,7 +29,18 @@ void JobSampler::TellJob() {
   }
 }
 
-JobSampler::~JobSampler() { --dp_.impl_->following_samplers_; }
+JobSampler::~JobSampler() {
+  --dp_.impl_->following_samplers_;
+  if (dp_.impl_->training_sampler_ == this) dp_.impl_->training_sampler_ = nullptr;
+}
+
+void JobSampler::Claim() {
+  // The sampler a step is taken in trains; others (an evaluation's) keep
+  // their fixed shares while it lives.
+  if (dp_.impl_->training_sampler_ == nullptr && dp_.step() != begun_at_) {
+    dp_.impl_->training_sampler_ = this;
+  }
+}
 
 const DistributedSampler& JobSampler::Order(uint64_t epoch) {
   if (!order_ || order_epoch_ != epoch) {
@@ -53,9 +64,19 @@ void JobSampler::Begin(uint64_t epoch) {
   fixed_.clear();
   fixed_at_ = 0;
   seen_rollbacks_ = dp_.rollbacks();
-  next_step_ = dp_.step();
+  next_step_ = begun_at_ = dp_.step();
+  const void* training = dp_.impl_->training_sampler_;
+  follows_ = training == nullptr || training == this;
   if (batch_ == 0) batch_ = JobBatch();  // another worker's sampler learned it
   bsp_ = dp_.consistency() == "bsp";
+  if (!follows_) {  // another sampler trains: torch's fixed shares (an evaluation's)
+    DistributedSampler mine(size_, std::max(dp_.live_index(), 0), std::max(dp_.live_count(), 1),
+                            shuffle_, seed_);
+    mine.set_epoch(epoch);
+    fixed_ = mine.indices();
+    mode_ = Mode::kFixed;
+    return;
+  }
   if (batch_ != 0) {
     // ssp/async: every worker takes its own steps; the job deals batches.
     mode_ = bsp_ ? Mode::kFollowing : Mode::kDealt;
@@ -65,8 +86,8 @@ void JobSampler::Begin(uint64_t epoch) {
     warned_ = true;
     spdlog::warn(
         "under {} the sampler deals the job's batches (a fast worker takes more) only when it "
-        "knows the batch size: give it (een.DistributedSampler(dataset, batch_size=B)); until "
-        "then each worker takes its fixed share of each epoch",
+        "is given the batch size (een.DistributedSampler(dataset, batch_size=B)); without it "
+        "each worker takes its fixed share of each epoch",
         dp_.consistency());
   }
   if (next_step_ > 0 && bsp_) {
@@ -96,12 +117,19 @@ void JobSampler::Learn(uint64_t step_now) {
     batch_ = drawn_ - *drawn_at_step1_;
     spdlog::debug("the sampler learned the batch size: {}", batch_);
     TellJob();
+    if (*drawn_at_step1_ > batch_) {
+      spdlog::warn(
+          "the data loader draws batches ahead (a DataLoader with num_workers > 0): after a lost "
+          "or added worker or a rollback, the batches it drew already keep the old layout, so "
+          "some samples are trained twice or not at all; num_workers=0 keeps each epoch exact");
+    }
   }
 }
 
 std::optional<size_t> JobSampler::Next() {
+  Claim();
   if (mode_ == Mode::kFixed) {
-    if (bsp_) {
+    if (bsp_ && follows_) {
       Learn(dp_.step());
       if (batch_ != 0 && drawn_ % batch_ == 0) {
         mode_ = Mode::kFollowing;  // the same layout, drawn per step from here
@@ -138,6 +166,7 @@ std::vector<size_t> JobSampler::NextBatch() {
     throw Error("een: JobSampler::NextBatch() needs the batch size (the constructor's `batch`)",
                 Error::Code::kFailedPrecondition);
   }
+  Claim();
   std::vector<size_t> out;
   if (mode_ == Mode::kFixed) {
     while (out.size() < batch_ && fixed_at_ < fixed_.size()) out.push_back(fixed_[fixed_at_++]);
@@ -163,11 +192,10 @@ bool JobSampler::DrawBatch() {
   seen_rollbacks_ = rollbacks;
   const DataPosition at = PositionOf(next_step_);
   if (at.epoch > epoch_) {
-    if (drawn_ == 0 && !warned_) {
-      warned_ = true;
+    if (drawn_ == 0) {
       spdlog::info(
-          "epoch {} was trained before this worker started (the job is at step {}, "
-          "epoch {}): nothing to draw",
+          "the job is past epoch {} (at step {}, epoch {}): this pass draws nothing (a worker "
+          "that starts mid-job skips the epochs trained before it)",
           epoch_, next_step_, at.epoch);
     }
     return false;
@@ -220,7 +248,7 @@ bool JobSampler::DrawDealt() {
 void JobSampler::EndPass() {
   if (mode_ == Mode::kDone) return;
   mode_ = Mode::kDone;
-  if (bsp_) return;  // every worker ended the epoch at the same step
+  if (bsp_ || !follows_) return;  // every worker ended the epoch at the same step
   // ssp/async: the epoch ends once every worker's gradients of it are in, so
   // what the loop evaluates or saves next holds them all.
   dp_.Barrier();

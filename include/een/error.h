@@ -41,9 +41,11 @@ class Error : public std::runtime_error {
 class RolledBack : public Error {
  public:
   explicit RolledBack(uint64_t step)
-      : Error(
-            "een: a parameter server was lost; the job rolled back to step " + std::to_string(step),
-            Code::kRolledBack),
+      : Error("een: a parameter server was lost; the job rolled back to step " +
+                  std::to_string(step) +
+                  ": carry on from there (dp.step() says it; the batches from that step come "
+                  "again), or let a JobSampler (Python een.DistributedSampler in a job) do it",
+              Code::kRolledBack),
         step_(step) {}
   uint64_t step() const { return step_; }
 

@@ -26,12 +26,16 @@
 // prefetches (num_workers > 0) draws batches ahead, so after a change the
 // batches it had drawn keep the old layout; the epoch's last step wraps
 // around to a whole global batch (padding, as torch's sampler pads).
+// A rollback under ssp/async still throws (the batches dealt since the
+// snapshot are not dealt again).
 // Under ssp/async, with the batch size given (or the job's), the job deals
 // batches (DataParallel::NextBatch(): a fast worker takes more, every batch
 // of an epoch once, each epoch's last batch short); without it each worker
 // takes its fixed share. There each pass ends with Barrier() and
 // PullParameters(), so what the loop evaluates or saves after an epoch holds
 // every worker's gradients of it (Barrier() may throw een::RolledBack).
+// One sampler trains: the first one a step is taken in while it draws; the
+// others (an evaluation's) then keep torch's fixed shares.
 // Thread safety: one thread (the loop's).
 #pragma once
 
@@ -75,6 +79,7 @@ class JobSampler {
   DataPosition PositionOf(uint64_t step) const;
   uint64_t JobBatch() const;  // the job's batch size for samplers (0: not known)
   void TellJob();             // this one's, for joiners and --resume
+  void Claim();               // a step was taken during this pass: it trains
   const DistributedSampler& Order(uint64_t epoch);
 
   DataParallel& dp_;
@@ -85,6 +90,8 @@ class JobSampler {
   uint64_t epoch_ = 0;
   Mode mode_ = Mode::kDone;
   bool bsp_ = true;                          // the job's consistency, as of Begin()
+  bool follows_ = true;                      // this pass follows the job (no other sampler trains)
+  uint64_t begun_at_ = 0;                    // dp.step() when this pass began
   std::optional<DistributedSampler> order_;  // the permutation of order_epoch_
   uint64_t order_epoch_ = 0;
   // Fixed layout (the batch size not yet known): DistributedSampler's.

@@ -27,6 +27,8 @@ The extension links one LibTorch; importing een checks that this Python's
 torch runs that same LibTorch and says how to rebuild if not.
 """
 import contextlib
+import numbers
+import operator
 import os
 import sys
 import weakref
@@ -440,18 +442,28 @@ class DistributedSampler(torch.utils.data.Sampler):
     rollback to a snapshot the redone steps' batches come again (dp.step()
     then raises nothing), and a worker that starts mid-job (a replacement,
     --resume) starts at the job's epoch and position: earlier epochs' passes
-    yield nothing. batch_size (the DataLoader's) is learned from the loop;
-    a worker that starts mid-job needs it given. Not calling set_epoch()
-    goes on to the next epoch each pass. Limits: a lost worker's share of the
-    step(s) it did not finish is not dealt again; a DataLoader with
-    num_workers > 0 prefetches batches, which keep the layout they were drawn
-    with; the epoch's last step is padded to a whole batch by wrapping
-    around (drop_last is ignored there); under ssp/async the layout stays
-    fixed (see dp.next_batch())."""
+    yield nothing. batch_size (the DataLoader's) is learned from the loop
+    and kept by the job (so a replacement or --resume finds it), or given.
+    If set_epoch() is never called, each pass takes the next epoch. One
+    sampler trains: the first one a step is taken in while it draws; others
+    (an evaluation's) keep the fixed shares. Under ssp/async, with
+    batch_size given, the job deals the batches (a fast worker takes more),
+    and each pass ends once every worker's gradients of the epoch are in.
+    Limits: a lost worker's share of the step(s) it did not finish is not
+    dealt again; a DataLoader with num_workers > 0 draws batches ahead,
+    which keep the layout they were drawn with after a change or a
+    rollback; the epoch's last step is padded to a whole batch by wrapping
+    around (drop_last is ignored there); a rollback under ssp/async still
+    raises een.RolledBack."""
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
                  drop_last=False, batch_size=None):
-        size = dataset if isinstance(dataset, int) else len(dataset)
+        try:
+            size = operator.index(dataset)  # a size (an int, numpy's, a 0-d int tensor)
+        except TypeError:
+            size = len(dataset)
+        if size < 0:
+            raise ValueError("DistributedSampler: the dataset size %d is negative" % size)
         self._follows = num_replicas is None and rank is None
         if num_replicas is None:
             num_replicas = int(os.environ.get("EEN_WORLD_SIZE", "1"))
@@ -460,8 +472,10 @@ class DistributedSampler(torch.utils.data.Sampler):
         if num_replicas < 1 or not 0 <= rank < num_replicas or size < 0:
             raise ValueError("DistributedSampler: rank %d of %d workers over %d samples is "
                              "invalid (0 <= rank < num_replicas)" % (rank, num_replicas, size))
-        if batch_size is not None and int(batch_size) < 1:
-            raise ValueError("DistributedSampler: batch_size=%r must be positive" % batch_size)
+        if batch_size is not None and (not isinstance(batch_size, numbers.Integral) or
+                                       isinstance(batch_size, bool) or batch_size < 1):
+            raise ValueError("DistributedSampler: batch_size=%r must be a positive integer "
+                             "(the DataLoader's batch_size)" % (batch_size,))
         self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
         self._size, self._shuffle, self._seed = size, bool(shuffle), int(seed)
         self._batch_size = int(batch_size or 0)
@@ -471,7 +485,10 @@ class DistributedSampler(torch.utils.data.Sampler):
         self._epoch_set, self._passes = False, 0
 
     def set_epoch(self, epoch):
-        self.epoch = int(epoch)
+        epoch = operator.index(epoch)
+        if epoch < 0:
+            raise ValueError("DistributedSampler.set_epoch(%d): epochs count from 0" % epoch)
+        self.epoch = epoch
         self._epoch_set = True
         self._core.set_epoch(self.epoch)
 
@@ -490,8 +507,7 @@ class DistributedSampler(torch.utils.data.Sampler):
         if job is None:
             return iter(self._core.indices())
         if not self._epoch_set and self._passes > 0:
-            self.epoch += 1  # no set_epoch(): the next epoch of the job
-        self._epoch_set = False
+            self.epoch += 1  # set_epoch() never called: each pass the next epoch
         self._passes += 1
         job.begin(self.epoch)
         return self._follow(job)

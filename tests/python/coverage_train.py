@@ -24,6 +24,8 @@ parser.add_argument("--step-ms", type=float, default=0)
 parser.add_argument("--short-ms", type=float, default=0,
                     help="each step's pause while a worker is missing (time for a replacement)")
 parser.add_argument("--slow-rank", type=int, default=-1, help="this rank pauses 4x as long")
+parser.add_argument("--evaluate", action="store_true",
+                    help="after each epoch, a pass over an evaluation loader of its own sampler")
 parser.add_argument("--out", required=True)
 args = parser.parse_args()
 
@@ -36,6 +38,9 @@ dp = een.DataParallel(model, optimizer=een.SGD(0.05))
 sampler = een.DistributedSampler(dataset,
                                  batch_size=args.batch if args.give_batch_size else None)
 loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, sampler=sampler)
+held_out = torch.utils.data.TensorDataset(torch.arange(300))
+evaluation = torch.utils.data.DataLoader(
+    held_out, batch_size=10, sampler=een.DistributedSampler(held_out, shuffle=False))
 record = open(os.path.join(args.out, "rank%d-pid%d.log" % (dp.rank, os.getpid())), "w")
 for epoch in range(args.epochs):
     sampler.set_epoch(epoch)
@@ -58,4 +63,8 @@ for epoch in range(args.epochs):
         short = dp.live_count < dp.world_size
         pause = (args.short_ms if short else args.step_ms) / 1000
         time.sleep(4 * pause if dp.rank == args.slow_rank else pause)
+    if args.evaluate:
+        with torch.no_grad():
+            seen = sum(len(ids) for (ids,) in evaluation)
+        print("worker %d evaluated %d samples after epoch %d" % (dp.rank, seen, epoch), flush=True)
 dp.finish()

@@ -63,9 +63,15 @@ class ElasticLoop(unittest.TestCase):
 
     def test_an_undisturbed_job_trains_each_epoch_exactly_once(self):
         with tempfile.TemporaryDirectory() as tmp:
-            code, output = job.run(self.args(tmp, 1, 3, give_batch=True), timeout=180)
+            code, output = job.run(self.args(tmp, 1, 3, give_batch=True) + ["--evaluate"],
+                                   timeout=180)
             self.assertEqual(code, 0, output[-3000:])
             self.assert_exactly_once(trained(tmp), output)
+            # An evaluation loader's sampler keeps its fixed share (300 / 3).
+            for worker in range(3):
+                for epoch in range(EPOCHS):
+                    self.assertIn("worker %d evaluated 100 samples after epoch %d" % (worker, epoch),
+                                  output)
 
     def test_a_rollback_redoes_the_batches_and_each_epoch_is_trained_once(self):
         with tempfile.TemporaryDirectory() as tmp:

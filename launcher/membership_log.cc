@@ -11,19 +11,17 @@ namespace een {
 
 namespace {
 std::string PathIn(const std::string& dir) { return dir + "/membership-history"; }
-}  // namespace
 
-Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipChange>& history) {
-  const std::string path = PathIn(dir), temporary = path + ".tmp";
+// Writes `text` to a temporary file in `dir` (made private if new), readable
+// by the owner only, and renames it over `path`: a crash leaves the old file
+// or the new one, never a torn one.
+Status WriteWhole(const std::string& dir, const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
   std::error_code ec;
   MakePrivateFolder(dir, ec);  // the PS make it too; whoever is first
   {
     std::ofstream out(temporary, std::ios::trunc);
-    for (const MembershipChange& e : history) {
-      out << e.epoch << ' ' << e.step << ' ';
-      for (size_t i = 0; i < e.live.size(); ++i) out << (i ? "," : "") << e.live[i];
-      out << '\n';
-    }
+    out << text;
     out.flush();
     if (!out) return Unavailable("cannot write " + temporary + " (disk full?)");
   }
@@ -34,6 +32,18 @@ Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipCh
     return Unavailable("cannot rename " + temporary + " to " + path);
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipChange>& history) {
+  std::ostringstream text;
+  for (const MembershipChange& e : history) {
+    text << e.epoch << ' ' << e.step << ' ';
+    for (size_t i = 0; i < e.live.size(); ++i) text << (i ? "," : "") << e.live[i];
+    text << '\n';
+  }
+  return WriteWhole(dir, PathIn(dir), text.str());
 }
 
 Result<std::vector<MembershipChange>> ReadMembershipLog(const std::string& dir) {
@@ -62,19 +72,7 @@ Result<std::vector<MembershipChange>> ReadMembershipLog(const std::string& dir) 
 }
 
 Status WriteDataBatch(const std::string& dir, uint64_t batch) {
-  const std::string path = dir + "/data-batch", temporary = path + ".tmp";
-  std::error_code ec;
-  MakePrivateFolder(dir, ec);
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << batch << '\n';
-    out.flush();
-    if (!out) return Unavailable("cannot write " + temporary + " (disk full?)");
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    return Unavailable("cannot rename " + temporary + " to " + path);
-  }
-  return Status::Ok();
+  return WriteWhole(dir, dir + "/data-batch", std::to_string(batch) + "\n");
 }
 
 Result<uint64_t> ReadDataBatch(const std::string& dir) {

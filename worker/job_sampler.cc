@@ -70,11 +70,7 @@ void JobSampler::Begin(uint64_t epoch) {
   if (batch_ == 0) batch_ = JobBatch();  // another worker's sampler learned it
   bsp_ = dp_.consistency() == "bsp";
   if (!follows_) {  // another sampler trains: torch's fixed shares (an evaluation's)
-    DistributedSampler mine(size_, std::max(dp_.live_index(), 0), std::max(dp_.live_count(), 1),
-                            shuffle_, seed_);
-    mine.set_epoch(epoch);
-    fixed_ = mine.indices();
-    mode_ = Mode::kFixed;
+    TakeFixedShares(epoch);
     return;
   }
   if (batch_ != 0) {
@@ -101,6 +97,10 @@ void JobSampler::Begin(uint64_t epoch) {
   }
   // The job at step 0 (or ssp/async): DistributedSampler's layout, which
   // is the following layout's too until something changes.
+  TakeFixedShares(epoch);
+}
+
+void JobSampler::TakeFixedShares(uint64_t epoch) {
   DistributedSampler mine(size_, std::max(dp_.live_index(), 0), std::max(dp_.live_count(), 1),
                           shuffle_, seed_);
   mine.set_epoch(epoch);

@@ -77,9 +77,10 @@ class JobSampler {
   void EndPass();    // ssp/async: waits for the others' gradients of the epoch
   void Learn(uint64_t step_now);
   DataPosition PositionOf(uint64_t step) const;
-  uint64_t JobBatch() const;  // the job's batch size for samplers (0: not known)
-  void TellJob();             // this one's, for joiners and --resume
-  void Claim();               // a step was taken during this pass: it trains
+  uint64_t JobBatch() const;             // the job's batch size for samplers (0: not known)
+  void TellJob();                        // this one's, for joiners and --resume
+  void Claim();                          // a step was taken during this pass: it trains
+  void TakeFixedShares(uint64_t epoch);  // this pass: torch's shares of the live workers
   const DistributedSampler& Order(uint64_t epoch);
 
   DataParallel& dp_;

@@ -4,6 +4,7 @@ folder of een-launch (set by ctest)."""
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -79,3 +80,13 @@ class Job:
                           r"([0-9]+)\) (?:takes over|joins the running job)" % (role, role),
                           self.output)
         return int(next(p for p in pids[-1] if p)) if pids else None
+
+
+def kill_when(test, run, pattern, role, timeout=120):
+    """Once `run`'s output matches `pattern`, SIGKILLs `role` ("ps 1"),
+    then asserts that the job ends with exit 0 (`test` asserts)."""
+    test.assertIsNotNone(run.wait_for(pattern, timeout), run.output[-3000:])
+    pid = run.newest_pid(role)
+    test.assertIsNotNone(pid, run.output)
+    os.kill(pid, signal.SIGKILL)
+    test.assertEqual(run.wait(180), 0, run.output[-4000:])

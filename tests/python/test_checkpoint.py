@@ -5,7 +5,6 @@ dp.load_state_dict() starts a job that ends where plain PyTorch (or the
 uninterrupted job) ends. And the model each worker ends with: with uneven
 data every rank ends with the job's final values (DDP's join())."""
 import os
-import signal
 import sys
 import tempfile
 import unittest
@@ -112,12 +111,7 @@ class CheckpointThroughPsLoss(unittest.TestCase):
             code, output = job.run(args("whole"), timeout=180)
             self.assertEqual(code, 0, output[-3000:])
             run = job.Job(args("killed"))
-            self.assertIsNotNone(run.wait_for(r"pulled the checkpoint of step 100", 120),
-                                 run.output[-3000:])
-            pid = run.newest_pid("ps 1")
-            self.assertIsNotNone(pid, run.output)
-            os.kill(pid, signal.SIGKILL)
-            self.assertEqual(run.wait(180), 0, run.output[-4000:])
+            job.kill_when(self, run, r"pulled the checkpoint of step 100", "ps 1")
             self.assertIn("its backups take over", run.output)
             whole, killed = (torch.load(os.path.join(tmp, n + ".pt")) for n in ("whole", "killed"))
             for name, value in whole["model"].items():

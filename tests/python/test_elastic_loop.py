@@ -77,12 +77,7 @@ class ElasticLoop(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             run = job.Job(self.args(tmp, 2, 3, "--snapshot-every", "10", "--snapshot-dir",
                                     os.path.join(tmp, "snapshots")))
-            self.assertIsNotNone(run.wait_for(r"snapshot of step [3-9]0 complete", 120),
-                                 run.output[-3000:])
-            pid = run.newest_pid("ps 1")
-            self.assertIsNotNone(pid, run.output)
-            os.kill(pid, signal.SIGKILL)
-            self.assertEqual(run.wait(180), 0, run.output[-4000:])
+            job.kill_when(self, run, r"snapshot of step [3-9]0 complete", "ps 1")
             self.assertIn("the sampler gives the batches from there again", run.output)
             self.assert_exactly_once(trained(tmp), run.output)
 
@@ -102,11 +97,7 @@ class ElasticLoop(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             # Slow steps while it is missing: time for the replacement to join.
             run = job.Job(self.args(tmp, 1, 3, "--max-restarts", "1", short_ms=500))
-            self.assertIsNotNone(run.wait_for(r"epoch 1 step", 120), run.output[-3000:])
-            pid = run.newest_pid("worker 2")
-            self.assertIsNotNone(pid, run.output)
-            os.kill(pid, signal.SIGKILL)
-            self.assertEqual(run.wait(180), 0, run.output[-4000:])
+            job.kill_when(self, run, r"epoch 1 step", "worker 2")
             self.assertEqual(len(glob.glob(os.path.join(tmp, "rank2-*.log"))), 2, run.output)
             self.assert_covered_but_the_lost_steps(trained(tmp), run.output)
             self.assertEqual(set(trained(tmp)[EPOCHS - 1]), set(range(SAMPLES)))
@@ -149,11 +140,7 @@ class ElasticLoop(unittest.TestCase):
     def test_survivors_take_over_a_lost_workers_share(self):
         with tempfile.TemporaryDirectory() as tmp:
             run = job.Job(self.args(tmp, 1, 3, "--min-workers", "2"))
-            self.assertIsNotNone(run.wait_for(r"epoch 1 step", 120), run.output[-3000:])
-            pid = run.newest_pid("worker 2")
-            self.assertIsNotNone(pid, run.output)
-            os.kill(pid, signal.SIGKILL)
-            self.assertEqual(run.wait(180), 0, run.output[-4000:])
+            job.kill_when(self, run, r"epoch 1 step", "worker 2")
             epochs = trained(tmp)
             self.assertEqual(sorted(epochs), list(range(EPOCHS)), run.output[-3000:])
             for epoch, ids in epochs.items():

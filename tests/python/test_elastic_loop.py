@@ -83,14 +83,16 @@ class ElasticLoop(unittest.TestCase):
 
     def assert_covered_but_the_lost_steps(self, epochs, output):
         """Each epoch: every sample but a lost worker's unfinished steps' (up
-        to two of its batches, not dealt again), none repeated but the last
-        step's padding (it wraps around to a whole global batch)."""
+        to two of its batches, not dealt again; and a third the records may
+        miss: a batch it trained just before the kill, before it could write
+        its record), none repeated but the last step's padding (it wraps
+        around to a whole global batch)."""
         self.assertEqual(sorted(epochs), list(range(EPOCHS)), output[-3000:])
         for epoch, ids in epochs.items():
             counts = collections.Counter(ids)
             missing = set(range(SAMPLES)) - set(counts)
             repeats = sum(c - 1 for c in counts.values())
-            self.assertLessEqual(len(missing), 2 * BATCH, "epoch %d\n%s" % (epoch, output[-3000:]))
+            self.assertLessEqual(len(missing), 3 * BATCH, "epoch %d\n%s" % (epoch, output[-3000:]))
             self.assertLess(repeats, 3 * BATCH, "epoch %d\n%s" % (epoch, output[-3000:]))
 
     def test_a_replacement_starts_at_the_jobs_epoch_and_position(self):
@@ -142,16 +144,7 @@ class ElasticLoop(unittest.TestCase):
             run = job.Job(self.args(tmp, 1, 3, "--min-workers", "2"))
             job.kill_when(self, run, r"epoch 1 step", "worker 2")
             epochs = trained(tmp)
-            self.assertEqual(sorted(epochs), list(range(EPOCHS)), run.output[-3000:])
-            for epoch, ids in epochs.items():
-                counts = collections.Counter(ids)
-                missing = set(range(SAMPLES)) - set(counts)
-                repeats = sum(c - 1 for c in counts.values())
-                # The lost worker's unfinished steps (up to two of its
-                # batches) are not dealt again; the epoch's last step pads a
-                # whole global batch by wrapping around.
-                self.assertLessEqual(len(missing), 2 * BATCH, "epoch %d" % epoch)
-                self.assertLess(repeats, 2 * BATCH, "epoch %d" % epoch)
+            self.assert_covered_but_the_lost_steps(epochs, run.output)
             # Before following the job, the static shards lost a third of
             # every epoch after the loss.
             self.assertEqual(set(epochs[EPOCHS - 1]), set(range(SAMPLES)))

@@ -216,10 +216,24 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
                                              wire::MembershipPrepared::Reader prepared) {
   Node* n = NodeByControl(peer);
   if (!n || n->role != wire::Role::PS) return InvalidArgument("membership answer from a non-PS");
-  const std::optional<MembershipRound::Commit> commit =
-      membership_.Prepared(n->rank, prepared.getEpoch(), prepared.getMaxVersion(), ServingPs());
+  std::vector<UnfinishedSteps> unfinished;
+  for (auto u : prepared.getUnfinished()) {
+    if (u.getWorker() < 0 || static_cast<size_t>(u.getWorker()) >= workers_.size() ||
+        unfinished.size() >= workers_.size()) {
+      return InvalidArgument("membership answer names an unknown worker");
+    }
+    unfinished.push_back({u.getWorker(), u.getFromStep()});
+  }
+  const std::optional<MembershipRound::Commit> commit = membership_.Prepared(
+      n->rank, prepared.getEpoch(), prepared.getMaxVersion(), ServingPs(), unfinished);
   if (!commit) return Status::Ok();  // more answers to come, or not this round's
   const uint64_t step = commit->step;
+  for (const UnfinishedSteps& u : commit->unfinished) {
+    spdlog::info(
+        "worker {}'s batches of steps {}-{} were not trained (lost before its gradients "
+        "arrived): the live workers' samplers draw them first",
+        u.worker, u.from_step, step - 1);
+  }
   if (commit->changed && !commit->shares.empty() && !commit->live.empty() &&
       membership_.history().back().live == commit->live) {
     spdlog::info(
@@ -243,8 +257,8 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
   EEN_RETURN_IF_ERROR(SendToPs(
       ServingPs(),
       [&] {
-        return coordinator_messages::MembershipCommit(commit->epoch, step, commit->live,
-                                                      commit->shares, snapshot_step);
+        return coordinator_messages::MembershipCommit(
+            {step, commit->live, commit->epoch, commit->shares, commit->unfinished}, snapshot_step);
       },
       "the membership commit"));
   // New batch shares alone (--dynamic-slicing) are no change of who trains.

@@ -73,16 +73,11 @@ Message MembershipPrepare(uint64_t epoch, const std::vector<int>& live,
   return b.Take();
 }
 
-Message MembershipCommit(uint64_t epoch, uint64_t step, const std::vector<int>& live,
-                         const std::vector<uint32_t>& shares, uint64_t snapshot_step) {
+Message MembershipCommit(const MembershipChange& change, uint64_t snapshot_step) {
   wire::Outgoing b;
   auto commit = b.header().initMembershipCommit();
-  commit.setEpoch(epoch);
-  commit.setEffectiveStep(step);
-  SetWorkers(commit.initLiveWorkers(live.size()), live);
+  wire::MembershipToWire(change, commit);
   commit.setSnapshotStep(snapshot_step);
-  auto list = commit.initBatchShares(shares.size());
-  for (size_t i = 0; i < shares.size(); ++i) list.set(i, shares[i]);
   return b.Take();
 }
 

@@ -52,8 +52,7 @@ Message MapChange(const ShardMap& map);
 Message MembershipPrepare(uint64_t epoch, const std::vector<int>& live,
                           const std::vector<int>& lost);
 // `snapshot_step`: the step every PS snapshots on demand (0: none).
-Message MembershipCommit(uint64_t epoch, uint64_t step, const std::vector<int>& live,
-                         const std::vector<uint32_t>& shares, uint64_t snapshot_step);
+Message MembershipCommit(const MembershipChange& change, uint64_t snapshot_step);
 Message Rollback(uint64_t epoch, uint64_t step);
 Message BarrierReply(uint64_t sequence);
 Message BatchClaimReply(uint64_t sequence, uint64_t index);

@@ -41,6 +41,10 @@ Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipCh
   for (const MembershipChange& e : history) {
     text << e.epoch << ' ' << e.step << ' ';
     for (size_t i = 0; i < e.live.size(); ++i) text << (i ? "," : "") << e.live[i];
+    // The lost workers' unfinished steps, when there are any: W@FROM,...
+    for (size_t i = 0; i < e.unfinished.size(); ++i) {
+      text << (i ? "," : " ") << e.unfinished[i].worker << '@' << e.unfinished[i].from_step;
+    }
     text << '\n';
   }
   return WriteWhole(dir, PathIn(dir), text.str());
@@ -64,6 +68,21 @@ Result<std::vector<MembershipChange>> ReadMembershipLog(const std::string& dir) 
         e.live.push_back(std::stoi(r));
       } catch (const std::exception&) {
         return DataLoss(PathIn(dir) + " line " + std::to_string(n) + ": bad rank '" + r + "'");
+      }
+    }
+    std::string owed;
+    if (fields >> owed) {
+      std::istringstream items(owed);
+      for (std::string item; std::getline(items, item, ',');) {
+        UnfinishedSteps u;
+        char at = 0;
+        std::istringstream one(item);
+        if (!(one >> u.worker >> at >> u.from_step) || at != '@' || u.worker < 0 ||
+            u.from_step >= e.step) {
+          return DataLoss(PathIn(dir) + " line " + std::to_string(n) + ": bad unfinished steps '" +
+                          item + "' (WORKER@STEP, before the change's step)");
+        }
+        e.unfinished.push_back(u);
       }
     }
     history.push_back(std::move(e));

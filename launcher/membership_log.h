@@ -2,7 +2,9 @@
 // snapshots (DIR/membership-history) so that `een-launch --resume` can tell
 // every worker where the data stood at the snapshot's step, even when
 // workers had been lost or had joined before it (een::PositionAfter).
-// One line per change, oldest first: "EPOCH EFFECTIVE_STEP RANK,RANK,...".
+// One line per change, oldest first: "EPOCH EFFECTIVE_STEP RANK,RANK,..."
+// and, for a change that lost workers with steps unfinished,
+// " WORKER@FROM_STEP,..." (een/membership.h UnfinishedSteps).
 // Written whole to a temporary file and renamed over the old one, so a
 // crash leaves the previous or the new history, never a torn one.
 // Beside it, DIR/data-batch: the batch size the samplers draw (JobSampler).

@@ -12,6 +12,7 @@ void MembershipRound::Restore(uint64_t epoch, std::vector<MembershipChange> hist
   interrupted_ = interrupted;
   pending_ = false;
   prepared_.clear();
+  unfinished_.clear();
   live_ = history_.empty() ? std::vector<int>() : history_.back().live;
   shares_ = history_.empty() ? std::vector<uint32_t>() : history_.back().shares;
 }
@@ -36,12 +37,16 @@ MembershipRound::Prepare MembershipRound::Begin(std::vector<int> live,
   return {epoch_, live_};
 }
 
-std::optional<MembershipRound::Commit> MembershipRound::Prepared(int ps, uint64_t epoch,
-                                                                 uint64_t max_version,
-                                                                 const std::vector<int>& serving) {
+std::optional<MembershipRound::Commit> MembershipRound::Prepared(
+    int ps, uint64_t epoch, uint64_t max_version, const std::vector<int>& serving,
+    const std::vector<UnfinishedSteps>& unfinished) {
   if (!pending_ || epoch != epoch_) return std::nullopt;
   if (std::find(serving.begin(), serving.end(), ps) == serving.end()) return std::nullopt;
   prepared_[ps] = max_version;
+  for (const UnfinishedSteps& u : unfinished) {
+    auto [at, added] = unfinished_.emplace(u.worker, u.from_step);
+    if (!added) at->second = std::min(at->second, u.from_step);
+  }
   uint64_t step = 0;
   for (int rank : serving) {
     auto answer = prepared_.find(rank);
@@ -50,12 +55,20 @@ std::optional<MembershipRound::Commit> MembershipRound::Prepared(int ps, uint64_
   }
   const bool changed =
       history_.empty() || history_.back().live != live_ || history_.back().shares != shares_;
-  return Commit{epoch_, step, live_, shares_, changed};
+  std::vector<UnfinishedSteps> owed;
+  for (const auto& [worker, from] : unfinished_) {
+    const bool gone = std::find(live_.begin(), live_.end(), worker) == live_.end();
+    if (changed && gone && from < step) owed.push_back({worker, from});
+  }
+  return Commit{epoch_, step, live_, shares_, std::move(owed), changed};
 }
 
 void MembershipRound::Committed(const Commit& commit) {
   pending_ = false;
-  if (commit.changed) history_.push_back({commit.step, commit.live, commit.epoch, commit.shares});
+  unfinished_.clear();
+  if (commit.changed) {
+    history_.push_back({commit.step, commit.live, commit.epoch, commit.shares, commit.unfinished});
+  }
 }
 
 }  // namespace een

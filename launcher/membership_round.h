@@ -14,6 +14,9 @@
 // that is lost, or that a PS which joined since never heard of, never
 // completes: the coordinator begins it again (Begin() under a new epoch;
 // the PS answer each prepare, and only the newest round's answers count).
+// For each worker lost, the PS say the first step its gradients are
+// missing from (bsp): the commit carries the earliest of them, across the
+// rounds begun again too (een/membership.h UnfinishedSteps).
 // The history is what a joining
 // worker and --resume need to place the data: every committed change,
 // oldest first, the job's start included.
@@ -40,7 +43,8 @@ class MembershipRound {
     uint64_t step = 0;             // the first step the new membership trains
     std::vector<int> live;         // worker ranks, ascending
     std::vector<uint32_t> shares;  // of the global batch, in `live`'s order (empty: equal)
-    bool changed = false;          // the live set or the shares differ from the last committed
+    std::vector<UnfinishedSteps> unfinished;  // workers lost, with their unfinished steps
+    bool changed = false;  // the live set or the shares differ from the last committed
   };
 
   // Taken up from a restarted coordinator's saved state. `interrupted`: a
@@ -57,8 +61,10 @@ class MembershipRound {
   // commit once every PS in `serving` (the PS serving now, ascending) has
   // answered this round; an answer to another round, with none pending, or
   // from a PS not serving (lost, or drained and gone), is ignored.
+  // `unfinished`: the lost workers' first steps missing on that PS.
   std::optional<Commit> Prepared(int ps, uint64_t epoch, uint64_t max_version,
-                                 const std::vector<int>& serving);
+                                 const std::vector<int>& serving,
+                                 const std::vector<UnfinishedSteps>& unfinished = {});
   // Every PS was sent `commit`: the round is over.
   void Committed(const Commit& commit);
   // A round was interrupted by a restart and has not been begun again.
@@ -79,6 +85,8 @@ class MembershipRound {
   std::vector<int> live_;             // of the latest round
   std::vector<uint32_t> shares_;      // of the latest round
   std::map<int, uint64_t> prepared_;  // PS rank -> its newest version, this round
+  // Lost worker -> its first step missing on any PS, until a commit.
+  std::map<int, uint64_t> unfinished_;
   std::vector<MembershipChange> history_;
 };
 

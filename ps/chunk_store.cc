@@ -321,6 +321,19 @@ std::vector<uint32_t> ChunkStore::RemoveWorker(int worker) {
   return ApplySteps(completed);
 }
 
+std::optional<uint64_t> ChunkStore::FirstStepMissing(int worker) const {
+  std::optional<uint64_t> first;
+  if (!IsLive(worker)) return first;
+  for (uint32_t c = 0; c < slot_of_.size(); ++c) {
+    if (slot_of_[c] < 0) continue;
+    const Slot& s = slots_[slot_of_[c]];
+    if (!s.primary || !s.initialized) continue;
+    const uint64_t missing = s.version + (HasContribution(c, worker) ? 1 : 0);
+    first = first ? std::min(*first, missing) : missing;
+  }
+  return first;
+}
+
 Status ChunkStore::AddWorker(int worker, uint64_t step) {
   if (worker < 0) return InvalidArgument("worker rank " + std::to_string(worker) + " out of range");
   for (const Slot& s : slots_) {

@@ -203,6 +203,10 @@ class ChunkStore {
   // A lost worker: no step waits for it any more (a contribution of it that
   // already arrived still counts). Returns the chunks this applied.
   std::vector<uint32_t> RemoveWorker(int worker);
+  // bsp, before RemoveWorker: the first step whose gradient from `worker`
+  // is missing from a chunk this PS owns (its batches from there on were
+  // not trained, if it is lost); nullopt when this PS owns none.
+  std::optional<uint64_t> FirstStepMissing(int worker) const;
   bool IsLive(int worker) const { return worker >= 0 && worker < num_workers_ && live_[worker]; }
   // A worker (a replacement, or a new rank: the store grows) that trains
   // from step `step`: steps before it complete without it, every step from

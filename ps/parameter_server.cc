@@ -136,7 +136,10 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   store_->SetConsistency(consistency);
   for (const MembershipChange& change : history)
     EEN_RETURN_IF_ERROR(store_->AddBatchShares(change));
-  if (!history.empty()) batch_shares_ = history.back().shares;
+  if (!history.empty()) {
+    batch_shares_ = history.back().shares;
+    membership_unfinished_ = history.back().unfinished;
+  }
   if (consistency.per_arrival()) {
     spdlog::info(
         "consistency {}: each gradient is applied as it arrives, as 1/N of a step (the "
@@ -413,6 +416,7 @@ Status ParameterServer::HandleMembershipPrepare(wire::MembershipPrepare::Reader 
     if (w < store_->num_workers()) keep[w] = true;  // a new rank is added at the commit
   }
   std::vector<uint32_t> completed;  // applied (with clipping, maybe only aggregated)
+  std::vector<UnfinishedSteps> unfinished;
   for (int w : prepare.getLostWorkers()) {
     if (w < 0 || w > kMaxWorkers) return InvalidArgument("lost worker out of range");
     if (w < static_cast<int>(keep.size()) && keep[w]) continue;  // lost, then replaced
@@ -420,10 +424,14 @@ Status ParameterServer::HandleMembershipPrepare(wire::MembershipPrepare::Reader 
   }
   for (int w = 0; w < store_->num_workers(); ++w) {
     if (!keep[w] && store_->IsLive(w)) {
-      const std::vector<uint32_t> done = store_->RemoveWorker(w);
-      completed.insert(completed.end(), done.begin(), done.end());
       bool lost = false;
       for (int l : prepare.getLostWorkers()) lost |= l == w;
+      const std::optional<uint64_t> missing = store_->FirstStepMissing(w);
+      if (lost && missing && !store_->consistency().per_arrival()) {
+        unfinished.push_back({w, *missing});
+      }
+      const std::vector<uint32_t> done = store_->RemoveWorker(w);
+      completed.insert(completed.end(), done.begin(), done.end());
       if (IsProcessGroupModel(map_.tensors())) {
         spdlog::info("worker {} left the job ({}): {}", w, lost ? "lost" : "finished",
                      lost ? "its groups' collectives go on without it"
@@ -442,7 +450,7 @@ Status ParameterServer::HandleMembershipPrepare(wire::MembershipPrepare::Reader 
   freeze_above_ =
       store_->consistency().per_arrival() ? store_->NewestWorkerStep() : store_->MaxVersion();
   EEN_RETURN_IF_ERROR(control_->Send(
-      ps_messages::MembershipPrepared(env_.rank, prepare.getEpoch(), freeze_above_)));
+      ps_messages::MembershipPrepared(env_.rank, prepare.getEpoch(), freeze_above_, unfinished)));
   AfterCompletion(completed);
   return Status::Ok();
 }
@@ -467,6 +475,7 @@ Status ParameterServer::HandleMembershipCommit(wire::Membership::Reader commit) 
   const MembershipChange change = wire::MembershipFromWire(commit);
   EEN_RETURN_IF_ERROR(store_->AddBatchShares(change));
   batch_shares_ = change.shares;
+  membership_unfinished_ = change.unfinished;
   membership_epoch_ = commit.getEpoch();
   membership_step_ = commit.getEffectiveStep();
   live_workers_.clear();
@@ -1062,6 +1071,7 @@ void ParameterServer::AnswerState(const PendingPull& p) {
                                       .membership_step = membership_step_,
                                       .live_workers = &live_workers_,
                                       .batch_shares = &batch_shares_,
+                                      .unfinished = &membership_unfinished_,
                                       .slowest = version,
                                       .own_steps = version,
                                       .versions = &versions,
@@ -1101,6 +1111,7 @@ void ParameterServer::Answer(const PendingPull& p) {
                                       .membership_step = membership_step_,
                                       .live_workers = &live_workers_,
                                       .batch_shares = &batch_shares_,
+                                      .unfinished = &membership_unfinished_,
                                       // none holds it back: no staleness
                                       .slowest = std::min(slowest, version),
                                       .own_steps = own == UINT64_MAX ? version : own},

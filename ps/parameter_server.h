@@ -201,6 +201,7 @@ class ParameterServer {
   uint64_t membership_step_ = 0;
   std::vector<int> live_workers_;
   std::vector<uint32_t> batch_shares_;  // of the newest membership (--dynamic-slicing)
+  std::vector<UnfinishedSteps> membership_unfinished_;  // of the newest membership
   bool frozen_ = false;
   uint64_t incarnation_ = 0;  // the coordinator's, as last heard
   uint64_t epoch_ = 0;        // shard map epoch data messages must carry

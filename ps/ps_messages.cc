@@ -52,11 +52,17 @@ Message Leave(int rank) {
   return b.Take();
 }
 
-Message MembershipPrepared(int rank, uint64_t epoch, uint64_t max_version) {
+Message MembershipPrepared(int rank, uint64_t epoch, uint64_t max_version,
+                           const std::vector<UnfinishedSteps>& unfinished) {
   wire::Outgoing b(wire::Role::PS, rank);
   auto prepared = b.header().initMembershipPrepared();
   prepared.setEpoch(epoch);
   prepared.setMaxVersion(max_version);
+  auto list = prepared.initUnfinished(unfinished.size());
+  for (size_t i = 0; i < unfinished.size(); ++i) {
+    list[i].setWorker(unfinished[i].worker);
+    list[i].setFromStep(unfinished[i].from_step);
+  }
   return b.Take();
 }
 
@@ -82,6 +88,13 @@ Message PullReply(const PullReplyFields& f, const std::vector<uint32_t>& chunks,
   SetAll(membership.initLiveWorkers(f.live_workers->size()), *f.live_workers);
   if (f.batch_shares && !f.batch_shares->empty()) {
     SetAll(membership.initBatchShares(f.batch_shares->size()), *f.batch_shares);
+  }
+  if (f.unfinished && !f.unfinished->empty()) {
+    auto list = membership.initUnfinished(f.unfinished->size());
+    for (size_t i = 0; i < f.unfinished->size(); ++i) {
+      list[i].setWorker((*f.unfinished)[i].worker);
+      list[i].setFromStep((*f.unfinished)[i].from_step);
+    }
   }
   reply.setSlowest(f.slowest);
   reply.setOwnSteps(f.own_steps);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/transport/frame.h"
+#include "een/membership.h"
 #include "schema/een.capnp.h"
 
 namespace een::ps_messages {
@@ -33,7 +34,9 @@ Message Register(int rank, const std::string& host, int pid, const std::string& 
 Message Hello(int rank);  // to a restarted coordinator: here is this PS's control connection
 Message Leave(int rank);
 Message ProbeReply(int rank, uint64_t round, int worker);  // eenctl status --probe
-Message MembershipPrepared(int rank, uint64_t epoch, uint64_t max_version);
+// `unfinished`: bsp, each lost worker's first step missing here.
+Message MembershipPrepared(int rank, uint64_t epoch, uint64_t max_version,
+                           const std::vector<UnfinishedSteps>& unfinished);
 Message RolledBack(int rank, uint64_t epoch, uint64_t step);
 
 // To a worker.
@@ -47,7 +50,8 @@ struct PullReplyFields {
   uint64_t membership_epoch = 0;
   uint64_t membership_step = 0;
   const std::vector<int>* live_workers = nullptr;
-  const std::vector<uint32_t>* batch_shares = nullptr;  // null or empty: equal shares
+  const std::vector<uint32_t>* batch_shares = nullptr;       // null or empty: equal shares
+  const std::vector<UnfinishedSteps>* unfinished = nullptr;  // its lost workers' (or null)
   uint64_t slowest = 0;    // ssp/async: the fewest steps a live worker applied to these chunks
   uint64_t own_steps = 0;  // ssp/async: the fewest of the asking worker's steps they hold
   // A checkpoint pull (wire::Pull.optimizerState): each chunk's version, and

@@ -229,6 +229,14 @@ PYBIND11_MODULE(_een, m) {
       .def_readonly("live", &een::MembershipChange::live)
       .def_readonly("epoch", &een::MembershipChange::epoch)
       .def_readonly("shares", &een::MembershipChange::shares)
+      .def_property_readonly("unfinished",
+                             [](const een::MembershipChange& c) {
+                               std::vector<std::pair<int, uint64_t>> out;
+                               for (const auto& u : c.unfinished) {
+                                 out.emplace_back(u.worker, u.from_step);
+                               }
+                               return out;
+                             })
       .def("__repr__", [](const een::MembershipChange& c) {
         auto list = [](const auto& values) {
           std::string out;
@@ -264,6 +272,12 @@ PYBIND11_MODULE(_een, m) {
           const een::DataPosition at =
               een::PositionAfter(steps, world_size, changes, dataset_size, batch);
           return std::make_pair(at.epoch, at.position);
+        });
+  m.def("step_data_at",
+        [](uint64_t step, int world_size, const std::vector<een::MembershipChange>& changes,
+           uint64_t dataset_size, uint64_t batch) {
+          een::StepData at = een::StepDataAt(step, world_size, changes, dataset_size, batch);
+          return py::make_tuple(at.epoch, at.position, std::move(at.owed));
         });
 
   py::class_<PyNoSync>(m, "NoSync").def("close", &PyNoSync::Close);

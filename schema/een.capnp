@@ -472,6 +472,16 @@ struct Membership {
   batchShares @4 :List(UInt32);    # --dynamic-slicing: each live worker's samples of the
                                    # global batch (their sum), in liveWorkers' order;
                                    # empty: every worker its own batch (equal shares)
+  unfinished @5 :List(UnfinishedSteps);  # the workers lost at this change whose
+                                   # batches from `fromStep` on were not trained
+}
+
+# A lost worker's gradients are missing from step `fromStep` on (on at
+# least one chunk): the sampler deals its batches of the steps from there to
+# the change again (een/membership.h UnfinishedSteps).
+struct UnfinishedSteps {
+  worker @0 :Int32;
+  fromStep @1 :UInt64;
 }
 
 # Coordinator -> every PS, when a worker is lost: stop waiting for it now,
@@ -487,6 +497,8 @@ struct MembershipPrepare {
 struct MembershipPrepared {
   epoch @0 :UInt64;
   maxVersion @1 :UInt64;           # the newest version any chunk here has
+  unfinished @2 :List(UnfinishedSteps);  # bsp: each lost worker's first step
+                                   # missing from a chunk this PS owns
 }
 
 # One per een::StatusCode (common/error_codes.h maps them both ways).

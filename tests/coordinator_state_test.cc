@@ -6,12 +6,14 @@
 #include <capnp/serialize.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <thread>
 
 #include "common/optimizer_wire.h"
 #include "common/transport/registry.h"
 #include "common/wire.h"
 #include "launcher/coordinator.h"
+#include "launcher/membership_log.h"
 #include "launcher/state_store.h"
 #include "schema/een.capnp.h"
 #include "support/scratch_folder.h"
@@ -138,6 +140,38 @@ TEST(CoordinatorState, ARestartAfterARollbackStillTellsItsStep) {
                 return Status::Ok();
               }).ok());
   EXPECT_TRUE(started);
+}
+
+// The membership history next to the snapshots keeps a lost worker's
+// unfinished steps, reads an older file without them, and refuses a
+// damaged list with the line that holds it.
+TEST(MembershipLog, KeepsUnfinishedStepsAndReadsTheOlderForm) {
+  testing::ScratchFolder dir("membership-log");
+  const std::vector<MembershipChange> history = {
+      {0, {0, 1, 2}, 0}, {13, {0, 2}, 1, {}, {{1, 11}}}, {20, {0, 1, 2}, 2}};
+  ASSERT_TRUE(WriteMembershipLog(dir.path(), history).ok());
+  Result<std::vector<MembershipChange>> back = ReadMembershipLog(dir.path());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_EQ(back->size(), 3u);
+  EXPECT_EQ((*back)[1].live, (std::vector<int>{0, 2}));
+  ASSERT_EQ((*back)[1].unfinished.size(), 1u);
+  EXPECT_EQ((*back)[1].unfinished[0], (UnfinishedSteps{1, 11}));
+  EXPECT_TRUE((*back)[2].unfinished.empty());
+
+  {
+    std::ofstream old(dir.path() + "/membership-history", std::ios::trunc);
+    old << "0 0 0,1,2\n1 13 0,2\n";
+  }
+  back = ReadMembershipLog(dir.path());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->size(), 2u);
+  {
+    std::ofstream bad(dir.path() + "/membership-history", std::ios::trunc);
+    bad << "0 0 0,1,2\n1 13 0,2 1@13\n";
+  }
+  back = ReadMembershipLog(dir.path());
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.status().message().find("line 2"), std::string::npos) << back.status().message();
 }
 
 }  // namespace

@@ -5,8 +5,9 @@
 // een::PositionAfter, so a replacement that joins mid-epoch (een-launch
 // --max-restarts) and the workers that lost or regained a peer all agree on
 // where each step's global batch starts. With --job-sampler the loop is a
-// plain one over een::JobSampler, which follows the job by itself; EPOCH is
-// then the epoch of the data the step trains (PositionAfter).
+// plain one over een::JobSampler, which follows the job by itself (a lost
+// worker's unfinished steps included); EPOCH is then the epoch of the data
+// the step trains (StepDataAt).
 #include <een/data_parallel.h>
 #include <een/job_sampler.h>
 #include <unistd.h>
@@ -54,8 +55,8 @@ int main(int argc, char** argv) {
       for (int epoch = 0; epoch < epochs; ++epoch) {
         follower.Begin(epoch);
         for (std::vector<size_t> mine; !(mine = follower.NextBatch()).empty();) {
-          const een::DataPosition at =
-              een::PositionAfter(dp.step(), dp.world_size(), dp.membership_changes(), n, batch);
+          const een::StepData at =
+              een::StepDataAt(dp.step(), dp.world_size(), dp.membership_changes(), n, batch);
           train(static_cast<int>(at.epoch), mine);
         }
       }

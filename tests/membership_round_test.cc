@@ -112,5 +112,44 @@ TEST(MembershipRound, ARestartedCoordinatorBeginsTheInterruptedRoundAgain) {
   EXPECT_FALSE(round.interrupted());
 }
 
+// Each PS says the first step a lost worker's gradients are missing from
+// its chunks; the commit owes the earliest, over rounds begun again too,
+// and only for a worker that is gone.
+TEST(MembershipRound, ACommitOwesALostWorkersEarliestUnfinishedStep) {
+  MembershipRound round = StartedWith({0, 1, 2});
+  round.Begin({0, 2});  // worker 1 lost
+  EXPECT_FALSE(round.Prepared(0, 1, 10, {0, 1, 2}, {{1, 10}}).has_value());
+  round.Begin({0, 2});  // begun again: PS 0's report of the first round still counts
+  EXPECT_FALSE(round.Prepared(1, 2, 10, {0, 1, 2}, {{1, 9}}).has_value());
+  EXPECT_FALSE(round.Prepared(0, 2, 10, {0, 1, 2}).has_value()) << "it told its news already";
+  auto commit = round.Prepared(2, 2, 10, {0, 1, 2});
+  ASSERT_TRUE(commit.has_value());
+  EXPECT_EQ(commit->step, 11u);
+  ASSERT_EQ(commit->unfinished.size(), 1u);
+  EXPECT_EQ(commit->unfinished[0], (UnfinishedSteps{1, 9})) << "the earliest of the reports";
+  round.Committed(*commit);
+  ASSERT_EQ(round.history().back().unfinished.size(), 1u);
+  EXPECT_EQ(round.history().back().unfinished[0].from_step, 9u);
+
+  // The next round owes nothing it was not told; a worker back in the live
+  // set (replaced) and a step not before the change are not owed.
+  round.Begin({0, 1, 2});
+  commit = round.Prepared(0, 3, 20, {0, 1, 2}, {{1, 19}});
+  ASSERT_FALSE(commit.has_value());
+  commit = round.Prepared(1, 3, 20, {0, 1, 2});
+  ASSERT_FALSE(commit.has_value());
+  commit = round.Prepared(2, 3, 20, {0, 1, 2});
+  ASSERT_TRUE(commit.has_value());
+  EXPECT_TRUE(commit->unfinished.empty());
+  round.Committed(*commit);
+  round.Begin({0, 1});
+  commit = round.Prepared(0, 4, 30, {0, 1, 2}, {{2, 31}});
+  ASSERT_FALSE(commit.has_value());
+  round.Prepared(1, 4, 30, {0, 1, 2});
+  commit = round.Prepared(2, 4, 30, {0, 1, 2});
+  ASSERT_TRUE(commit.has_value());
+  EXPECT_TRUE(commit->unfinished.empty()) << "step 31 is not before the change at 31";
+}
+
 }  // namespace
 }  // namespace een

@@ -155,5 +155,109 @@ TEST(PositionAfter, EqualsAStepByStepCountForAnyHistoryAndIsFastForHugeSteps) {
   EXPECT_EQ(huge.position, 0u);
 }
 
+// A lost worker's unfinished steps are drawn first by the live workers at
+// the change: 4 workers, batch 5, 100 samples (20 a step); worker 3 lost
+// with steps 2 and 3 unfinished, the change at step 4.
+TEST(StepDataAt, TheLiveWorkersFirstTrainALostWorkersUnfinishedSteps) {
+  const std::vector<MembershipChange> changes = {{4, {0, 1, 2}, 1, {}, {{3, 2}}}};
+  const StepData at4 = StepDataAt(4, 4, changes, 100, 5);
+  EXPECT_EQ(at4.epoch, 0u);
+  EXPECT_EQ(at4.position, 80u);
+  EXPECT_EQ(at4.owed, (std::vector<uint64_t>{43, 47, 51, 55, 59, 63, 67, 71, 75, 79}));
+  EXPECT_EQ(at4.PositionsOf(0, 5, 100), (std::vector<uint64_t>{43, 55, 67, 79, 82}));
+  EXPECT_TRUE(at4.PositionsOf(3, 5, 100).empty()) << "the lost worker is not live";
+  const StepData at5 = StepDataAt(5, 4, changes, 100, 5);
+  EXPECT_TRUE(at5.owed.empty());
+  EXPECT_EQ(at5.position, 85u) << "step 4 took 10 owed and 5 fresh positions";
+  EXPECT_EQ(StepDataAt(6, 4, changes, 100, 5).epoch, 1u);
+  // The explicit loop's PositionAfter keeps its own layout.
+  EXPECT_EQ(PositionAfter(5, 4, changes, 100, 5).position, 95u);
+  // With nothing owed, a step's positions are Batch()'s.
+  DistributedSampler order(100, 0, 1, true, 3);
+  const StepData at1 = StepDataAt(1, 4, changes, 100, 5);
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_EQ(order.At(at1.PositionsOf(w, 5, 100)), order.Batch(20, w, 4, 5));
+  }
+  // --dynamic-slicing: the lost worker's contiguous share is owed.
+  const std::vector<MembershipChange> sliced = {{0, {0, 1}, 0, {5, 15}}, {3, {0}, 1, {}, {{1, 2}}}};
+  EXPECT_EQ(StepDataAt(3, 2, sliced, 100, 10).owed.size(), 15u);
+  EXPECT_EQ(StepDataAt(3, 2, sliced, 100, 10).owed.front(), 45u) << "step 2 starts at 40";
+  // Steps of an epoch that is over are not owed.
+  const std::vector<MembershipChange> late = {{5, {0, 1, 2}, 1, {}, {{3, 4}}}};
+  EXPECT_TRUE(StepDataAt(5, 4, late, 100, 5).owed.empty());
+  EXPECT_EQ(StepDataAt(5, 4, late, 100, 5).epoch, 1u);
+  const std::vector<MembershipChange> across = {{6, {0, 1, 2}, 1, {}, {{3, 4}}}};
+  EXPECT_EQ(StepDataAt(6, 4, across, 100, 5).owed, (std::vector<uint64_t>{3, 7, 11, 15, 19}))
+      << "only step 5's, of the epoch the change is in";
+}
+
+// Any history of losses (each with up to two unfinished steps), joins and
+// epochs: every epoch trains every sample once, but for the last step's
+// padding and a lost worker's steps of an epoch that ended before its loss
+// was committed.
+TEST(StepDataAt, EveryEpochTrainsEverySampleOnceThroughLossesAndJoins) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 300; ++trial) {
+    const uint64_t size = 20 + rng() % 200, batch = 1 + rng() % 8;
+    const int world = 2 + static_cast<int>(rng() % 5);
+    std::vector<int> live(static_cast<size_t>(world));
+    std::iota(live.begin(), live.end(), 0);
+    std::vector<MembershipChange> changes;
+    uint64_t step = 0;
+    for (int c = 0; c < 4; ++c) {
+      step += 3 + rng() % 12;
+      MembershipChange change{step, live, static_cast<uint64_t>(c + 1)};
+      if (live.size() > 1 && rng() % 3 != 0) {  // one lost, 0-2 steps unfinished
+        const int lost = live[rng() % live.size()];
+        change.live.erase(std::find(change.live.begin(), change.live.end(), lost));
+        change.unfinished.push_back({lost, step - rng() % 3});
+        if (change.unfinished.back().from_step == step) change.unfinished.clear();
+      } else {  // one joins
+        change.live.push_back(world + c);
+      }
+      live = change.live;
+      changes.push_back(change);
+    }
+    const uint64_t steps = step + 20;
+    // Trained: every live worker's positions, but a lost one's unfinished.
+    std::vector<std::vector<int>> count;
+    std::vector<std::set<uint64_t>> excused;  // per epoch: not owed any more
+    uint64_t last_epoch = 0;
+    for (uint64_t t = 0; t < steps; ++t) {
+      const StepData at = StepDataAt(t, world, changes, size, batch);
+      last_epoch = at.epoch;
+      if (count.size() <= at.epoch) {
+        count.resize(at.epoch + 1, std::vector<int>(size, 0));
+        excused.resize(at.epoch + 1);
+      }
+      for (int w : at.live) {
+        bool unfinished = false, dropped = false;
+        for (const MembershipChange& c : changes) {
+          for (const UnfinishedSteps& u : c.unfinished) {
+            if (u.worker != w || t < u.from_step || t >= c.step) continue;
+            unfinished = true;
+            dropped = StepDataAt(c.step, world, changes, size, batch).epoch != at.epoch;
+          }
+        }
+        for (uint64_t p : at.PositionsOf(w, batch, size)) {
+          if (!unfinished) ++count[at.epoch][p];
+          if (dropped) excused[at.epoch].insert(p);
+        }
+      }
+    }
+    for (uint64_t e = 0; e < last_epoch; ++e) {  // the epochs that ended
+      int twice = 0;
+      for (uint64_t p = 0; p < size; ++p) {
+        if (count[e][p] == 0) {
+          EXPECT_TRUE(excused[e].count(p)) << "trial " << trial << " epoch " << e << " lost " << p;
+        }
+        twice += std::max(count[e][p] - 1, 0);
+      }
+      EXPECT_LT(twice, static_cast<int>(batch) * (world + 4))
+          << "trial " << trial << " epoch " << e << ": more than the last step's padding";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace een

@@ -51,10 +51,6 @@ const DistributedSampler& JobSampler::Order(uint64_t epoch) {
   return *order_;
 }
 
-DataPosition JobSampler::PositionOf(uint64_t step) const {
-  return PositionAfter(step, dp_.world_size(), dp_.membership_changes(), size_, batch_);
-}
-
 void JobSampler::Begin(uint64_t epoch) {
   epoch_ = epoch;
   drawn_ = 0;
@@ -190,7 +186,8 @@ bool JobSampler::DrawBatch() {
   // come again (a prefetching loader's batches drawn ahead are stale).
   next_step_ = rollbacks != seen_rollbacks_ ? step : std::max(next_step_, step);
   seen_rollbacks_ = rollbacks;
-  const DataPosition at = PositionOf(next_step_);
+  const StepData at =
+      StepDataAt(next_step_, dp_.world_size(), dp_.membership_changes(), size_, batch_);
   if (at.epoch > epoch_) {
     if (drawn_ == 0) {
       spdlog::info(
@@ -200,32 +197,19 @@ bool JobSampler::DrawBatch() {
     }
     return false;
   }
-  // The workers live at that step, and this worker's place among them.
-  std::vector<int> live;
-  std::vector<uint32_t> shares;
-  for (const MembershipChange& c : dp_.membership_changes()) {
-    if (c.step > next_step_) break;
-    live = c.live;
-    shares = c.shares;
-  }
-  if (live.empty()) {
-    for (int r = 0; r < dp_.world_size(); ++r) live.push_back(r);
-  }
-  const auto me = std::find(live.begin(), live.end(), dp_.rank());
-  if (me == live.end()) {
+  // This worker's place among the workers live at that step (owed
+  // positions of a lost worker's unfinished steps first).
+  const std::vector<uint64_t> positions = at.PositionsOf(dp_.rank(), batch_, size_);
+  if (positions.empty()) {
     throw Error("een: the sampler is asked for step " + std::to_string(next_step_) +
                     ", at which this worker is not one of the job's live workers",
                 Error::Code::kFailedPrecondition);
   }
-  const int index = static_cast<int>(me - live.begin());
-  const DistributedSampler& order = Order(at.epoch);
-  if (shares.size() == live.size()) {  // --dynamic-slicing: this worker's share
-    uint64_t offset = 0;
-    for (int i = 0; i < index; ++i) offset += shares[i];
-    pending_ = order.Slice(at.position, offset, shares[index]);
-  } else {
-    pending_ = order.Batch(at.position, index, static_cast<int>(live.size()), batch_);
+  if (!at.owed.empty() && !at.live.empty() && at.live.front() == dp_.rank()) {
+    spdlog::info("step {}: the live workers first train {} samples a lost worker left untrained",
+                 next_step_, at.owed.size());
   }
+  pending_ = Order(at.epoch).At(positions);
   pending_at_ = 0;
   ++next_step_;
   return true;

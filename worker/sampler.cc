@@ -1,6 +1,7 @@
 #include "een/sampler.h"
 
 #include <algorithm>
+#include <iterator>
 #include <numeric>
 #include <random>
 
@@ -78,26 +79,144 @@ DataPosition Advance(DataPosition at, uint64_t n, unsigned __int128 per_step, ui
   return at;
 }
 
+// Where the data stands at the start of a step, as the walk over the
+// membership history finds it.
+struct Place {
+  uint64_t epoch = 0;
+  uint64_t position = 0;
+  std::vector<uint64_t> owed;  // positions of `epoch`, drawn before fresh ones
+};
+
+// The position of slot `j` of a step's global batch that starts at `at`.
+uint64_t SlotPosition(const Place& at, uint64_t j, uint64_t size) {
+  if (j < at.owed.size()) return at.owed[j];
+  return (at.position + (j - at.owed.size()) % size) % size;
+}
+
+// One step of `per_step` positions: the owed first, then fresh ones.
+void TakeStep(Place& at, uint64_t per_step, uint64_t size) {
+  const uint64_t owed = std::min<uint64_t>(at.owed.size(), per_step);
+  at.owed.erase(at.owed.begin(), at.owed.begin() + static_cast<ptrdiff_t>(owed));
+  const uint64_t fresh = per_step - owed;
+  if (fresh == 0) return;
+  if (fresh >= size - at.position) {  // the step that reaches the end wraps
+    ++at.epoch;
+    at.position = 0;
+  } else {
+    at.position += fresh;
+  }
+}
+
+// `n` more steps: while positions are owed one by one, then in closed form.
+Place AdvancePlace(Place at, uint64_t n, uint64_t live, uint64_t batch, uint64_t size) {
+  const unsigned __int128 per_step = static_cast<unsigned __int128>(live) * batch;
+  for (; n > 0 && !at.owed.empty(); --n) TakeStep(at, static_cast<uint64_t>(per_step), size);
+  const DataPosition next = Advance({at.epoch, at.position}, n, per_step, size);
+  at.epoch = next.epoch;
+  at.position = next.position;
+  return at;
+}
+
+// A stretch of steps under one membership, from `start` on.
+struct Segment {
+  uint64_t start = 0;
+  Place at;  // at `start`
+  const std::vector<int>* live = nullptr;
+  const std::vector<uint32_t>* shares = nullptr;
+};
+
+// A lost worker's unfinished steps are owed back at most this far (the PS
+// report at most two; more would be a liar's list).
+constexpr uint64_t kMaxOwedSteps = 8;
+
+// The positions worker `rank` takes in the step that starts at `at`.
+std::vector<uint64_t> PositionsIn(const Place& at, const std::vector<int>& live,
+                                  const std::vector<uint32_t>& shares, int rank, uint64_t batch,
+                                  uint64_t size) {
+  std::vector<uint64_t> out;
+  const auto me = std::find(live.begin(), live.end(), rank);
+  if (me == live.end()) return out;
+  const uint64_t index = static_cast<uint64_t>(me - live.begin());
+  if (shares.size() == live.size()) {  // --dynamic-slicing: its contiguous share
+    const uint64_t offset =
+        std::accumulate(shares.begin(), me - live.begin() + shares.begin(), uint64_t{0});
+    for (uint64_t k = 0; k < shares[index]; ++k) out.push_back(SlotPosition(at, offset + k, size));
+  } else {
+    for (uint64_t k = 0; k < batch; ++k) {
+      out.push_back(SlotPosition(at, index + k * live.size(), size));
+    }
+  }
+  return out;
+}
+
+// Walks the history to the start of step `steps`. With `owe`, a change's
+// lost workers' unfinished steps (of the epoch the data is in then) are
+// owed back.
+StepData Walk(uint64_t steps, int world_size, const std::vector<MembershipChange>& changes,
+              uint64_t size, uint64_t batch, bool owe, const char* caller) {
+  if (size == 0 || batch == 0 || world_size < 1) {
+    throw Error(std::string(caller) + ": dataset size, batch and world size must be positive");
+  }
+  std::vector<int> everyone(static_cast<size_t>(world_size));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  const std::vector<uint32_t> equal;
+  std::vector<Segment> segments{{0, {}, &everyone, &equal}};
+  Place at;
+  size_t next = 0;  // the next change to take effect
+  for (uint64_t s = 0;;) {
+    while (next < changes.size() && changes[next].step <= s) {
+      const MembershipChange& change = changes[next++];
+      if (change.live.empty())
+        throw Error(std::string(caller) + ": a membership change leaves no worker");
+      for (const UnfinishedSteps& u : owe ? change.unfinished : std::vector<UnfinishedSteps>{}) {
+        const uint64_t first = std::max(u.from_step, s - std::min(s, kMaxOwedSteps));
+        for (uint64_t t = first; t < s; ++t) {
+          // The segment step t was in (each starts no later than the one after it).
+          const auto seg = std::prev(
+              std::upper_bound(segments.begin(), segments.end(), t,
+                               [](uint64_t step, const Segment& g) { return step < g.start; }));
+          const Place then = AdvancePlace(seg->at, t - seg->start, seg->live->size(), batch, size);
+          if (then.epoch != at.epoch) continue;  // an epoch that is over: not owed any more
+          const std::vector<uint64_t> lost =
+              PositionsIn(then, *seg->live, *seg->shares, u.worker, batch, size);
+          at.owed.insert(at.owed.end(), lost.begin(), lost.end());
+        }
+      }
+      segments.push_back({s, at, &change.live, &change.shares});
+    }
+    if (s >= steps) break;
+    // Until the next change (whose step is past s), the same workers train.
+    const uint64_t until = next < changes.size() ? std::min(steps, changes[next].step) : steps;
+    at = AdvancePlace(at, until - s, segments.back().live->size(), batch, size);
+    s = until;
+  }
+  return {at.epoch, at.position, std::move(at.owed), *segments.back().live,
+          *segments.back().shares};
+}
+
 }  // namespace
 
 DataPosition PositionAfter(uint64_t steps, int world_size,
                            const std::vector<MembershipChange>& changes, uint64_t dataset_size,
                            uint64_t batch) {
-  if (dataset_size == 0 || batch == 0 || world_size < 1) {
-    throw Error("PositionAfter: dataset size, batch and world size must be positive");
-  }
-  DataPosition at;
-  int live = world_size;
-  size_t next = 0;  // the next change to take effect
-  for (uint64_t s = 0; s < steps;) {
-    while (next < changes.size() && changes[next].step <= s) live = changes[next++].live_count();
-    if (live < 1) throw Error("PositionAfter: a membership change leaves no worker");
-    // Until the next change (whose step is past s), `live` workers train.
-    const uint64_t until = next < changes.size() ? std::min(steps, changes[next].step) : steps;
-    at = Advance(at, until - s, static_cast<unsigned __int128>(live) * batch, dataset_size);
-    s = until;
-  }
-  return at;
+  const StepData at = Walk(steps, world_size, changes, dataset_size, batch, false, "PositionAfter");
+  return {at.epoch, at.position};
+}
+
+StepData StepDataAt(uint64_t step, int world_size, const std::vector<MembershipChange>& changes,
+                    uint64_t dataset_size, uint64_t batch) {
+  return Walk(step, world_size, changes, dataset_size, batch, true, "StepDataAt");
+}
+
+std::vector<uint64_t> StepData::PositionsOf(int rank, uint64_t batch, uint64_t dataset_size) const {
+  return PositionsIn({epoch, position, owed}, live, shares, rank, batch, dataset_size);
+}
+
+std::vector<size_t> DistributedSampler::At(const std::vector<uint64_t>& positions) const {
+  std::vector<size_t> out;
+  out.reserve(positions.size());
+  for (uint64_t p : positions) out.push_back(order_[p % size_]);
+  return out;
 }
 
 size_t DistributedSampler::num_samples() const {

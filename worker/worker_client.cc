@@ -773,6 +773,11 @@ Status WorkerClient::TakeHistory(const std::vector<MembershipChange>& history) {
         std::find(h.shares.begin(), h.shares.end(), 0u) != h.shares.end()) {
       return Internal("membership history gives batch shares that do not match its workers");
     }
+    for (const UnfinishedSteps& u : h.unfinished) {
+      if (u.worker < 0 || u.from_step >= h.step) {
+        return Internal("membership history names unfinished steps that do not match its change");
+      }
+    }
     changes_.push_back(h);
     membership_epoch_ = h.epoch;
     live_workers_ = h.live;
@@ -858,6 +863,14 @@ Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t versio
       std::find(shares.begin(), shares.end(), 0u) != shares.end()) {
     return Internal("membership gives batch shares that do not match its workers");
   }
+  std::vector<UnfinishedSteps> unfinished;
+  for (auto u : m.getUnfinished()) {
+    if (u.getWorker() < 0 || u.getFromStep() >= m.getEffectiveStep() ||
+        unfinished.size() >= live_workers_.size()) {
+      return Internal("membership names unfinished steps that do not match its change");
+    }
+    unfinished.push_back({u.getWorker(), u.getFromStep()});
+  }
   membership_epoch_ = m.getEpoch();
   if (live == live_workers_ && shares == shares_) {
     return Status::Ok();  // a round for an on-demand snapshot
@@ -872,7 +885,8 @@ Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t versio
   }
   live_workers_ = std::move(live);
   shares_ = std::move(shares);
-  changes_.push_back({m.getEffectiveStep(), live_workers_, m.getEpoch(), shares_});
+  changes_.push_back(
+      {m.getEffectiveStep(), live_workers_, m.getEpoch(), shares_, std::move(unfinished)});
   spdlog::warn(
       "{}{}{}: from step {} the {} live workers share the data (this worker takes part "
       "{} of {})",

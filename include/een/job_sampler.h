@@ -76,7 +76,6 @@ class JobSampler {
   bool DrawDealt();  // ssp/async: fills pending_ with the job's next dealt batch
   void EndPass();    // ssp/async: waits for the others' gradients of the epoch
   void Learn(uint64_t step_now);
-  DataPosition PositionOf(uint64_t step) const;
   uint64_t JobBatch() const;             // the job's batch size for samplers (0: not known)
   void TellJob();                        // this one's, for joiners and --resume
   void Claim();                          // a step was taken during this pass: it trains

@@ -27,9 +27,32 @@ struct DataPosition {
   uint64_t epoch = 0;
   uint64_t position = 0;
 };
+// (An explicit loop's: a lost worker's unfinished steps are not counted,
+// so Batch() at this position continues its layout; JobSampler's StepData
+// deals them again.)
 DataPosition PositionAfter(uint64_t steps, int world_size,
                            const std::vector<MembershipChange>& changes, uint64_t dataset_size,
                            uint64_t batch);
+
+// What step `step` draws, as JobSampler follows the job. The step's global
+// batch is live_count * batch positions of epoch `epoch`'s permutation:
+// first `owed` (the positions of a lost worker's unfinished steps,
+// MembershipChange::unfinished, of the same epoch: they were not trained),
+// then fresh ones from `position` on, wrapping at the epoch's end as
+// PositionAfter does. With nothing owed it is PositionAfter's layout.
+struct StepData {
+  uint64_t epoch = 0;
+  uint64_t position = 0;
+  std::vector<uint64_t> owed;
+  std::vector<int> live;         // the workers live at the step, ascending
+  std::vector<uint32_t> shares;  // --dynamic-slicing: theirs (empty: equal)
+  // The positions worker `rank` trains at this step (empty: not live):
+  // slots index, index + count, ... of the global batch (Batch()'s
+  // layout), or its contiguous share under --dynamic-slicing.
+  std::vector<uint64_t> PositionsOf(int rank, uint64_t batch, uint64_t dataset_size) const;
+};
+StepData StepDataAt(uint64_t step, int world_size, const std::vector<MembershipChange>& changes,
+                    uint64_t dataset_size, uint64_t batch);
 
 class DistributedSampler {
  public:
@@ -52,6 +75,9 @@ class DistributedSampler {
   // permutation, wrapping around at the end of the epoch. The live workers'
   // slices together are the same global batch as Batch()'s.
   std::vector<size_t> Slice(uint64_t position, uint64_t offset, uint64_t count) const;
+  // The indices at `positions` of the current epoch's permutation (each
+  // taken modulo the dataset size).
+  std::vector<size_t> At(const std::vector<uint64_t>& positions) const;
   size_t num_samples() const;  // per worker
 
  private:

@@ -80,7 +80,7 @@ MembershipChange = _een.MembershipChange
 OptimizerConfig = _een.OptimizerConfig
 
 __all__ = ["DataParallel", "DistributedSampler", "SGD", "Adam", "AdamW", "Adagrad", "Sum",
-           "Error", "ErrorCode", "RolledBack", "position_after", "OptimizerConfig", "MembershipChange",
+           "Error", "ErrorCode", "RolledBack", "position_after", "step_data_at", "OptimizerConfig", "MembershipChange",
            "live_ranks"]
 
 
@@ -544,9 +544,19 @@ class DistributedSampler(torch.utils.data.Sampler):
 
 def position_after(steps, world_size, membership_changes, dataset_size, batch_size):
     """(epoch, position) where the data stands after `steps` steps: where a
-    worker that starts mid-job (resume, rollback, replacement) carries on."""
+    worker that starts mid-job (resume, rollback, replacement) carries on.
+    An explicit loop's layout (batch()): a lost worker's unfinished steps
+    are not dealt again; een.DistributedSampler deals them (step_data_at)."""
     return _een.position_after(int(steps), int(world_size), list(membership_changes),
                                int(dataset_size), int(batch_size))
+
+
+def step_data_at(step, world_size, membership_changes, dataset_size, batch_size):
+    """(epoch, position, owed): what step `step` draws as een.DistributedSampler
+    follows the job: the positions of that epoch's order a lost worker left
+    untrained (`owed`, drawn first), then fresh ones from `position` on."""
+    return _een.step_data_at(int(step), int(world_size), list(membership_changes),
+                             int(dataset_size), int(batch_size))
 
 
 def live_ranks(group=None):

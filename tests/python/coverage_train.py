@@ -1,10 +1,13 @@
 """A plain PyTorch loop with no elastic code, as a user writes it (a
 DataLoader over een.DistributedSampler, one dp.step() a batch), that
-records every sample id it trains: after each step, "EPOCH STEP id id ...",
-where EPOCH is the epoch of the data the step trained (een.position_after;
-under ssp/async the loop's, as the sampler deals each epoch's batches);
-after a rollback to a snapshot, "undo STEP": its steps from STEP on were
-undone (they come again). One file per process in --out."""
+records every sample id it trains: before each step "try EPOCH STEP id id
+...", where EPOCH is the epoch of the data the step trains (een.step_data_at;
+under ssp/async the loop's, as the sampler deals each epoch's batches), and
+"done STEP" once it was taken (a process killed in between may or may not
+have delivered its gradients: the job's log says which steps of a lost
+worker were not trained); after a rollback to a snapshot, "undo STEP": its
+steps from STEP on were undone (they come again). One file per process in
+--out."""
 import argparse
 import os
 import time
@@ -46,15 +49,17 @@ for epoch in range(args.epochs):
     sampler.set_epoch(epoch)
     for ids, x, y in loader:
         step = dp.global_step
-        data_epoch, _ = een.position_after(step, dp.world_size, dp.membership_changes,
-                                           args.samples, args.batch)
+        data_epoch, _, _ = een.step_data_at(step, dp.world_size, dp.membership_changes,
+                                            args.samples, args.batch)
         if dp.consistency != "bsp":  # each worker takes its own steps: the loop's epoch
             data_epoch = epoch
+        record.write("try %d %d %s\n" % (data_epoch, step, " ".join(str(int(i)) for i in ids)))
+        record.flush()
         loss = F.cross_entropy(dp(x), y)
         loss.backward()
         dp.step(loss)
         if dp.global_step == step + 1:
-            record.write("%d %d %s\n" % (data_epoch, step, " ".join(str(int(i)) for i in ids)))
+            record.write("done %d\n" % step)
         else:
             record.write("undo %d\n" % dp.global_step)
         record.flush()

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,10 +16,16 @@ namespace een::testing {
 
 // epoch -> step -> indices, over every process's record in `dir`.
 using Record = std::map<int, std::map<uint64_t, std::vector<int>>>;
-inline Record ReadRecords(const std::string& dir, int* files) {
+// `lost_pid`, `lost_from`: the process killed, and the first of its steps
+// the job says were not trained (its records from there on are left out).
+inline Record ReadRecords(const std::string& dir, int* files, int lost_pid = 0,
+                          uint64_t lost_from = UINT64_MAX) {
   Record steps;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     ++*files;
+    const std::string name = entry.path().filename().string();
+    const bool lost = lost_pid > 0 && name.size() > 4 &&
+                      name.substr(0, name.size() - 4).ends_with("-" + std::to_string(lost_pid));
     std::ifstream in(entry.path());
     std::string line;
     while (std::getline(in, line)) {
@@ -26,6 +33,7 @@ inline Record ReadRecords(const std::string& dir, int* files) {
       int epoch;
       uint64_t step;
       f >> epoch >> step;
+      if (lost && step >= lost_from) continue;  // killed before its gradients arrived
       for (int i; f >> i;) steps[epoch][step].push_back(i);
     }
   }

@@ -12,8 +12,9 @@
 #    on fashion_mnist (1 epoch of 32000 images, batch 16), with one PS
 #    SIGKILLed 8 s after the start (een-launch sees that exit: nobody has to
 #    be declared lost by silence). Any "silent for" line names a live process
-#    declared lost: a false loss. The round counts as failed if the job does
-#    not exit 0;
+#    declared lost: a false loss (but for the warning that gives a process
+#    still running on this host more time: slow, not lost; counted apart).
+#    The round counts as failed if the job does not exit 0;
 #  - detection: `--ps 2 --workers 2 --replicas 2`, ps 1 SIGSTOPped once the
 #    job trains (hung, so only its silence tells): the time from the signal
 #    to the coordinator's "silent for" line (log timestamps, ms).
@@ -64,11 +65,14 @@ for mode in ${MODES:-fixed adaptive}; do
     rc=0
     wait "$job" || rc=$?
     stop_hogs
-    n=$(grep -c "silent for" "$log" || true)
+    # A live process given more time ("... still runs on this host (a busy
+    # machine?): it gets up to ...") is slow, not lost.
+    n=$(grep "silent for" "$log" | grep -vc "still runs on this host" || true)
+    slow=$(grep -c "silent for.*still runs on this host" "$log" || true)
     [ "$n" -gt 0 ] && false_losses=$((false_losses + 1))
     [ "$rc" -ne 0 ] && failed=$((failed + 1))
-    echo "$mode round $i: 4 PS x 32 workers, ps 3 killed: exit $rc, $n live process(es) declared lost"
-    grep -m2 "silent for" "$log" | cut -c1-220 || true
+    echo "$mode round $i: 4 PS x 32 workers, ps 3 killed: exit $rc, $n live process(es) declared lost, $slow given time as slow"
+    grep "silent for" "$log" | grep -v "still runs on this host" | head -2 | cut -c1-220 || true
     [ "$rc" -ne 0 ] && grep "E coordinator\|job failed" "$log" | head -3 | cut -c1-300
 
     log=$work/$mode-stop-$i.log
@@ -82,8 +86,9 @@ for mode in ${MODES:-fixed adaptive}; do
     pid=$(grep -oP "registered ps 1 \(host [^,]+, pid \K[0-9]+" "$log" | head -1)
     at=$(date +%H:%M:%S.%3N)
     kill -STOP "$pid"
-    until grep -q "ps 1 .*silent for" "$log" || ! kill -0 "$job" 2>/dev/null; do sleep 0.02; done
-    seen=$(grep -m1 "ps 1 .*silent for" "$log" | grep -oP "\d\d:\d\d:\d\d\.\d\d\d" | head -1 || true)
+    lost_line() { grep "ps 1 .*silent for" "$log" | grep -v "still runs on this host" | head -1; }
+    until [ -n "$(lost_line)" ] || ! kill -0 "$job" 2>/dev/null; do sleep 0.02; done
+    seen=$(lost_line | grep -oP "\d\d:\d\d:\d\d\.\d\d\d" | head -1 || true)
     kill -KILL "$pid" 2>/dev/null || true
     stop_hogs
     kill -INT "$job" 2>/dev/null || true  # measured: no need to train on

@@ -1168,8 +1168,11 @@ void Coordinator::CheckLiveness() {
     switch (s.state) {
       case State::kElsewhere:
         return why(n);
-      case State::kGone:
-        return why(n) + "; its process is gone";
+      case State::kGone:  // it ended by itself or was killed: een-launch says which
+        return fmt::format(
+            "{} is gone (its process exited or was killed: een-launch's log says how), last "
+            "at step {}",
+            Describe(n), n.step);
       case State::kStopped:
         return why(n) + "; its process is stopped (SIGSTOP, or a debugger)";
       case State::kIdle:

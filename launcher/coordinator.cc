@@ -1147,7 +1147,7 @@ void Coordinator::CheckLiveness() {
       // Half the threshold silent: its CPU time then, to tell a hung
       // process from a starved one later.
       if (watched(n) && !n.silence_cpu && n.liveness.SilentMs(now) > threshold.count() / 2) {
-        const ProcessSighting s = SightProcess(n.pid, n.host);
+        const ProcessSighting s = Sight(n, threshold);
         if (s.state == ProcessSighting::State::kRunnable ||
             s.state == ProcessSighting::State::kIdle) {
           n.silence_cpu = s.cpu;
@@ -1163,7 +1163,7 @@ void Coordinator::CheckLiveness() {
   // of this machine that still runs (a busy machine starves it): it gets
   // time, up to a cap.
   auto lost_because = [&](Node& n) -> std::optional<std::string> {
-    const ProcessSighting s = SightProcess(n.pid, n.host);
+    const ProcessSighting s = Sight(n, threshold);
     using State = ProcessSighting::State;
     switch (s.state) {
       case State::kElsewhere:
@@ -1187,13 +1187,13 @@ void Coordinator::CheckLiveness() {
     const long cap = Liveness::kRunningSilenceFactor * threshold.count();
     if (n.liveness.SilentMs(now) > cap) {
       return why(n) + fmt::format(
-                          "; its process still runs here, but silent past the {} ms a "
+                          "; its process still runs on its host, but silent past the {} ms a "
                           "running process is given",
                           cap);
     }
     if (!n.slow) {
       spdlog::warn(
-          "{} silent for {} ms, but its process still runs on this host (a busy machine?): it "
+          "{} silent for {} ms, but its process still runs on its host (a busy machine?): it "
           "gets up to {} ms before it counts as lost",
           Describe(n), n.liveness.SilentMs(now), cap);
       n.slow = true;

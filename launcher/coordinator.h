@@ -60,6 +60,7 @@
 #include "launcher/membership_round.h"
 #include "launcher/metrics_server.h"
 #include "launcher/process_rates.h"
+#include "launcher/process_sighting.h"
 #include "launcher/ps_recovery.h"
 #include "launcher/shard_move.h"
 #include "launcher/slice_balancer.h"
@@ -261,6 +262,11 @@ class Coordinator {
   // allowance (liveness.h). Before it does, it handles every message that
   // waits in the listener: a heartbeat queued behind others is no silence.
   void CheckLiveness();
+  // What is known of `n`'s process: this host's /proc, or for a process of
+  // another host the report of the een-launch there (when it asked within
+  // `fresh`: a host cut off says nothing, and is judged by silence; one
+  // asleep there counts as running, up to the cap).
+  ProcessSighting Sight(const Node& n, std::chrono::milliseconds fresh) const;
   // Takes each message waiting in the listener, without blocking.
   void DrainInbox();
   // Before the start, once the start-up time is up: refuses the job naming
@@ -407,6 +413,8 @@ class Coordinator {
     bool told_end = false;                  // answered once the job had ended (finished or aborted)
     bool forgotten = false;                 // silent before the start: its roles' ranks were freed
     coordinator_messages::NodeShare share;  // elastic: its ranks, once given
+    // What its host's /proc said of its roles, by pid, in its latest question.
+    std::map<int, ProcessSighting> sightings;
   };
   // Elastic: closes the rendezvous when it is time (see elastic_nodes.h).
   void MaybeCloseRendezvous();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/job_env.h"
 #include "common/logging.h"
 #include "common/transport/registry.h"
 #include "common/wire.h"
@@ -38,7 +39,12 @@ void CoordinatorLink::Ask(const std::string& failure) {
   }
   asked_at_ = Clock::now();
   if (first_asked_ == Clock::time_point{}) first_asked_ = asked_at_;
-  Ignored(connection_->Send(launcher_messages::NodeStatus(node_, failure)),
+  std::vector<std::pair<int, ProcessSighting>> sightings;
+  if (role_pids_) {
+    // As this host names itself to its roles: they are its own processes.
+    for (int pid : role_pids_()) sightings.emplace_back(pid, SightProcess(pid, HostName()));
+  }
+  Ignored(connection_->Send(launcher_messages::NodeStatus(node_, failure, sightings)),
           "asking the coordinator how the job stands");
 }
 

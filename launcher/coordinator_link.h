@@ -2,7 +2,8 @@
 // per-node launch (een-launch --nnodes N --node-rank R --rdzv HOST:PORT).
 //
 // Every heartbeat interval the link asks the coordinator how the job
-// stands (a NodeStatus naming the node and its counts); the first answer is
+// stands (a NodeStatus naming the node and its counts, and what this
+// host's /proc says of each of its roles: WatchRoles); the first answer is
 // the rendezvous (the node's roles start only then). EndJob() tells the
 // coordinator to end the job on every node for a reason (this node's
 // Ctrl-C, or its roles' failure).
@@ -17,6 +18,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +37,10 @@ class CoordinatorLink {
   CoordinatorLink(std::string address, launcher_messages::NodeStatusFields node,
                   std::chrono::milliseconds interval);
 
+  // `pids` gives the pids of this node's running roles, for each question:
+  // the coordinator then tells a slow role of this host from a stopped or
+  // gone one (process_sighting.h), as it does for its own host's.
+  void WatchRoles(std::function<std::vector<int>()> pids) { role_pids_ = std::move(pids); }
   // Asks again if an interval passed since the last question; reads every
   // answer waiting (never blocks).
   void Poll();
@@ -62,6 +68,7 @@ class CoordinatorLink {
 
   std::string address_;
   launcher_messages::NodeStatusFields node_;
+  std::function<std::vector<int>()> role_pids_;
   std::chrono::milliseconds interval_;
   std::unique_ptr<transport::Connection> connection_;
   Clock::time_point asked_at_{}, first_asked_{}, heard_at_{};

@@ -77,7 +77,17 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
       share_kept = {};
     }
   }
-  it->second = NodeLauncher{host, pid, Clock::now(), false, false, share_kept};
+  it->second = NodeLauncher{host, pid, Clock::now(), false, false, share_kept, {}};
+  // At most a report per role of the job (a launcher that lies can only
+  // buy its own roles time, up to the cap of a running process).
+  const size_t most = workers_.size() + ps_.size() + spares_.size() + 16;
+  for (auto sighting : status.getSightings()) {
+    if (it->second.sightings.size() >= most) break;
+    const auto state = static_cast<uint16_t>(sighting.getState());
+    if (state > static_cast<uint16_t>(wire::ProcessState::IDLE)) continue;  // newer than us
+    it->second.sightings[sighting.getPid()] = {static_cast<ProcessSighting::State>(state),
+                                               sighting.getCpuNanos()};
+  }
   MaybeCloseRendezvous();
   if (options_.elastic.enabled() && !it->second.share.assigned &&
       state_ == wire::JobState::RUNNING) {
@@ -109,6 +119,23 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
   share.torch_store = options_.torch_store;
   return listener_->Send(
       peer, coordinator_messages::NodeStatusReply(state_, abort_reason_, lost_pids, "", share));
+}
+
+ProcessSighting Coordinator::Sight(const Node& n, std::chrono::milliseconds fresh) const {
+  const ProcessSighting here = SightProcess(n.pid, n.host);
+  if (here.state != ProcessSighting::State::kElsewhere) return here;
+  for (const auto& [rank, launcher] : node_launchers_) {
+    if (launcher.host != n.host || Clock::now() - launcher.heard > fresh) continue;
+    const auto it = launcher.sightings.find(n.pid);
+    if (it == launcher.sightings.end()) continue;
+    ProcessSighting seen = it->second;
+    // Asleep there: the hung check compares CPU times of two looks, which a
+    // late report would show equal; a remote process asleep gets the time a
+    // running one gets (up to the cap) instead.
+    if (seen.state == ProcessSighting::State::kIdle) seen.state = ProcessSighting::State::kRunnable;
+    return seen;
+  }
+  return here;
 }
 
 std::string Coordinator::SettingsThatDiffer(const std::string& settings) const {

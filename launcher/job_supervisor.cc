@@ -180,6 +180,15 @@ Status JobSupervisor::Rendezvous() {
           .min_nodes = elastic.min,
           .settings = JobWideSettings(config())},
       config().heartbeat_interval);
+  link_->WatchRoles([this] {
+    std::vector<int> pids;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (roles_[i].role != Role::kCoordinator && slots_[i] && slots_[i]->running()) {
+        pids.push_back(slots_[i]->pid());
+      }
+    }
+    return pids;
+  });
   Say("node " + std::to_string(node_->node_rank) + " of " + std::to_string(node_->nnodes) + " (" +
       node_->name + "): waiting for the rendezvous at " + node_->rdzv +
       (HostsCoordinator() ? " (this node's coordinator)" : " (node 0's coordinator)"));

@@ -23,7 +23,8 @@ Message WorkerExited(int rank, int pid, int status, const std::string& host) {
   return b.Take();
 }
 
-Message NodeStatus(const NodeStatusFields& fields, const std::string& failure) {
+Message NodeStatus(const NodeStatusFields& fields, const std::string& failure,
+                   const std::vector<std::pair<int, ProcessSighting>>& sightings) {
   wire::Outgoing b;
   auto s = b.header().initNodeStatus();
   s.setNode(fields.node);
@@ -35,6 +36,13 @@ Message NodeStatus(const NodeStatusFields& fields, const std::string& failure) {
   s.setMinNodes(fields.min_nodes);
   s.setSettings(fields.settings);
   s.setFailure(failure);
+  auto list = s.initSightings(sightings.size());
+  for (size_t i = 0; i < sightings.size(); ++i) {
+    list[i].setPid(sightings[i].first);
+    // ProcessSighting::State and wire::ProcessState list the states alike.
+    list[i].setState(static_cast<wire::ProcessState>(sightings[i].second.state));
+    list[i].setCpuNanos(sightings[i].second.cpu);
+  }
   return b.Take();
 }
 

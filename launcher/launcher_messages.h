@@ -6,8 +6,11 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/transport/frame.h"
+#include "launcher/process_sighting.h"
 
 namespace een::launcher_messages {
 
@@ -31,6 +34,8 @@ struct NodeStatusFields {
   int min_nodes = 0;     // elastic: MIN (nnodes: MAX; ps, workers: per node); 0: fixed
   std::string settings;  // the job-wide flags (JobWideSettings)
 };
-Message NodeStatus(const NodeStatusFields& fields, const std::string& failure);
+// `sightings`: this node's roles (pid and what its /proc says of them).
+Message NodeStatus(const NodeStatusFields& fields, const std::string& failure,
+                   const std::vector<std::pair<int, ProcessSighting>>& sightings = {});
 
 }  // namespace een::launcher_messages

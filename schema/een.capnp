@@ -691,6 +691,24 @@ struct NodeStatus {
                                    # `ps`/`workers` are per node; 0: a fixed node count
   settings @8 :Text;               # the job-wide flags it was given ("replicas=2 ..."):
                                    # every node's must be node 0's
+  sightings @9 :List(RoleSighting);  # its roles as its host's /proc shows them: the
+                                   # coordinator tells a slow one from a stopped or
+                                   # gone one on another host too
+}
+
+# What a node's een-launch sees of one of its roles (launcher/process_sighting.h).
+struct RoleSighting {
+  pid @0 :Int32;
+  state @1 :ProcessState;
+  cpuNanos @2 :UInt64;             # its threads' time on a CPU so far
+}
+
+enum ProcessState {
+  elsewhere @0;                    # not seen (another namespace)
+  gone @1;
+  stopped @2;
+  runnable @3;
+  idle @4;
 }
 
 struct NodeStatusReply {

@@ -171,13 +171,21 @@ Status Coordinator::Run(const std::atomic<bool>& stop) {
       all_left &= workers_told;
       // Per-node launch: each node's een-launch hears that the job
       // finished before the coordinator goes (else it finds it silent).
-      if (all_left && (LaunchersTold() ||
-                       MillisSince(shutdown_at_) > 2 * options_.job.failover_threshold.count())) {
-        spdlog::info("job finished: every worker done, every PS left");
-        return Status::Ok();
-      }
-      if (workers_told && MillisSince(shutdown_at_) > 4 * options_.job.failover_threshold.count()) {
-        spdlog::warn("job finished, but not every PS confirmed leaving; ending anyway");
+      // Once it may go, it lingers a few heartbeat intervals: the answers
+      // just sent (a worker told that it holds the final values) leave
+      // through the transport's I/O thread, which a busy machine may not
+      // have run yet; they are lost if the process ends first.
+      const bool may_go =
+          (all_left && (LaunchersTold() ||
+                        MillisSince(shutdown_at_) > 2 * options_.job.failover_threshold.count())) ||
+          (workers_told && MillisSince(shutdown_at_) > 4 * options_.job.failover_threshold.count());
+      if (may_go && !leaving_at_) leaving_at_ = Clock::now();
+      if (may_go && MillisSince(*leaving_at_) > 3 * options_.job.heartbeat_interval.count()) {
+        if (all_left) {
+          spdlog::info("job finished: every worker done, every PS left");
+        } else {
+          spdlog::warn("job finished, but not every PS confirmed leaving; ending anyway");
+        }
         return Status::Ok();
       }
     }

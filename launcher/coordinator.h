@@ -455,6 +455,7 @@ class Coordinator {
   std::string abort_reason_;
   Clock::time_point created_ = Clock::now();
   Clock::time_point aborted_at_, shutdown_at_;
+  std::optional<Clock::time_point> leaving_at_;  // finished: when it could go (it lingers)
   std::map<uint64_t, std::set<int>> barriers_;  // sequence -> worker ranks waiting
   struct BarrierAgainstStep {                   // see CheckBarrierAgainstStep
     uint64_t step = 0;

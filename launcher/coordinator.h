@@ -456,8 +456,8 @@ class Coordinator {
   Clock::time_point created_ = Clock::now();
   Clock::time_point aborted_at_, shutdown_at_;
   std::optional<Clock::time_point> leaving_at_;  // finished: when it could go (it lingers)
-  std::map<uint64_t, std::set<int>> barriers_;  // sequence -> worker ranks waiting
-  struct BarrierAgainstStep {                   // see CheckBarrierAgainstStep
+  std::map<uint64_t, std::set<int>> barriers_;   // sequence -> worker ranks waiting
+  struct BarrierAgainstStep {                    // see CheckBarrierAgainstStep
     uint64_t step = 0;
     int worker = -1;
     Clock::time_point since;

@@ -82,7 +82,7 @@ MembershipChange MembershipFromWire(Membership::Reader m) {
   MembershipChange change{m.getEffectiveStep(), {}, m.getEpoch()};
   for (int w : m.getLiveWorkers()) change.live.push_back(w);
   for (uint32_t s : m.getBatchShares()) change.shares.push_back(s);
-  for (auto u : m.getUnfinished()) change.unfinished.push_back({u.getWorker(), u.getFromStep()});
+  change.unfinished = UnfinishedFromWire(m.getUnfinished());
   return change;
 }
 
@@ -93,11 +93,22 @@ void MembershipToWire(const MembershipChange& change, Membership::Builder m) {
   for (size_t j = 0; j < change.live.size(); ++j) live.set(j, change.live[j]);
   auto shares = m.initBatchShares(change.shares.size());
   for (size_t j = 0; j < change.shares.size(); ++j) shares.set(j, change.shares[j]);
-  auto unfinished = m.initUnfinished(change.unfinished.size());
-  for (size_t j = 0; j < change.unfinished.size(); ++j) {
-    unfinished[j].setWorker(change.unfinished[j].worker);
-    unfinished[j].setFromStep(change.unfinished[j].from_step);
+  UnfinishedToWire(change.unfinished, m.initUnfinished(change.unfinished.size()));
+}
+
+void UnfinishedToWire(const std::vector<een::UnfinishedSteps>& unfinished,
+                      ::capnp::List<UnfinishedSteps>::Builder list) {
+  for (size_t i = 0; i < unfinished.size(); ++i) {
+    list[i].setWorker(unfinished[i].worker);
+    list[i].setFromStep(unfinished[i].from_step);
   }
+}
+
+std::vector<een::UnfinishedSteps> UnfinishedFromWire(::capnp::List<UnfinishedSteps>::Reader list) {
+  std::vector<een::UnfinishedSteps> out;
+  out.reserve(list.size());
+  for (auto u : list) out.push_back({u.getWorker(), u.getFromStep()});
+  return out;
 }
 
 DType DTypeOf(WireType type) {

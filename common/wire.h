@@ -72,6 +72,11 @@ transport::Message MakeError(ErrorCode code, const std::string& text, uint64_t r
 // A membership change on the wire (the one type, een/membership.h) and back.
 MembershipChange MembershipFromWire(Membership::Reader m);
 void MembershipToWire(const MembershipChange& change, Membership::Builder m);
+// Lost workers' unfinished steps (een/membership.h) into a list initialized
+// to their count, and back (unchecked: each consumer checks them).
+void UnfinishedToWire(const std::vector<een::UnfinishedSteps>& unfinished,
+                      ::capnp::List<UnfinishedSteps>::Builder list);
+std::vector<een::UnfinishedSteps> UnfinishedFromWire(::capnp::List<UnfinishedSteps>::Reader list);
 
 // A payload dtype on the wire and back, checked: a value the schema does
 // not define is InvalidArgument naming `what` ("push payload"), never cast.

@@ -216,13 +216,15 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
                                              wire::MembershipPrepared::Reader prepared) {
   Node* n = NodeByControl(peer);
   if (!n || n->role != wire::Role::PS) return InvalidArgument("membership answer from a non-PS");
-  std::vector<UnfinishedSteps> unfinished;
-  for (auto u : prepared.getUnfinished()) {
-    if (u.getWorker() < 0 || static_cast<size_t>(u.getWorker()) >= workers_.size() ||
-        unfinished.size() >= workers_.size()) {
+  if (prepared.getUnfinished().size() > workers_.size()) {
+    return InvalidArgument("membership answer names more lost workers than the job has");
+  }
+  const std::vector<UnfinishedSteps> unfinished =
+      wire::UnfinishedFromWire(prepared.getUnfinished());
+  for (const UnfinishedSteps& u : unfinished) {
+    if (u.worker < 0 || static_cast<size_t>(u.worker) >= workers_.size()) {
       return InvalidArgument("membership answer names an unknown worker");
     }
-    unfinished.push_back({u.getWorker(), u.getFromStep()});
   }
   const std::optional<MembershipRound::Commit> commit = membership_.Prepared(
       n->rank, prepared.getEpoch(), prepared.getMaxVersion(), ServingPs(), unfinished);

@@ -58,11 +58,7 @@ Message MembershipPrepared(int rank, uint64_t epoch, uint64_t max_version,
   auto prepared = b.header().initMembershipPrepared();
   prepared.setEpoch(epoch);
   prepared.setMaxVersion(max_version);
-  auto list = prepared.initUnfinished(unfinished.size());
-  for (size_t i = 0; i < unfinished.size(); ++i) {
-    list[i].setWorker(unfinished[i].worker);
-    list[i].setFromStep(unfinished[i].from_step);
-  }
+  wire::UnfinishedToWire(unfinished, prepared.initUnfinished(unfinished.size()));
   return b.Take();
 }
 
@@ -90,11 +86,7 @@ Message PullReply(const PullReplyFields& f, const std::vector<uint32_t>& chunks,
     SetAll(membership.initBatchShares(f.batch_shares->size()), *f.batch_shares);
   }
   if (f.unfinished && !f.unfinished->empty()) {
-    auto list = membership.initUnfinished(f.unfinished->size());
-    for (size_t i = 0; i < f.unfinished->size(); ++i) {
-      list[i].setWorker((*f.unfinished)[i].worker);
-      list[i].setFromStep((*f.unfinished)[i].from_step);
-    }
+    wire::UnfinishedToWire(*f.unfinished, membership.initUnfinished(f.unfinished->size()));
   }
   reply.setSlowest(f.slowest);
   reply.setOwnSteps(f.own_steps);

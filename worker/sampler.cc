@@ -128,6 +128,7 @@ struct Segment {
 // A lost worker's unfinished steps are owed back at most this far (the PS
 // report at most two; more would be a liar's list).
 constexpr uint64_t kMaxOwedSteps = 8;
+const std::vector<UnfinishedSteps> kNoneOwed;
 
 // The positions worker `rank` takes in the step that starts at `at`.
 std::vector<uint64_t> PositionsIn(const Place& at, const std::vector<int>& live,
@@ -168,7 +169,7 @@ StepData Walk(uint64_t steps, int world_size, const std::vector<MembershipChange
       const MembershipChange& change = changes[next++];
       if (change.live.empty())
         throw Error(std::string(caller) + ": a membership change leaves no worker");
-      for (const UnfinishedSteps& u : owe ? change.unfinished : std::vector<UnfinishedSteps>{}) {
+      for (const UnfinishedSteps& u : owe ? change.unfinished : kNoneOwed) {
         const uint64_t first = std::max(u.from_step, s - std::min(s, kMaxOwedSteps));
         for (uint64_t t = first; t < s; ++t) {
           // The segment step t was in (each starts no later than the one after it).

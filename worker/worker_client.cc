@@ -863,13 +863,14 @@ Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t versio
       std::find(shares.begin(), shares.end(), 0u) != shares.end()) {
     return Internal("membership gives batch shares that do not match its workers");
   }
-  std::vector<UnfinishedSteps> unfinished;
-  for (auto u : m.getUnfinished()) {
-    if (u.getWorker() < 0 || u.getFromStep() >= m.getEffectiveStep() ||
-        unfinished.size() >= live_workers_.size()) {
+  if (m.getUnfinished().size() > live_workers_.size()) {
+    return Internal("membership names more lost workers than were live");
+  }
+  std::vector<UnfinishedSteps> unfinished = wire::UnfinishedFromWire(m.getUnfinished());
+  for (const UnfinishedSteps& u : unfinished) {
+    if (u.worker < 0 || u.from_step >= m.getEffectiveStep()) {
       return Internal("membership names unfinished steps that do not match its change");
     }
-    unfinished.push_back({u.getWorker(), u.getFromStep()});
   }
   membership_epoch_ = m.getEpoch();
   if (live == live_workers_ && shares == shares_) {

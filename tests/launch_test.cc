@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "support/job_output.h"
+#include "support/launch_command.h"
 #include "support/subprocess.h"
 
 namespace een {
@@ -20,26 +21,20 @@ using testing::Subprocess;
 
 const std::string kBin = EEN_BIN_DIR;
 
-std::vector<std::string> Launch(std::vector<std::string> flags, std::vector<std::string> command) {
-  std::vector<std::string> argv = {kBin + "/een-launch"};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back("--");
-  argv.insert(argv.end(), command.begin(), command.end());
-  return argv;
-}
+using testing::LaunchCommand;
 
 // A job that trains long enough to be interrupted.
 std::vector<std::string> LongJob() {
-  return Launch(
+  return LaunchCommand(
       {"--ps", "2", "--workers", "2", "--progress-interval", "200ms"},
       {kBin + "/fashion_mnist", "--epochs", "1000", "--train-limit", "512", "--test-limit", "10"});
 }
 
 TEST(Launch, FashionMnistSubsetReachesAccuracy) {
-  auto r = testing::Run(
-      Launch({"--ps", "2", "--workers", "2"}, {kBin + "/fashion_mnist", "--epochs", "2",
-                                               "--train-limit", "8000", "--test-limit", "2000"}),
-      seconds(240));
+  auto r = testing::Run(LaunchCommand({"--ps", "2", "--workers", "2"},
+                                      {kBin + "/fashion_mnist", "--epochs", "2", "--train-limit",
+                                       "8000", "--test-limit", "2000"}),
+                        seconds(240));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex("test accuracy: ([0-9.]+)%"))) << r.output;
@@ -51,8 +46,8 @@ TEST(Launch, FashionMnistSubsetReachesAccuracy) {
 
 TEST(Launch, SumModeSampleTrainsWithWorkerSideOptimizer) {
   auto r = testing::Run(
-      Launch({"--ps", "1", "--workers", "2"},
-             {kBin + "/local_optimizer", "--train-limit", "8000", "--test-limit", "2000"}),
+      LaunchCommand({"--ps", "1", "--workers", "2"},
+                    {kBin + "/local_optimizer", "--train-limit", "8000", "--test-limit", "2000"}),
       seconds(180));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::smatch m;
@@ -97,10 +92,10 @@ TEST(Launch, LostWorkerJobGoesOnWithinOnePointOfAccuracy) {
   const std::vector<std::string> train = {
       kBin + "/fashion_mnist", "--epochs", "2", "--train-limit", "20000", "--test-limit", "5000",
       "--log-every",           "10"};
-  auto undisturbed = testing::Run(Launch(flags, train), seconds(180));
+  auto undisturbed = testing::Run(LaunchCommand(flags, train), seconds(180));
   ASSERT_EQ(undisturbed.exit_code, 0) << undisturbed.output;
 
-  Subprocess job(Launch(flags, train));
+  Subprocess job(LaunchCommand(flags, train));
   ASSERT_TRUE(job.WaitForOutput("epoch 1 step 40 ", seconds(60))) << job.output();
   const pid_t worker = testing::NewestPid(job.output(), "worker 2");
   ASSERT_GT(worker, 0) << job.output();
@@ -137,7 +132,7 @@ TEST(Launch, LostWorkerJobGoesOnWithinOnePointOfAccuracy) {
 }
 
 TEST(Launch, LosingMoreWorkersThanAllowedEndsTheJob) {
-  Subprocess job(Launch(
+  Subprocess job(LaunchCommand(
       {"--ps", "1", "--workers", "2", "--min-workers", "2"},
       {kBin + "/fashion_mnist", "--epochs", "1000", "--train-limit", "512", "--test-limit", "10"}));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
@@ -153,10 +148,10 @@ TEST(Launch, LosingMoreWorkersThanAllowedEndsTheJob) {
 // A worker stopped (SIGSTOP) is declared lost and the job finishes without
 // it; een-launch then stops it instead of waiting for it forever.
 TEST(Launch, AStoppedWorkerDoesNotHoldTheLauncherAtTheEnd) {
-  Subprocess job(
-      Launch({"--ps", "1", "--workers", "2", "--min-workers", "1", "--progress-interval", "200ms"},
-             {kBin + "/equivalence_train", "--optimizer", "adam", "--steps", "15000", "--out",
-              "/tmp/een-launch-test-stopped-" + std::to_string(getpid())}));
+  Subprocess job(LaunchCommand(
+      {"--ps", "1", "--workers", "2", "--min-workers", "1", "--progress-interval", "200ms"},
+      {kBin + "/equivalence_train", "--optimizer", "adam", "--steps", "15000", "--out",
+       "/tmp/een-launch-test-stopped-" + std::to_string(getpid())}));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
   const pid_t worker = testing::NewestPid(job.output(), "worker 1");
   ASSERT_GT(worker, 0) << job.output();
@@ -188,7 +183,7 @@ TEST(Launch, CtrlCLeavesNoProcessBehind) {
 }
 
 TEST(Launch, FailingWorkerFailsTheJobAndSaysWhich) {
-  auto r = testing::Run(Launch({"--ps", "1", "--workers", "2"}, {"false"}), seconds(30));
+  auto r = testing::Run(LaunchCommand({"--ps", "1", "--workers", "2"}, {"false"}), seconds(30));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(
       std::regex_search(r.output, std::regex("worker [01] \\(pid [0-9]+\\) exited with status 1")))
@@ -198,10 +193,10 @@ TEST(Launch, FailingWorkerFailsTheJobAndSaysWhich) {
 // A worker that is alive (heartbeats go on) but slow: the job waits for it,
 // and the PS name it and the chunk that waits, past the failover threshold.
 TEST(Launch, StepWaitingForASlowWorkerNamesItAndTheChunk) {
-  auto r = testing::Run(Launch({"--ps", "2", "--workers", "2"},
-                               {kBin + "/equivalence_train", "--steps", "300", "--out",
-                                "/tmp/een-stall-" + std::to_string(getpid()), "--stall-rank", "1",
-                                "--stall-step", "100", "--stall-ms", "1500"}),
+  auto r = testing::Run(LaunchCommand({"--ps", "2", "--workers", "2"},
+                                      {kBin + "/equivalence_train", "--steps", "300", "--out",
+                                       "/tmp/een-stall-" + std::to_string(getpid()), "--stall-rank",
+                                       "1", "--stall-step", "100", "--stall-ms", "1500"}),
                         seconds(60));
   std::remove(("/tmp/een-stall-" + std::to_string(getpid())).c_str());
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -228,7 +223,7 @@ TEST(Launch, EveryBinarySaysItsVersionAndABadLogLevelIsRefused) {
     EXPECT_EQ(r.exit_code, 0) << binary << ": " << r.output;
     EXPECT_EQ(r.output.rfind("een ", 0), 0u) << binary << ": " << r.output;
   }
-  auto bad = testing::Run(Launch({"--ps", "1", "--workers", "1"}, {"true"}), seconds(10),
+  auto bad = testing::Run(LaunchCommand({"--ps", "1", "--workers", "1"}, {"true"}), seconds(10),
                           {{"EEN_LOG_LEVEL", "verbose"}});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.output.find("EEN_LOG_LEVEL 'verbose' is not a log level"), std::string::npos)
@@ -247,21 +242,21 @@ TEST(Launch, BadFlagsNameTheFieldAndTheFix) {
   EXPECT_NE(no_command.output.find("put the worker command after --"), std::string::npos);
 
   auto bad_duration = testing::Run(
-      Launch({"--ps", "1", "--workers", "1", "--failover-threshold", "5parsecs"}, {"true"}),
+      LaunchCommand({"--ps", "1", "--workers", "1", "--failover-threshold", "5parsecs"}, {"true"}),
       seconds(10));
   EXPECT_EQ(bad_duration.exit_code, 2);
   EXPECT_NE(bad_duration.output.find("--failover-threshold"), std::string::npos);
 
   const std::string config = "/tmp/een-launch-test-" + std::to_string(getpid()) + ".yaml";
   std::ofstream(config) << "ps: 2\nworkers: 2\nfailover_treshold: 300ms\n";
-  auto bad_config = testing::Run(Launch({"--config", config}, {"true"}), seconds(10));
+  auto bad_config = testing::Run(LaunchCommand({"--config", config}, {"true"}), seconds(10));
   std::remove(config.c_str());
   EXPECT_EQ(bad_config.exit_code, 2);
   EXPECT_NE(bad_config.output.find("field 'failover_treshold' is unknown"), std::string::npos)
       << bad_config.output;
 
   auto bad_backend = testing::Run(
-      Launch({"--ps", "1", "--workers", "1", "--backend", "ssh"}, {"true"}), seconds(10));
+      LaunchCommand({"--ps", "1", "--workers", "1", "--backend", "ssh"}, {"true"}), seconds(10));
   EXPECT_EQ(bad_backend.exit_code, 2);
   EXPECT_NE(bad_backend.output.find("--backend ssh is not available; auto (Slurm inside srun, else "
                                     "local), local"),

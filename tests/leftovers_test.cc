@@ -10,6 +10,7 @@
 #include <regex>
 #include <thread>
 
+#include "support/launch_command.h"
 #include "support/subprocess.h"
 
 namespace een {
@@ -20,13 +21,7 @@ using testing::Subprocess;
 
 const std::string kBin = EEN_BIN_DIR;
 
-std::vector<std::string> Launch(std::vector<std::string> flags, std::vector<std::string> command) {
-  std::vector<std::string> argv = {kBin + "/een-launch"};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back("--");
-  argv.insert(argv.end(), command.begin(), command.end());
-  return argv;
-}
+using testing::LaunchCommand;
 
 // een-launch itself killed (SIGKILL: it cannot clean up): its roles end,
 // and the next een-launch removes the run folder and the shared memory the
@@ -49,8 +44,8 @@ TEST_P(Leftovers, OfAKilledLauncherAreRemovedByTheNext) {
   std::vector<std::string> flags = {"--ps",        "2",   "--workers",           "2",
                                     "--transport", "shm", "--progress-interval", "200ms"};
   if (GetParam()) flags.push_back("--insecure");
-  Subprocess job(Launch(flags, {kBin + "/fashion_mnist", "--epochs", "1000", "--train-limit", "512",
-                                "--test-limit", "10"}));
+  Subprocess job(LaunchCommand(flags, {kBin + "/fashion_mnist", "--epochs", "1000", "--train-limit",
+                                       "512", "--test-limit", "10"}));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
   const std::string run_dir = RunFolderOf(job.pid());
   ASSERT_FALSE(run_dir.empty()) << job.output();
@@ -64,7 +59,8 @@ TEST_P(Leftovers, OfAKilledLauncherAreRemovedByTheNext) {
     EXPECT_FALSE(testing::ProcessExists(c)) << "pid " << c << " survived its launcher";
   }
   ASSERT_TRUE(std::filesystem::exists(run_dir)) << "nothing was left to test";
-  auto next = testing::Run(Launch({"--ps", "1", "--workers", "1"}, {"/bin/true"}), seconds(60));
+  auto next =
+      testing::Run(LaunchCommand({"--ps", "1", "--workers", "1"}, {"/bin/true"}), seconds(60));
   EXPECT_TRUE(std::regex_search(next.output,
                                 std::regex("removed what a killed job left behind: " + run_dir +
                                            " and [1-9][0-9]* shared-memory object")))

@@ -467,7 +467,10 @@ Status ParameterServer::HandleRollback(uint64_t epoch, uint64_t step) {
   step_ = step;
   next_snapshot_ = (step / env_.snapshot_every + 1) * env_.snapshot_every;
   spdlog::warn("rolled back to the snapshot of step {}; shard map epoch {}", step, epoch);
-  return control_->Send(ps_messages::RolledBack(env_.rank, epoch, step));
+  EEN_RETURN_IF_ERROR(control_->Send(ps_messages::RolledBack(env_.rank, epoch, step)));
+  // Workers that heard of the rollback first sent with its epoch: theirs now.
+  ReplayFutureMessages();
+  return Status::Ok();
 }
 
 Status ParameterServer::HandleMembershipCommit(wire::Membership::Reader commit) {
@@ -989,6 +992,16 @@ Status ParameterServer::HandlePull(const transport::PeerId& peer, wire::Pull::Re
                                 std::to_string(store_->Version(c)) + ")");
     }
     p.chunks.push_back(c);
+  }
+  if (pull.getAgain()) {  // the worker heard nothing for a while
+    const bool waiting = std::any_of(pending_.begin(), pending_.end(), [&](const PendingPull& q) {
+      return q.peer == peer && q.request_id == p.request_id;
+    });
+    if (waiting) return Status::Ok();  // it will be answered when ready, once
+    spdlog::warn(
+        "worker {} asked again for pull {}, which this PS does not hold (lost on the way, or "
+        "answered and the answer lost): {}",
+        p.worker, p.request_id, Ready(p) ? "answering it now" : "waiting with it now");
   }
   if (Ready(p)) {
     Answer(p);

@@ -413,6 +413,9 @@ struct Pull {
   finalValues @10 :Bool;           # ssp/async: the job's final values (every worker
                                    # finished): the staleness bound does not apply (a
                                    # worker that finished behind holds nobody back)
+  again @11 :Bool;                 # asked again (no answer for a while): a PS that still
+                                   # holds this sender's request of that id keeps waiting
+                                   # with it; one that does not answers it as new
 }
 
 # Followed by one payload frame per chunk id.

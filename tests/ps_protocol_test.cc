@@ -10,6 +10,7 @@
 #include "common/transport/registry.h"
 #include "common/wire.h"
 #include "support/inproc_cluster.h"
+#include "worker/worker_messages.h"
 
 namespace een {
 namespace {
@@ -225,6 +226,37 @@ TEST_F(BadMessages, EachIsRefusedWithAnErrorAndChangesNothing) {
   b.initRoot<wire::Header>().setDone(0);
   EXPECT_EQ(Answer(Message{{wire::Encode(b)}}), wire::ErrorCode::INVALID_ARGUMENT);
   ExpectStillCorrect();
+}
+
+// A worker that heard nothing for a while asks again (worker_client.cc,
+// kAskAgainAfter): a pull the PS still holds is answered once, when ready;
+// one it never got (lost on the way) is answered as a new one.
+TEST_F(BadMessages, APullAskedAgainIsAnsweredOnceAndALostOneIsAnswered) {
+  const uint64_t epoch = workers_[0]->map().epoch();
+  auto pull = [&](uint64_t id, bool again) {
+    return worker_messages::Pull(
+        {.epoch = epoch, .min_version = 1, .worker = 0, .request_id = id, .again = again}, owned_);
+  };
+  auto answered = [&](milliseconds within) -> std::optional<uint64_t> {
+    auto reply = raw_->Receive(within);
+    if (!reply.ok()) return std::nullopt;
+    std::optional<uint64_t> id;
+    EXPECT_TRUE(wire::Visit(*reply, [&](wire::Header::Reader h) {
+                  EXPECT_TRUE(h.isPullReply()) << "an error or another answer";
+                  if (h.isPullReply()) id = h.getPullReply().getRequestId();
+                  return Status::Ok();
+                }).ok());
+    return id;
+  };
+  // Step 0 has not run: both wait; the second is the first asked again.
+  ASSERT_TRUE(raw_->Send(pull(77, false)).ok());
+  ASSERT_TRUE(raw_->Send(pull(77, true)).ok());
+  ASSERT_TRUE(PushAll(*workers_[0], wire::PushKind::GRADIENT, 0, 0.25f).ok());
+  EXPECT_EQ(answered(milliseconds(5000)), 77u);
+  EXPECT_EQ(answered(milliseconds(300)), std::nullopt) << "answered twice";
+  // Asked again, never received: answered at once.
+  ASSERT_TRUE(raw_->Send(pull(78, true)).ok());
+  EXPECT_EQ(answered(milliseconds(5000)), 78u);
 }
 
 TEST_F(BadMessages, MalformedHeadersAreRefused) {

@@ -136,8 +136,16 @@ class AbsentRanks {
   std::vector<int32_t> ranks_;
 };
 
+// What a started call leaves to do: wait for `call`'s answers (none when
+// it sends nothing), then `done` (copies results out; may throw).
+struct CallFinish {
+  std::shared_ptr<WorkerClient::CollectiveCall> call;
+  std::function<void()> done;
+};
+
 // The process's membership of the job (one WorkerClient) and the thread
-// that runs every group's calls in issue order.
+// that runs every group's calls: started in issue order, each group's
+// completed in its order.
 class CollectiveSession {
  public:
   static std::shared_ptr<CollectiveSession> Get() {
@@ -190,19 +198,29 @@ class CollectiveSession {
     return h;
   }
 
-  // A call in two halves: `start` (sends its parts) returns the finish
-  // (waits for the results). The session's thread starts every call queued
-  // (up to kBatch), then finishes them in order: later calls travel while
-  // earlier ones are reduced.
-  using Start = std::function<std::function<void()>(uint64_t seq)>;
-  // Queues `start` after every call posted before, with the next number of
-  // `*counter` (taken under the same lock, so a group's calls go in the
-  // order of their numbers).
-  void Post(uint64_t* counter, Start start) {
+  // A call in two halves: `start` (sends its parts) returns its Finish.
+  // The session's thread starts every call as soon as it is queued, and
+  // completes each group's calls in order as their answers come: a group
+  // never waits for another's (as with gloo, whose groups have a thread
+  // each).
+  struct Finish {
+    // Null for a call that sends nothing (it only waits for the calls
+    // before it in its group).
+    std::shared_ptr<WorkerClient::CollectiveCall> call;
+    // Runs once `call` is answered: copies results out, completes the Work
+    // (or fails it). Never throws.
+    std::function<void()> done;
+    std::function<void(std::exception_ptr)> fail;  // fails the Work instead
+  };
+  using Start = std::function<Finish(uint64_t seq)>;
+  // Queues `start` of group `group` after every call posted before, with
+  // the next number of `*counter` (taken under the same lock, so a group's
+  // calls go in the order of their numbers).
+  void Post(uint32_t group, uint64_t* counter, Start start) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       const uint64_t seq = (*counter)++;
-      tasks_.push_back([start = std::move(start), seq] { return start(seq); });
+      tasks_.push_back({group, [start = std::move(start), seq] { return start(seq); }});
     }
     cv_.notify_one();
   }
@@ -234,32 +252,97 @@ class CollectiveSession {
     thread_ = std::thread([this] { Loop(); });
   }
 
+  static std::exception_ptr ErrorOf(const Status& s, const std::string& where) {
+    try {
+      ThrowIfError(s, where);
+    } catch (...) {
+      return std::current_exception();
+    }
+    return nullptr;
+  }
+
+  struct Task {
+    uint32_t group;
+    std::function<Finish()> start;
+  };
+
   void Loop() {
-    constexpr size_t kBatch = 32;
+    // How long a receive may keep a newly issued call from being sent.
+    constexpr std::chrono::milliseconds kReceiveSlice(5);
+    std::map<uint32_t, std::deque<Finish>> running;  // per group, in issue order
+    size_t in_flight = 0;
     while (true) {
-      std::vector<std::function<std::function<void()>()>> batch;
+      std::deque<Task> posted;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
-        if (tasks_.empty()) return;
-        while (!tasks_.empty() && batch.size() < kBatch) {
-          batch.push_back(std::move(tasks_.front()));
-          tasks_.pop_front();
+        if (in_flight == 0) cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty() && in_flight == 0) return;  // stopping, nothing left
+        posted.swap(tasks_);
+      }
+      for (Task& t : posted) {
+        running[t.group].push_back(t.start());
+        ++in_flight;
+      }
+      const size_t done = CompleteAnswered(running);
+      in_flight -= done;
+      if (done > 0) {
+        // The coordinator's progress line: calls done (a worker's "step").
+        calls_done_ += done;
+        client_->ReportProgress(calls_done_, std::nullopt, 0, 0, 0);
+      }
+      if (in_flight == 0) continue;
+      std::vector<WorkerClient::CollectiveCall*> waiting;
+      for (auto& [group, calls] : running) {
+        for (Finish& f : calls) {
+          if (f.call) waiting.push_back(f.call.get());
         }
       }
-      std::vector<std::function<void()>> finishes;
-      for (auto& start : batch) finishes.push_back(start());
-      for (auto& finish : finishes) finish();
-      // The coordinator's progress line: calls done (a worker's "step").
-      calls_done_ += batch.size();
-      client_->ReportProgress(calls_done_, std::nullopt, 0, 0, 0);
+      if (Status s = client_->CollectiveReceive(waiting, kReceiveSlice); !s.ok()) {
+        // The job ended or the PS refused this worker: every call in flight fails.
+        for (auto& [group, calls] : running) {
+          for (Finish& f : calls) {
+            f.fail(ErrorOf(s, fmt::format("collective call of group {}", group)));
+          }
+        }
+        running.clear();
+        in_flight = 0;
+      }
     }
+  }
+
+  // Completes, per group in order, the calls whose answers are all in.
+  // Returns how many.
+  size_t CompleteAnswered(std::map<uint32_t, std::deque<Finish>>& running) {
+    size_t done = 0;
+    for (auto it = running.begin(); it != running.end();) {
+      std::deque<Finish>& calls = it->second;
+      while (!calls.empty()) {
+        Finish& head = calls.front();
+        if (head.call) {
+          Result<bool> answered = client_->CollectiveTake(*head.call);
+          if (answered.ok() && !*answered) break;
+          if (!answered.ok()) {
+            const worker_messages::ReduceFields& c = head.call->call;
+            head.fail(ErrorOf(answered.status(),
+                              fmt::format("collective call {} of group {}", c.seq, c.group)));
+            calls.pop_front();
+            ++done;
+            continue;
+          }
+        }
+        head.done();
+        calls.pop_front();
+        ++done;
+      }
+      it = calls.empty() ? running.erase(it) : std::next(it);
+    }
+    return done;
   }
 
   std::unique_ptr<WorkerClient> client_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<std::function<void()>()>> tasks_;
+  std::deque<Task> tasks_;
   bool stopping_ = false;
   std::thread thread_;
   std::map<std::vector<int>, int> occurrences_;
@@ -272,17 +355,16 @@ namespace {
 // call's dtype; none for a broadcast's non-root) is split into parts, one
 // per PS (or one part when small); each part's result lands in `out`:
 // numel elements, or size x numel for a gather (rank-major).
-// Sends the parts now; the returned function waits for the results.
-// `absent` (shared with the group) gets the group ranks absent from the
-// result (lost members the job went on without).
-std::function<void()> StartCall(WorkerClient& client, worker_messages::ReduceFields call,
-                                const void* in, void* out,
-                                const std::shared_ptr<AbsentRanks>& absent) {
+// Sends the parts now; the session completes the returned call as its
+// answers come. `absent` (shared with the group) then gets the group ranks
+// absent from the result (lost members the job went on without).
+CallFinish StartCall(WorkerClient& client, worker_messages::ReduceFields call, const void* in,
+                     void* out, const std::shared_ptr<AbsentRanks>& absent) {
   const size_t element = wire::ElementBytes(call.dtype);
   const uint64_t numel = call.total;
   const size_t ps = client.num_ps();
   const bool sends = call.op != wire::ReduceOp::BROADCAST || call.rank == call.root;
-  std::vector<WorkerClient::CollectivePart> parts;
+  auto c = std::make_shared<WorkerClient::CollectiveCall>();
   const size_t pieces = numel * element < kSplitBytes ? 1 : std::min<uint64_t>(ps, numel);
   for (size_t p = 0; p < pieces; ++p) {
     const uint64_t begin = numel * p / pieces, end = numel * (p + 1) / pieces;
@@ -295,39 +377,31 @@ std::function<void()> StartCall(WorkerClient& client, worker_messages::ReduceFie
       part.data = static_cast<const std::byte*>(in) + begin * element;
       part.bytes = part.numel * element;
     }
-    parts.push_back(part);
+    c->parts.push_back(part);
   }
   const size_t size = static_cast<size_t>(call.contributors);
-  ThrowIfError(client.CollectiveSend(call, parts),
+  ThrowIfError(client.CollectiveSend(call, c->parts),
                fmt::format("collective call {} of group {}", call.seq, call.group));
-  return [&client, call, parts, element, numel, size, out, absent] {
-    std::vector<int32_t> missing;
-    ThrowIfError(client.CollectiveWait(
-                     call, parts,
-                     [&](const WorkerClient::CollectivePart& part, const transport::Frame& result,
-                         const std::vector<int32_t>& gone) -> Status {
-                       missing.insert(missing.end(), gone.begin(), gone.end());
-                       const size_t bytes = part.numel * element;
-                       const bool gather = call.op == wire::ReduceOp::GATHER;
-                       if (result.size() != (gather ? size * bytes : bytes)) {
-                         return Internal(fmt::format(
-                             "a PS answered part {} of collective call {} with {} bytes",
-                             part.offset, call.seq, result.size()));
-                       }
-                       auto* dst = static_cast<std::byte*>(out);
-                       if (!gather) {
-                         std::memcpy(dst + part.offset * element, result.data(), bytes);
-                         return Status::Ok();
-                       }
-                       for (size_t r = 0; r < size; ++r) {
-                         std::memcpy(dst + (r * numel + part.offset) * element,
-                                     result.data() + r * bytes, bytes);
-                       }
-                       return Status::Ok();
-                     }),
-                 fmt::format("collective call {} of group {}", call.seq, call.group));
-    absent->Set(std::move(missing));
+  c->call = call;
+  c->take = [call, element, numel, size, out](const WorkerClient::CollectivePart& part,
+                                              const transport::Frame& result) -> Status {
+    const size_t bytes = part.numel * element;
+    const bool gather = call.op == wire::ReduceOp::GATHER;
+    if (result.size() != (gather ? size * bytes : bytes)) {
+      return Internal(fmt::format("a PS answered part {} of collective call {} with {} bytes",
+                                  part.offset, call.seq, result.size()));
+    }
+    auto* dst = static_cast<std::byte*>(out);
+    if (!gather) {
+      std::memcpy(dst + part.offset * element, result.data(), bytes);
+      return Status::Ok();
+    }
+    for (size_t r = 0; r < size; ++r) {
+      std::memcpy(dst + (r * numel + part.offset) * element, result.data() + r * bytes, bytes);
+    }
+    return Status::Ok();
   };
+  return {c, [c, absent] { absent->Set(c->absent); }};
 }
 
 }  // namespace
@@ -392,27 +466,30 @@ uint64_t ProcessGroup::getSequenceNumberForGroup() {
   return next_seq_ - 1;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroup::Enqueue(
-    c10d::OpType type, std::vector<at::Tensor> outputs,
-    std::function<std::function<void()>(uint64_t)> start) {
+c10::intrusive_ptr<c10d::Work> ProcessGroup::Enqueue(c10d::OpType type,
+                                                     std::vector<at::Tensor> outputs,
+                                                     std::function<CallFinish(uint64_t)> start) {
   auto work = c10::make_intrusive<CallWork>(type, outputs);
-  session_->Post(&next_seq_,
-                 [work, start = std::move(start)](uint64_t seq) -> std::function<void()> {
-                   std::function<void()> finish;
-                   try {
-                     finish = start(seq);
-                   } catch (...) {
-                     return [work, e = std::current_exception()] { work->Fail(e); };
-                   }
-                   return [work, finish] {
-                     try {
-                       finish();
-                       work->Complete();
-                     } catch (...) {
-                       work->Fail(std::current_exception());
-                     }
-                   };
-                 });
+  auto fail = [work](std::exception_ptr e) { work->Fail(std::move(e)); };
+  session_->Post(group_, &next_seq_, [work, fail, start = std::move(start)](uint64_t seq) {
+    CallFinish f;
+    try {
+      f = start(seq);
+    } catch (...) {
+      return CollectiveSession::Finish{
+          nullptr, [work, e = std::current_exception()] { work->Fail(e); }, fail};
+    }
+    return CollectiveSession::Finish{f.call,
+                                     [work, done = f.done] {
+                                       try {
+                                         done();
+                                         work->Complete();
+                                       } catch (...) {
+                                         work->Fail(std::current_exception());
+                                       }
+                                     },
+                                     fail};
+  });
   return work;
 }
 
@@ -420,8 +497,8 @@ namespace {
 
 // A call with nothing to send: `finish` runs once the calls before it
 // finished (it copies their results).
-std::function<std::function<void()>(uint64_t)> Afterwards(std::function<void()> finish) {
-  return [finish = std::move(finish)](uint64_t) { return finish; };
+std::function<CallFinish(uint64_t)> Afterwards(std::function<void()> finish) {
+  return [finish = std::move(finish)](uint64_t) { return CallFinish{nullptr, finish}; };
 }
 
 void OneTensor(const std::vector<at::Tensor>& tensors, const char* what) {
@@ -450,12 +527,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce(std::vector<at::Tensor>& 
     call.op = op;
     call.dtype = dtype;
     call.total = static_cast<uint64_t>(h.host.numel());
-    auto wait = StartCall(*client, call, h.host.data_ptr(), h.host.data_ptr(), absent);
-    return std::function<void()>([wait, h, average, size]() mutable {
-      wait();
+    CallFinish f = StartCall(*client, call, h.host.data_ptr(), h.host.data_ptr(), absent);
+    f.done = [absent_set = f.done, h, average, size]() mutable {
+      absent_set();
       if (average) h.host.div_(size);
       h.Finish();
-    });
+    };
+    return f;
   });
 }
 
@@ -503,11 +581,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::broadcast(std::vector<at::Tensor>& 
     call.op = wire::ReduceOp::BROADCAST;
     call.dtype = dtype;
     call.total = static_cast<uint64_t>(h.host.numel());
-    auto wait = StartCall(*client, call, h.host.data_ptr(), h.host.data_ptr(), absent);
-    return std::function<void()>([wait, h]() mutable {
-      wait();
+    CallFinish f = StartCall(*client, call, h.host.data_ptr(), h.host.data_ptr(), absent);
+    f.done = [absent_set = f.done, h]() mutable {
+      absent_set();
       h.Finish();
-    });
+    };
+    return f;
   });
 }
 
@@ -541,11 +620,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::_allgather_base(at::Tensor& output,
     call.op = wire::ReduceOp::GATHER;
     call.dtype = dtype;
     call.total = static_cast<uint64_t>(src.host.numel());
-    auto wait = StartCall(*client, call, src.host.data_ptr(), dst.host.data_ptr(), absent);
-    return std::function<void()>([wait, src, dst]() mutable {
-      wait();
+    CallFinish f = StartCall(*client, call, src.host.data_ptr(), dst.host.data_ptr(), absent);
+    f.done = [absent_set = f.done, src, dst]() mutable {
+      absent_set();
       dst.Finish();
-    });
+    };
+    return f;
   });
 }
 

@@ -443,6 +443,18 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
   for (const PullRequest& r : outstanding_) {
     for (uint32_t c : r.chunks) covered[c] = true;
   }
+  auto message = [&](const PullRequest& r, bool again) {
+    return worker_messages::Pull({.epoch = map_.epoch(),
+                                  .min_version = r.min_version,
+                                  .worker = rank_,
+                                  .gradients = r.gradients,
+                                  .dtype = wire::DTypeOf(r.type),
+                                  .request_id = r.id,
+                                  .frozen_values = r.frozen_values,
+                                  .final_values = finished_,
+                                  .again = again},
+                                 r.chunks);
+  };
   for (size_t p = 0; p < ps_.size(); ++p) {
     for (const WireType type : TypesInUse()) {  // one request per dtype
       PullRequest r{static_cast<uint32_t>(p), 0, min_version, gradients, type, {}, frozen_too};
@@ -451,17 +463,7 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
       }
       if (!r.chunks.empty()) {
         r.id = next_request_++;
-        EEN_RETURN_IF_ERROR(Send(p,
-                                 worker_messages::Pull({.epoch = map_.epoch(),
-                                                        .min_version = min_version,
-                                                        .worker = rank_,
-                                                        .gradients = gradients,
-                                                        .dtype = wire::DTypeOf(type),
-                                                        .request_id = r.id,
-                                                        .frozen_values = frozen_too,
-                                                        .final_values = finished_},
-                                                       r.chunks),
-                                 fmt::format("pull from PS {}", p)));
+        EEN_RETURN_IF_ERROR(Send(p, message(r, false), fmt::format("pull from PS {}", p)));
         outstanding_.push_back(std::move(r));
       }
     }
@@ -471,9 +473,17 @@ Status WorkerClient::Pull(uint64_t min_version, bool gradients,
       return std::any_of(outstanding_.begin(), outstanding_.end(),
                          [&](const PullRequest& r) { return r.ps == p; });
     };
-    EEN_RETURN_IF_ERROR(
-        WaitForPs(p, waiting, fmt::format("to reach version {}", min_version),
-                  [&](const Message& m) { return TakePullReply(p, m, min_version, destination); }));
+    auto ask_again = [&]() -> Status {
+      for (const PullRequest& r : outstanding_) {
+        if (r.ps != p) continue;
+        EEN_RETURN_IF_ERROR(Send(p, message(r, true), fmt::format("pull from PS {}", p)));
+      }
+      return Status::Ok();
+    };
+    EEN_RETURN_IF_ERROR(WaitForPs(
+        p, waiting, fmt::format("to reach version {}", min_version),
+        [&](const Message& m) { return TakePullReply(p, m, min_version, destination); },
+        /*set_aside_first=*/true, ask_again));
   }
   // Every chunk reached step 1: each chunk's backup holds it (a primary
   // answers only what its backup confirmed), so the initial values are safe.
@@ -582,9 +592,10 @@ Status WorkerClient::PushState(uint64_t step, std::shared_ptr<const ChunkStates>
 Status WorkerClient::WaitForPs(size_t p, const std::function<bool()>& waiting,
                                const std::string& what,
                                const std::function<Status(const Message&)>& take,
-                               bool set_aside_first) {
+                               bool set_aside_first, const std::function<Status()>& ask_again) {
   const auto waiting_since = Clock::now();
   auto next_warning = waiting_since + std::chrono::seconds(30);
+  auto next_ask = waiting_since + kAskAgainAfter;
   while (waiting()) {
     if (set_aside_first && !deferred_[p].empty()) {  // came while another answer was awaited
       Message m = std::move(deferred_[p].front());
@@ -599,6 +610,15 @@ Status WorkerClient::WaitForPs(size_t p, const std::function<bool()>& waiting,
           "still waiting for PS {} ({}) {} after {} s", p, ps_[p]->address(), what,
           std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - waiting_since).count());
       next_warning += std::chrono::seconds(30);
+    }
+    if (ask_again && Clock::now() > next_ask) {
+      if (next_ask == waiting_since + kAskAgainAfter) {
+        spdlog::info("no answer from PS {} ({}) {} for {} s: asking again", p, ps_[p]->address(),
+                     what,
+                     std::chrono::duration_cast<std::chrono::seconds>(kAskAgainAfter).count());
+      }
+      EEN_RETURN_IF_ERROR(ask_again());
+      next_ask += kAskAgainAfter;
     }
     auto reply = ps_[p]->Receive(milliseconds(50));
     if (!reply.ok() && reply.status().code() == StatusCode::kPermissionDenied)

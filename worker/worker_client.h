@@ -137,16 +137,19 @@ class WorkerClient {
   Result<std::shared_ptr<float>> GradientBuffer(size_t numel);
   // The een backend (een/process_group.h; worker_client_collectives.cc):
   // one collective call, split in parts, each sent to the PS collective_ps()
-  // names for it. CollectiveSend() sends them; CollectiveWait() then waits
-  // for every part's result and hands it to `take` with the group ranks
-  // absent from it (lost, the job going on without them); the bytes live
-  // only during the call. Later calls may be sent before an earlier one is
-  // waited for (they travel while it is reduced); calls are waited for in
-  // the order they were sent. `data` of each part stays unchanged until its
-  // CollectiveWait() returns. With replicas (--replicas 2) each part goes
-  // to two PS, both reduce it in rank order, and the first answer counts:
-  // a PS lost meanwhile changes nothing. A part whose every copy was lost
-  // fails its call, saying so.
+  // names for it. CollectiveSend() sends them. Then, polled: while
+  // CollectiveReceive() sets aside the answers that came for any call in
+  // flight, CollectiveTake() hands a call's answered parts to its `take`
+  // (the bytes live only during that call) and says when every part was
+  // answered, with the group ranks absent from the result (lost, the job
+  // going on without them) in `absent`. Later calls may be sent before an
+  // earlier one is answered (they travel while it is reduced), and the
+  // calls of different groups are answered independently; a group's calls
+  // complete in the order they were sent. `data` of each part stays
+  // unchanged until its call completed. With replicas (--replicas 2) each
+  // part goes to two PS, both reduce it in rank order, and the first answer
+  // counts: a PS lost meanwhile changes nothing. A part whose every copy was
+  // lost fails its call, saying so.
   struct CollectivePart {
     std::vector<size_t> ps;            // its copies (collective_ps())
     std::vector<uint64_t> generation;  // of each one's connection, when sent
@@ -155,15 +158,27 @@ class WorkerClient {
     size_t bytes = 0;
     std::shared_ptr<const void> owner;  // keeps `data` alive while the transport sends it
   };
+  using CollectiveTaker = std::function<Status(const CollectivePart&, const transport::Frame&)>;
+  struct CollectiveCall {
+    worker_messages::ReduceFields call;
+    std::vector<CollectivePart> parts;
+    CollectiveTaker take;
+    std::vector<bool> answered;   // per part (CollectiveTake)
+    std::vector<int32_t> absent;  // group ranks missing from the answers taken
+    std::chrono::steady_clock::time_point since{}, next_warning{};  // CollectiveReceive's
+  };
   // The PS that hold a part whose first copy is on PS `p`: p, and with
   // replicas the next PS too.
   std::vector<size_t> collective_ps(size_t p) const;
   Status CollectiveSend(const worker_messages::ReduceFields& call,
                         std::vector<CollectivePart>& parts);
-  Status CollectiveWait(const worker_messages::ReduceFields& call,
-                        const std::vector<CollectivePart>& parts,
-                        const std::function<Status(const CollectivePart&, const transport::Frame&,
-                                                   const std::vector<int32_t>& absent)>& take);
+  // True once every part of `c` was answered and taken.
+  Result<bool> CollectiveTake(CollectiveCall& c);
+  // Waits up to about `slice` for answers to the calls in flight, `calls`
+  // (recovering first when the shard map moved on). Fails for the whole
+  // session: the job ended, the PS refused this worker, or a PS lied.
+  Status CollectiveReceive(const std::vector<CollectiveCall*>& calls,
+                           std::chrono::milliseconds slice);
   // From now on a new shard map keeps the connection of each PS whose
   // address did not change (the een backend: answers on their way still
   // come); the others' connections are new.
@@ -241,9 +256,12 @@ class WorkerClient {
   // Receives from PS `p` (first, with `set_aside_first`, what an earlier wait set aside) and hands
   // each message to `take` while `waiting()`; ends early if the job was aborted or the map moved
   // on, and logs every 30 s what it still waits for.
+  static constexpr std::chrono::seconds kAskAgainAfter{5};
+  // `ask_again`, if given, runs each kAskAgainAfter without an answer: a
+  // request lost on the way (it never should be) costs that long, not the job.
   Status WaitForPs(size_t p, const std::function<bool()>& waiting, const std::string& what,
                    const std::function<Status(const transport::Message&)>& take,
-                   bool set_aside_first = true);
+                   bool set_aside_first = true, const std::function<Status()>& ask_again = {});
   // The total norm of step `step`'s mean gradient from every PS's shares
   // (ClipGradients' first half).
   Result<double> GatherNorm(uint64_t step);

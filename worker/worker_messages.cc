@@ -103,6 +103,7 @@ Message Pull(const PullFields& f, const std::vector<uint32_t>& chunks) {
   pull.setFinalValues(f.final_values);
   pull.setParked(f.parked);
   pull.setOptimizerState(f.optimizer_state);
+  pull.setAgain(f.again);
   SetChunks(pull.initChunks(chunks.size()), chunks);
   return b.Take();
 }

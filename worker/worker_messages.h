@@ -60,6 +60,7 @@ struct PullFields {
   bool parked = false;           // ssp: see wire::Pull.parked
   bool optimizer_state = false;  // a checkpoint: see wire::Pull.optimizerState
   bool final_values = false;     // see wire::Pull.finalValues
+  bool again = false;            // see wire::Pull.again
 };
 Message Pull(const PullFields& fields, const std::vector<uint32_t>& chunks);
 

@@ -22,8 +22,10 @@
 // it; every group of the process shares that membership. A group is named
 // by its members' job ranks (agreed through the c10d store torch passes)
 // and how many groups of the same members came before; each call by its
-// number in the group: the PS's keys. Calls run in issue order on one
-// thread per process, later ones sent while earlier ones are reduced;
+// number in the group: the PS's keys. One thread per process sends every
+// call as soon as it is issued (later ones travel while earlier ones are
+// reduced) and completes each group's calls in their order, whatever other
+// groups wait for (as gloo's thread per group would);
 // Work::wait() and getFuture() (DDP's comm hook) wait for the call, and
 // carry een-launch's verdict when the job ended elsewhere.
 //
@@ -32,8 +34,8 @@
 // member is absent from every call from then on (float sums scaled by
 // size / members present; LiveRanks() says who took part). A member that
 // finished (exit 0) fails the calls still waiting for it.
-// Thread safety: as any c10d::ProcessGroup (calls from any thread; they run
-// in issue order).
+// Thread safety: as any c10d::ProcessGroup (calls from any thread; they are
+// sent in issue order).
 #pragma once
 
 #include <chrono>
@@ -46,6 +48,7 @@
 namespace een {
 
 class CollectiveSession;  // the process's membership and its calls' thread
+struct CallFinish;        // what a started call leaves to do (process_group.cc)
 namespace worker_messages {
 struct ReduceFields;  // one collective call (worker/worker_messages.h)
 }
@@ -104,10 +107,11 @@ class ProcessGroup : public c10d::ProcessGroup {
 
  private:
   // Queues a call on the session's thread: `start` (it gets the call's
-  // number) sends its parts and returns what finishes it (waits for the
-  // results, copies them out). The Work completes with `outputs` then.
+  // number) sends its parts and returns what finishes it (the call whose
+  // answers it waits for; what copies them out). The Work completes with
+  // `outputs` then.
   c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
-                                         std::function<std::function<void()>(uint64_t)> start);
+                                         std::function<CallFinish(uint64_t)> start);
 
   // A call's fields that are the group's (the sender, the group, its rank
   // and size).

@@ -52,6 +52,36 @@ class Backend(unittest.TestCase):
             self.assertRegex(out, r"\[worker %d\] rank %d: collectives agree with gloo \(\d+ "
                                   r"checks\)" % (rank, rank))
 
+    def test_a_group_never_waits_for_another(self):
+        # Rank 0 starts a call on group a, then one on group b, and waits for
+        # b's first; rank 1 calls b twice before a. Rank 0's second call on b
+        # comes only after its first finished, so b must finish while a still
+        # waits for rank 1 (gloo's groups have a thread each; so must een's).
+        script = ("import een, time, torch, torch.distributed as dist\n"
+                  "dist.init_process_group(%r)\n"
+                  "r = dist.get_rank()\n"
+                  "a, b = dist.new_group([0, 1]), dist.new_group([0, 1])\n"
+                  "x, y, z = (torch.full((3,), float(r + k)) for k in (1, 10, 100))\n"
+                  "if r == 0:\n"
+                  "    wa = dist.all_reduce(x, group=a, async_op=True)\n"
+                  "    time.sleep(0.3)\n"
+                  "    dist.all_reduce(y, group=b)\n"
+                  "    dist.all_reduce(z, group=b)\n"
+                  "    wa.wait()\n"
+                  "else:\n"
+                  "    dist.all_reduce(y, group=b)\n"
+                  "    dist.all_reduce(z, group=b)\n"
+                  "    dist.all_reduce(x, group=a)\n"
+                  "print('rank %%d: %%s %%s %%s' %% (r, x.tolist(), y.tolist(), z.tolist()), "
+                  "flush=True)\n")
+        for backend, ps in (("gloo", 0), ("een", 1)):
+            code, out = run(launch_args(ps, 2) + [sys.executable, "-c", script % backend],
+                            timeout=120)
+            self.assertEqual(code, 0, backend + "\n" + out)
+            for r in (0, 1):
+                self.assertIn("rank %d: [3.0, 3.0, 3.0] [21.0, 21.0, 21.0] [201.0, 201.0, 201.0]"
+                              % r, out, backend)
+
     def test_ddp_trains_bitwise_as_with_gloo_on_two_workers(self):
         # Two ranks: a + b in either order, so the very same bits.
         for optimizer in ("sgd", "adam"):

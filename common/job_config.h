@@ -56,7 +56,7 @@ struct JobConfig {
   int metrics_port = -1;
   // Where the coordinator writes flight records (a step stalled past the
   // failover threshold, the job failed): every process's last steps.
-  std::string flight_dir = "/tmp";
+  std::string flight_dir;  // empty: a new private folder /tmp/een-flight-XXXXXX
   // torch.distributed: een-launch hosts the c10d store the workers'
   // init_process_group meets at (MASTER_ADDR:MASTER_PORT) on the
   // coordinator's host, on `master_port` (0: any free port).

@@ -82,7 +82,9 @@ struct CoordinatorOptions {
   std::string joined_path;   // "": none; else each worker that joins appends "RANK PID" there
   ElasticNodes elastic;      // per-node launch with --nnodes MIN:MAX (else disabled)
   std::string job_settings;  // per-node launch: node 0's JobWideSettings ("": not checked)
-  std::string flight_dir = "/tmp";  // where flight records go (a step stalls, the job fails)
+  // Where flight records go (a step stalls, the job fails); empty: a new
+  // private folder /tmp/een-flight-XXXXXX, made at the first record.
+  std::string flight_dir;
   std::string torch_store;  // per-node launch: node 0's c10d store, HOST:PORT, for the others
 };
 

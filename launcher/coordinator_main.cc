@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
   app.add_option("--workers-per-node", o.elastic.workers_per_node)->check(CLI::NonNegativeNumber);
   app.add_option("--last-call-ms", last_call)->check(CLI::PositiveNumber);
   app.add_option("--flight-dir", o.flight_dir,
-                 "where flight records go when a step stalls or the job fails (default /tmp)");
+                 "where flight records go when a step stalls or the job fails (default: a new "
+                 "private folder /tmp/een-flight-XXXXXX, made at the first record)");
   app.add_option("--job-settings", o.job_settings,
                  "per-node launch: the job-wide flags every node's een-launch must share");
   CLI11_PARSE(app, argc, argv);

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "common/logging.h"
+#include "common/private_file.h"
 #include "common/wire.h"
 #include "launcher/chrome_trace.h"
 #include "launcher/coordinator.h"
@@ -54,15 +55,32 @@ std::string Coordinator::WriteFlightRecord(uint64_t step, const std::string& rea
   capnp::MallocMessageBuilder message;
   auto report = message.initRoot<wire::TraceReport>();
   BuildTraceReport(first, step, reason, report);
+  // Never through a name planted in a shared folder: a new file, this
+  // user's only (0600); the default folder is a new private one.
+  if (options_.flight_dir.empty()) {
+    auto made = MakePrivateTempFolder("/tmp/een-flight-");
+    if (!made.ok()) {
+      spdlog::warn("could not write the flight record of steps {}-{}: {} (--flight-dir FOLDER)",
+                   first, step, made.status().message());
+      return "";
+    }
+    options_.flight_dir = *made;
+  }
+  const std::string json = ChromeTraceJson(TraceData::FromWire(report.asReader()));
   // A failed job's record never replaces a stalled step's.
-  const std::string path = fmt::format("{}/een-flight-{}-{}step-{}.json", options_.flight_dir,
-                                       getpid(), failed ? "failed-" : "", step);
-  std::ofstream out(path, std::ios::trunc);
-  out << ChromeTraceJson(TraceData::FromWire(report.asReader()));
-  out.close();
-  if (!out) {
-    spdlog::warn("could not write the flight record of steps {}-{} to {} (is {} writable?)", first,
-                 step, path, options_.flight_dir);
+  const std::string name = fmt::format("{}/een-flight-{}-{}step-{}", options_.flight_dir, getpid(),
+                                       failed ? "failed-" : "", step);
+  std::string path = name + ".json";
+  Status written = WriteNewPrivateFile(path, json);
+  for (int again = 2;
+       !written.ok() && written.code() == StatusCode::kFailedPrecondition && again <= 100;
+       ++again) {
+    path = fmt::format("{}-{}.json", name, again);  // taken (a restarted coordinator's pid?)
+    written = WriteNewPrivateFile(path, json);
+  }
+  if (!written.ok()) {
+    spdlog::warn("could not write the flight record of steps {}-{}: {} (is {} writable?)", first,
+                 step, written.message(), options_.flight_dir);
     return "";
   }
   spdlog::warn(

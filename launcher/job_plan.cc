@@ -97,8 +97,10 @@ ProcessSpec JobPlan::Coordinator(bool restore, int ready_fd) const {
     argv.push_back(config_.snapshot_dir);
   }
   if (restore) argv.push_back("--restore");
-  argv.push_back("--flight-dir");
-  argv.push_back(config_.flight_dir);
+  if (!config_.flight_dir.empty()) {
+    argv.push_back("--flight-dir");
+    argv.push_back(config_.flight_dir);
+  }
   if (config_.metrics_port >= 0) {
     argv.push_back("--metrics-port");
     argv.push_back(std::to_string(config_.metrics_port));

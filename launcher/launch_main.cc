@@ -68,7 +68,9 @@ std::string WritableFolderProblem(const std::filesystem::path& dir, const std::s
 // first stall. Empty when they do.
 std::string FolderProblem(const een::JobConfig& config) {
   if (std::string problem =
-          WritableFolderProblem(config.flight_dir, "flight-record folder", "--flight-dir");
+          config.flight_dir.empty()
+              ? ""
+              : WritableFolderProblem(config.flight_dir, "flight-record folder", "--flight-dir");
       !problem.empty()) {
     return problem;
   }
@@ -275,7 +277,9 @@ int main(int argc, char** argv) {
   std::string flight_dir;
   app.add_option("--flight-dir", flight_dir,
                  "where flight records go: every process's last steps, written when a step "
-                 "stalls past the failover threshold or the job fails (default /tmp)")
+                 "stalls past the failover threshold or the job fails (default: a new private "
+                 "folder /tmp/een-flight-XXXXXX, made at the first record; each file is new and "
+                 "the user's only)")
       ->envname("EEN_FLIGHT_DIR");
   int replicas = 0;
   auto* replicas_opt = app.add_option(

@@ -1,0 +1,85 @@
+// Files een writes cannot be redirected or read by another local user:
+// a name planted in a shared folder is never written through, and flight
+// records go to a new private folder unless told otherwise.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "common/private_file.h"
+#include "support/files.h"
+#include "support/scratch_folder.h"
+#include "support/subprocess.h"
+
+namespace een {
+namespace {
+
+using std::chrono::seconds;
+const std::string kBin = EEN_BIN_DIR;
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return 0;
+  return st.st_mode;
+}
+
+// Another local user plants a link, where een would write, to a file of
+// the user een runs as (root, in the attack that was found).
+TEST(PrivateFiles, ANamePlantedByAnotherUserIsNeverWrittenThrough) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to act as a second user with runuser";
+  if (std::system("runuser -u nobody -- true") != 0) GTEST_SKIP() << "no runuser or no nobody";
+  testing::ScratchFolder base("private-files");
+  const std::string shared = base / "shared";  // as /tmp: anyone may add names
+  ASSERT_TRUE(std::filesystem::create_directory(shared));
+  ASSERT_EQ(chmod(shared.c_str(), 01777), 0);
+  ASSERT_EQ(chmod(base.path().c_str(), 0755), 0);
+  const std::string victim = base / "victim";
+  std::ofstream(victim) << "root's own data";
+  const std::string planted = shared + "/een-flight-4242-failed-step-7.json";
+  ASSERT_EQ(std::system(("runuser -u nobody -- ln -s " + victim + " " + planted).c_str()), 0);
+
+  const Status s = WriteNewPrivateFile(planted, "a flight record");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("exists already"), std::string::npos) << s.message();
+  EXPECT_EQ(testing::ReadBytes(victim), "root's own data");
+
+  // A name nobody planted: a new file, its user's only.
+  const std::string fresh = shared + "/een-flight-4242-step-7.json";
+  ASSERT_TRUE(WriteNewPrivateFile(fresh, "a flight record").ok());
+  EXPECT_TRUE(S_ISREG(ModeOf(fresh)));
+  EXPECT_EQ(ModeOf(fresh) & 07777, 0600u);
+  EXPECT_EQ(testing::ReadBytes(fresh), "a flight record");
+}
+
+TEST(PrivateFiles, AFailedJobsFlightRecordIsInANewPrivateFolder) {
+  testing::ScratchFolder base("flight-default");
+  // Worker 0 joins and is killed (tests/first_values_loser.cc): the job
+  // needs both workers, so it fails, and the coordinator writes its flight
+  // record where no --flight-dir (nor EEN_FLIGHT_DIR) says.
+  auto job = testing::Run(
+      {"/usr/bin/env", "-u", "EEN_FLIGHT_DIR", kBin + "/een-launch", "--ps", "1", "--workers", "2",
+       "--", "/bin/sh", "-c",
+       "if [ \"$EEN_RANK\" = 0 ]; then exec " + kBin + "/first_values_loser; fi; exec " + kBin +
+           "/equivalence_train --optimizer adam --steps 1000000 --out " + base / "params"},
+      seconds(120));
+  EXPECT_NE(job.exit_code, 0) << job.output;
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(job.output, m,
+                        std::regex("flight record of steps [0-9]+-[0-9]+ of every process "
+                                   "written to (/tmp/een-flight-[A-Za-z0-9]+)/([^ ]+\\.json)")))
+      << job.output;
+  const std::string folder = m[1], file = folder + "/" + std::string(m[2]);
+  EXPECT_EQ(ModeOf(folder) & 07777, 0700u);
+  EXPECT_TRUE(S_ISREG(ModeOf(file)));
+  EXPECT_EQ(ModeOf(file) & 07777, 0600u);
+  EXPECT_GT(testing::ReadBytes(file).size(), 100u);
+  std::filesystem::remove_all(folder);
+}
+
+}  // namespace
+}  // namespace een

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/input_file.h"
+
 namespace een::bench {
 
 uint64_t Trace::TotalNumel() const {
@@ -17,8 +19,8 @@ std::vector<TensorInfo> Trace::Parameters() const {
 }
 
 Result<Trace> ReadTrace(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot read the trace " + path);
+  EEN_ASSIGN_OR_RETURN(const std::string text, ReadInputFile(path, "the trace", size_t{64} << 20));
+  std::istringstream in(text);
   Trace trace;
   trace.name = std::filesystem::path(path).stem().string();
   std::string line;
@@ -29,7 +31,7 @@ Result<Trace> ReadTrace(const std::string& path) {
     long long numel = 0;
     if (!(fields >> t.name >> numel) || numel <= 0) {
       return InvalidArgument(path + " line " + std::to_string(n) +
-                             ": expected NAME<TAB>NUMEL with NUMEL > 0, got '" + line + "'");
+                             ": expected NAME<TAB>NUMEL with NUMEL > 0");
     }
     t.numel = static_cast<uint64_t>(numel);
     trace.backward.push_back(t);

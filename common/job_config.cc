@@ -3,10 +3,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <set>
 
 #include "common/consistency.h"
+#include "common/input_file.h"
 #include "common/transport/registry.h"
 #include "common/wire_dtype.h"
 
@@ -40,8 +42,9 @@ Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
 
 Status JobConfig::LoadYaml(const std::string& path) {
   YAML::Node root;
+  EEN_ASSIGN_OR_RETURN(const std::string text, ReadInputFile(path, "the config", size_t{1} << 20));
   try {
-    root = YAML::LoadFile(path);
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     return InvalidArgument("config " + path + ": " + e.what());
   }
@@ -80,7 +83,15 @@ Status JobConfig::LoadYaml(const std::string& path) {
                              ": a field name must be a plain word, like 'ps'");
     }
     const std::string key = kv.first.Scalar();
-    const std::string where = "config " + path + ": field '" + key + "'";
+    // A name that is no plain word is not quoted: the file may be no config
+    // at all (one the user may not read, named by mistake or on purpose).
+    const bool plain = !key.empty() && key.size() <= 64 &&
+                       std::all_of(key.begin(), key.end(), [](unsigned char c) {
+                         return std::isalnum(c) || c == '_' || c == '-';
+                       });
+    const std::string where = "config " + path + " line " +
+                              std::to_string(kv.first.Mark().line + 1) + ": field " +
+                              (plain ? "'" + key + "'" : "(not a plain word)");
     if (!seen.insert(key).second) return InvalidArgument(where + " appears twice");
     if (!kFields.count(key)) {
       std::string known;

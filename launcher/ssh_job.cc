@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/input_file.h"
 #include "common/transport/auth.h"
 #include "launcher/forwarded_environment.h"
 #include "launcher/local_host.h"
@@ -29,8 +30,9 @@ std::string Quote(const std::string& text) {
 }  // namespace
 
 Result<std::vector<HostfileEntry>> ReadHostfile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return FailedPrecondition("cannot read the hostfile " + path);
+  constexpr size_t kMaxBytes = size_t{4} << 20;  // 4,096 hosts of any sane line
+  EEN_ASSIGN_OR_RETURN(const std::string text, ReadInputFile(path, "the hostfile", kMaxBytes));
+  std::istringstream in(text);
   std::vector<HostfileEntry> hosts;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
@@ -46,18 +48,21 @@ Result<std::vector<HostfileEntry>> ReadHostfile(const std::string& path) {
                            return std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == ':' ||
                                   c == '@' || c == '[' || c == ']';
                          });
+    // (What the line holds is not quoted: the file may not be a hostfile.)
     if (!name_ok) {
-      return InvalidArgument(where + ": '" + entry.host +
-                             "' is not a host name or address (letters, digits, '.', '-', '_', "
-                             "':', an optional user@); a line is `HOST [slots=N]`");
+      return InvalidArgument(where +
+                             ": its first field is not a host name or address (letters, digits, "
+                             "'.', '-', '_', ':', an optional user@); a line is `HOST [slots=N]`");
     }
+    int column = 1;
     for (std::string field; fields >> field;) {
+      ++column;
       char* end = nullptr;
       const long slots =
           field.rfind("slots=", 0) == 0 ? std::strtol(field.c_str() + 6, &end, 10) : -1;
       if (slots < 1 || slots > 4096 || *end != '\0') {
-        return InvalidArgument(where + ": '" + field +
-                               "' is not slots=N (1 to 4096); a line is `HOST [slots=N]`");
+        return InvalidArgument(where + ": field " + std::to_string(column) +
+                               " is not slots=N (1 to 4096); a line is `HOST [slots=N]`");
       }
       entry.slots = static_cast<int>(slots);
     }

@@ -2,6 +2,7 @@
 #include "common/job_config.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -78,6 +79,28 @@ TEST(JobConfig, ErrorsNameTheField) {
     EXPECT_FALSE(s.ok()) << k.yaml;
     EXPECT_NE(s.message().find(k.expect), std::string::npos) << s.message();
   }
+}
+
+// Not a config at all, named by mistake or on purpose: refused, and its
+// content is never quoted; special files never block or fill the memory.
+TEST(JobConfig, AFileThatIsNoConfigIsRefusedWithoutQuotingIt) {
+  JobConfig c;
+  Status s = c.LoadYaml(WriteYaml("root:$6$SECRETHASH:19000:0:99999:7:::\n"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("line 1: field (not a plain word) is unknown"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(s.message().find("SECRETHASH"), std::string::npos) << s.message();
+  s = c.LoadYaml("/dev/zero");
+  EXPECT_NE(s.message().find("the config /dev/zero is a character device, not a regular file"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(c.LoadYaml("/tmp").message().find("is a folder"), std::string::npos);
+  const std::string fifo = "/tmp/een-config-fifo-" + std::to_string(getpid());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(c.LoadYaml(fifo).message().find("is a FIFO"), std::string::npos);  // returns at once
+  unlink(fifo.c_str());
+  const std::string big = WriteYaml(std::string(size_t{2} << 20, '#'));
+  EXPECT_NE(c.LoadYaml(big).message().find("at most 1048576 are read"), std::string::npos);
 }
 
 TEST(ParseDuration, Units) {

@@ -1,6 +1,8 @@
 // Files een writes cannot be redirected or read by another local user:
 // a name planted in a shared folder is never written through, and flight
-// records go to a new private folder unless told otherwise.
+// records go to a new private folder unless told otherwise. Files it reads
+// (the hostfile, here) are regular files of a bounded size, and an error
+// about one never quotes it.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -79,6 +81,31 @@ TEST(PrivateFiles, AFailedJobsFlightRecordIsInANewPrivateFolder) {
   EXPECT_EQ(ModeOf(file) & 07777, 0600u);
   EXPECT_GT(testing::ReadBytes(file).size(), 100u);
   std::filesystem::remove_all(folder);
+}
+
+TEST(InputFiles, AHostfileThatIsASpecialFileOrNoHostfileIsRefusedWithoutQuotingIt) {
+  testing::ScratchFolder base("input-files");
+  const std::string fifo = base / "fifo", shadow = base / "shadow", big = base / "big";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::ofstream(shadow) << "root:$6$SECRETHASH:19000:0:99999:7:::\n";
+  std::ofstream(big) << std::string(size_t{5} << 20, '#');
+  struct Case {
+    std::string path, says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"/dev/zero", "the hostfile /dev/zero is a character device, not a regular file"},
+           {fifo, "the hostfile " + fifo + " is a FIFO, not a regular file"},
+           {base.path(), "is a folder, not a regular file"},
+           {big, "has 5242880 bytes; at most 4194304 are read"},
+           {shadow, shadow + " line 1: its first field is not a host name or address"},
+       }) {
+    auto r = testing::Run(
+        {kBin + "/een-launch", "--hostfile", c.path, "--ps", "1", "--workers", "1", "--", "true"},
+        seconds(30));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("SECRETHASH"), std::string::npos) << r.output;
+  }
 }
 
 }  // namespace

@@ -121,13 +121,19 @@ Status WriteSecretFile(const std::string& path, const std::string& secret) {
 }
 
 Result<std::string> ReadSecretFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO named by mistake fails below instead of blocking here.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return FailedPrecondition("cannot read the job secret file " + path + ": " +
                               std::strerror(errno));
   }
   struct stat st {};
-  if (fstat(fd, &st) != 0 || (st.st_mode & 077) != 0 || st.st_uid != geteuid()) {
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return FailedPrecondition("the job secret file " + path +
+                              " is not a regular file (een-launch writes one in its run folder)");
+  }
+  if ((st.st_mode & 077) != 0 || st.st_uid != geteuid()) {
     close(fd);
     return FailedPrecondition("the job secret file " + path +
                               " must belong to this user and be readable by it only "

@@ -71,6 +71,8 @@ Status JobConfig::LoadYaml(const std::string& path) {
                                                 "dynamic_slicing",
                                                 "insecure",
                                                 "metrics_port",
+                                                "metrics_host",
+                                                "metrics_token_file",
                                                 "flight_dir",
                                                 "liveness",
                                                 "c10d_store",
@@ -135,6 +137,8 @@ Status JobConfig::LoadYaml(const std::string& path) {
       if (key == "dynamic_slicing") dynamic_slicing = v.as<std::string>();
       if (key == "insecure") insecure = v.as<bool>();
       if (key == "flight_dir") flight_dir = v.as<std::string>();
+      if (key == "metrics_host") metrics_host = v.as<std::string>();
+      if (key == "metrics_token_file") metrics_token_file = v.as<std::string>();
       if (key == "c10d_store") c10d_store = v.as<bool>();
       if (key == "master_port") {
         master_port = v.as<int>();

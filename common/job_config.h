@@ -51,9 +51,13 @@ struct JobConfig {
   std::string snapshot_dir = "een-snapshots";
   bool resume = false;    // start from the newest complete snapshot in snapshot_dir
   bool insecure = false;  // no job secret: any local process may connect (a warning says so)
-  // The coordinator serves the job's Prometheus page at http://HOST:PORT/metrics
-  // (HOST: where it listens); 0: any free port (logged); -1: no page.
+  // The coordinator serves the job's Prometheus page at
+  // http://metrics_host:PORT/metrics; 0: any free port (logged); -1: no page.
   int metrics_port = -1;
+  std::string metrics_host = "127.0.0.1";  // loopback unless told otherwise
+  // A file holding a token every scrape must send (Authorization: Bearer);
+  // empty: none.
+  std::string metrics_token_file;
   // Where the coordinator writes flight records (a step stalled past the
   // failover threshold, the job failed): every process's last steps.
   std::string flight_dir;  // empty: a new private folder /tmp/een-flight-XXXXXX

@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <random>
 
 #include "common/error_codes.h"
+#include "common/input_file.h"
 #include "common/logging.h"
 #include "common/optimizer_wire.h"
 #include "common/transport/auth.h"
@@ -52,15 +54,24 @@ Status Coordinator::Bind() {
   EEN_ASSIGN_OR_RETURN(transport::Device * device, transport::DeviceFor(options_.listen_address));
   EEN_ASSIGN_OR_RETURN(listener_, device->Listen(options_.listen_address));
   if (options_.job.metrics_port >= 0) {
-    // On the host the coordinator listens on: "tcp://HOST:PORT".
-    std::string host = listener_->address();
-    if (const size_t scheme = host.find("://"); scheme != std::string::npos) {
-      host = host.substr(scheme + 3);
+    std::string token;
+    if (!options_.job.metrics_token_file.empty()) {
+      EEN_ASSIGN_OR_RETURN(
+          token, ReadInputFile(options_.job.metrics_token_file, "the metrics token file", 4096));
+      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) {
+        token.pop_back();
+      }
+      if (token.empty()) {
+        return InvalidArgument("the metrics token file " + options_.job.metrics_token_file +
+                               " is empty");
+      }
     }
-    host = host.substr(0, host.rfind(':'));
-    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-    EEN_ASSIGN_OR_RETURN(metrics_server_, MetricsServer::Start(host, options_.job.metrics_port));
-    spdlog::info("metrics of the whole job at http://{}:{}/metrics", host, metrics_server_->port());
+    const std::string& host = options_.job.metrics_host;
+    EEN_ASSIGN_OR_RETURN(metrics_server_,
+                         MetricsServer::Start(host, options_.job.metrics_port, token));
+    spdlog::info("metrics of the whole job at http://{}:{}/metrics{}",
+                 host.find(':') != std::string::npos ? "[" + host + "]" : host,
+                 metrics_server_->port(), token.empty() ? "" : " (a bearer token is required)");
   }
   return Status::Ok();
 }

@@ -68,6 +68,10 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-port", o.job.metrics_port,
                  "serve the job's Prometheus metrics at http://HOST:PORT/metrics (0: any port)")
       ->check(CLI::Range(0, 65535));
+  app.add_option("--metrics-host", o.job.metrics_host,
+                 "the address the metrics page listens on (default 127.0.0.1)");
+  app.add_option("--metrics-token-file", o.job.metrics_token_file,
+                 "a file with a token every scrape must send (Authorization: Bearer TOKEN)");
   app.add_flag("--restore", o.restore, "take a running job up again from --state-dir");
   std::string elastic_nodes;
   long last_call = 10000;

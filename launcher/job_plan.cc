@@ -104,6 +104,12 @@ ProcessSpec JobPlan::Coordinator(bool restore, int ready_fd) const {
   if (config_.metrics_port >= 0) {
     argv.push_back("--metrics-port");
     argv.push_back(std::to_string(config_.metrics_port));
+    argv.push_back("--metrics-host");
+    argv.push_back(config_.metrics_host);
+    if (!config_.metrics_token_file.empty()) {
+      argv.push_back("--metrics-token-file");
+      argv.push_back(config_.metrics_token_file);
+    }
   }
   if (!store_host_.empty() && !node_.empty()) {
     argv.push_back("--torch-store");

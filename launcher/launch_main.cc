@@ -274,6 +274,13 @@ int main(int argc, char** argv) {
                      "the coordinator serves Prometheus metrics of the whole job at "
                      "http://HOST:PORT/metrics (0: any free port, logged)")
           ->check(CLI::Range(0, 65535));
+  std::string metrics_host, metrics_token_file;
+  app.add_option("--metrics-host", metrics_host,
+                 "the address the metrics page listens on (default 127.0.0.1: this machine "
+                 "only; 0.0.0.0 for every interface)");
+  app.add_option("--metrics-token-file", metrics_token_file,
+                 "a file holding a token every scrape must send (Authorization: Bearer TOKEN; "
+                 "Prometheus: authorization.credentials_file)");
   std::string flight_dir;
   app.add_option("--flight-dir", flight_dir,
                  "where flight records go: every process's last steps, written when a step "
@@ -366,6 +373,8 @@ int main(int argc, char** argv) {
   if (!dynamic_slicing.empty()) config.dynamic_slicing = dynamic_slicing;
   if (*replicas_opt) config.replicas = replicas;
   if (*metrics_opt) config.metrics_port = metrics_port;
+  if (!metrics_host.empty()) config.metrics_host = metrics_host;
+  if (!metrics_token_file.empty()) config.metrics_token_file = metrics_token_file;
   if (!flight_dir.empty()) config.flight_dir = flight_dir;
   if (*restarts_opt) config.max_restarts = max_restarts;
   if (*spare_opt) config.spare_ps = spare_ps;

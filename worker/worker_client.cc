@@ -613,9 +613,9 @@ Status WorkerClient::WaitForPs(size_t p, const std::function<bool()>& waiting,
     }
     if (ask_again && Clock::now() > next_ask) {
       if (next_ask == waiting_since + kAskAgainAfter) {
-        spdlog::info("no answer from PS {} ({}) {} for {} s: asking again", p, ps_[p]->address(),
-                     what,
-                     std::chrono::duration_cast<std::chrono::seconds>(kAskAgainAfter).count());
+        spdlog::debug("no answer from PS {} ({}) {} for {} s: asking again", p, ps_[p]->address(),
+                      what,
+                      std::chrono::duration_cast<std::chrono::seconds>(kAskAgainAfter).count());
       }
       EEN_RETURN_IF_ERROR(ask_again());
       next_ask += kAskAgainAfter;

@@ -238,7 +238,6 @@ Status JobConfig::Validate() const {
     // No parameter servers: een-launch supervises the workers and hosts the
     // c10d store; the program moves its own gradients (gloo, nccl).
     const char* needs_ps = min_workers > 0 && min_workers < workers ? "min_workers"
-                           : max_restarts > 0                       ? "max_restarts"
                            : replicas > 1                           ? "replicas"
                            : snapshot_every > 0                     ? "snapshot_every"
                            : spare_ps > 0                           ? "spare_ps"

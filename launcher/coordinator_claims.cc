@@ -34,6 +34,16 @@ Status Coordinator::HandleProcessGone(const transport::PeerId& peer,
     }
   }
   const bool started = state_ != wire::JobState::STARTING;
+  // torch.distributed's een backend: no newcomer can join the others' DDP
+  // (it would lack their optimizer state), so een-launch starts every
+  // worker again, as torchrun does, while restarts are left.
+  const bool restart_all = node && started && node->role == wire::Role::WORKER &&
+                           ServesProcessGroups() && options_.job.max_restarts > 0;
+  if (restart_all) {
+    spdlog::warn("{} {} (seen by een-launch); een-launch starts every worker again",
+                 Describe(*node), what);
+    return listener_->Send(peer, coordinator_messages::ProcessGoneReply(started, false, true));
+  }
   if (node && !started) {
     spdlog::warn("{} {} before the job started; its rank is free for a replacement",
                  Describe(*node), what);
@@ -49,7 +59,7 @@ Status Coordinator::HandleProcessGone(const transport::PeerId& peer,
   } else if (node) {
     WorkerLost(*node, Describe(*node) + " " + what + " (seen by een-launch)");
   }
-  return listener_->Send(peer, coordinator_messages::ProcessGoneReply(started, finished));
+  return listener_->Send(peer, coordinator_messages::ProcessGoneReply(started, finished, false));
 }
 
 void Coordinator::FreeRank(Node& n) {

@@ -94,11 +94,12 @@ void Coordinator::WorkerLost(Node& w, const std::string& what) {
   }
   const std::vector<int> live = LiveWorkerRanks();
   if (ServesProcessGroups() && options_.job.max_restarts > 0) {
-    // Not yet: a replacement joining torch's groups. The job ends rather
-    // than leave the others waiting.
+    // No newcomer can join torch's groups: een-launch restarts every worker when it sees one end
+    // (HandleProcessGone); one lost by its silence (stopped, cut off) ends the job.
     Abort(fmt::format(
-        "{}; a job of torch.distributed's een backend cannot yet take a replacement worker "
-        "(--max-restarts; --min-workers alone lets it go on without one): ending the job",
+        "{}; a job of torch.distributed's een backend takes no replacement of one worker "
+        "(een-launch starts every worker again when it sees one end, --max-restarts; "
+        "--min-workers lets the job go on without it): ending the job",
         what));
     return;
   }

@@ -109,11 +109,12 @@ Message DoneReply() {
   return b.Take();
 }
 
-Message ProcessGoneReply(bool job_started, bool finished) {
+Message ProcessGoneReply(bool job_started, bool finished, bool restart_all) {
   wire::Outgoing b;
   auto reply = b.header().initProcessGoneReply();
   reply.setJobStarted(job_started);
   reply.setFinished(finished);
+  reply.setRestartAll(restart_all);
   return b.Take();
 }
 

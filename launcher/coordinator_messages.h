@@ -57,7 +57,7 @@ Message Rollback(uint64_t epoch, uint64_t step);
 Message BarrierReply(uint64_t sequence);
 Message BatchClaimReply(uint64_t sequence, uint64_t index);
 Message DoneReply();
-Message ProcessGoneReply(bool job_started, bool finished);
+Message ProcessGoneReply(bool job_started, bool finished, bool restart_all);
 // An elastic job's share for one node (NodeStatusReply's `assigned` fields).
 struct NodeShare {
   bool assigned = false;

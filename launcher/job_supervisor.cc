@@ -75,7 +75,7 @@ Status JobSupervisor::StartSpare(size_t slot) {
 }
 
 Status JobSupervisor::StartWorker(size_t slot, int rank, int local_rank) {
-  const int restarts = incarnations_[rank]++;
+  const int restarts = restart_ + incarnations_[rank]++;
   // A replacement keeps the LOCAL_RANK of the process it replaces.
   if (local_rank < 0 && local_ranks_.count(rank)) local_rank = local_ranks_[rank];
   if (local_rank >= 0) local_ranks_[rank] = local_rank;
@@ -359,7 +359,8 @@ std::optional<JobSupervisor::GoneReply> JobSupervisor::TellCoordinatorProcessGon
                         [&](wire::Header::Reader h) -> Status {
                           if (h.isProcessGoneReply()) {
                             answer = GoneReply{h.getProcessGoneReply().getJobStarted(),
-                                               h.getProcessGoneReply().getFinished()};
+                                               h.getProcessGoneReply().getFinished(),
+                                               h.getProcessGoneReply().getRestartAll()};
                           }
                           return Status::Ok();
                         }),
@@ -384,6 +385,29 @@ int JobSupervisor::Fail(const std::string& reason) {
   Say("job failed; stopping every process (the reason is the last line)");
   StopAll();
   Say("job failed: " + reason);
+  return 1;
+}
+
+int JobSupervisor::RestartEveryWorker(const std::string& reason) {
+  const int left = config().max_restarts - restart_;
+  if (node_) {
+    return Fail(reason +
+                "; such a job (--ps 0, or torch.distributed's een backend) restarts every worker "
+                "on one host only: not yet across nodes");
+  }
+  if (left <= 0 || StopSignal() != 0) {
+    return Fail(reason + (left <= 0 ? "; no restart left (--max-restarts " +
+                                          std::to_string(config().max_restarts) + ")"
+                                    : ""));
+  }
+  Say(reason +
+      "; stopping every process to start the whole job again, every worker with "
+      "TORCHELASTIC_RESTART_COUNT=" +
+      std::to_string(restart_ + 1) + " (restart " + std::to_string(restart_ + 1) + " of " +
+      std::to_string(config().max_restarts) +
+      ", as torchrun does: the program resumes from its own checkpoint)");
+  StopAll();
+  wants_restart_ = true;
   return 1;
 }
 
@@ -591,8 +615,14 @@ int JobSupervisor::Run() {
               "without a replacement (what the program did after Finish() was cut short)");
           continue;
         }
+        // --ps 0 (the program moves its own gradients: gloo, nccl): no
+        // worker can be replaced alone.
+        if (is_worker && config().ps == 0 && config().max_restarts > 0 && !workers_done) {
+          return RestartEveryWorker(what);
+        }
         if (ps_may_restart || ((worker_may_restart || worker_killed) && !slots_[0]->exited())) {
           const auto gone = TellCoordinatorProcessGone(c, c.ExitDescription());
+          if (gone && gone->restart_all) return RestartEveryWorker(what);
           if (gone && gone->finished) {
             // It had finished training (Finish()): nothing of the job is
             // lost and nothing is replaced; its own work after that was cut.

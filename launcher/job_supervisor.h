@@ -52,12 +52,23 @@ class JobSupervisor {
   using Placement = std::function<ProcessHost*(const std::string& role, int rank)>;
 
   // `node`: a per-node launch's node (nullopt: the whole job, here).
+  // `restart`: how many times the whole job was started again before this
+  // run (every worker's TORCHELASTIC_RESTART_COUNT starts there).
   JobSupervisor(JobPlan plan, ProcessHost* here, Placement place,
-                std::optional<NodeLaunch> node = std::nullopt)
-      : plan_(std::move(plan)), here_(here), place_(std::move(place)), node_(std::move(node)) {}
+                std::optional<NodeLaunch> node = std::nullopt, int restart = 0)
+      : plan_(std::move(plan)),
+        here_(here),
+        place_(std::move(place)),
+        node_(std::move(node)),
+        restart_(restart) {}
 
   // The exit code for een-launch.
   int Run();
+  // After Run(): a worker failed in a job where no replacement can stand
+  // in for one (--ps 0: the program's own gradients; torch.distributed's
+  // een backend), restarts are left (--max-restarts), and every process
+  // was stopped: the caller starts the whole job again, as torchrun does.
+  bool wants_restart() const { return wants_restart_; }
 
  private:
   const JobConfig& config() const { return plan_.config(); }
@@ -99,6 +110,10 @@ class JobSupervisor {
   void Watch(std::chrono::milliseconds timeout);
   void StopAll();
   int Fail(const std::string& reason);
+  // A worker failed (`reason`) where only a restart of every worker helps:
+  // stops everything and sets wants_restart() when restarts are left, else
+  // fails.
+  int RestartEveryWorker(const std::string& reason);
   Status CreateSecret();
   std::string CoordinatorVerdict() const;
   // Whether the coordinator declared this worker process lost.
@@ -113,6 +128,7 @@ class JobSupervisor {
   struct GoneReply {
     bool started = true;
     bool finished = false;
+    bool restart_all = false;  // no replacement can stand in: every worker starts again
   };
   std::optional<GoneReply> TellCoordinatorProcessGone(const RoleProcess& process,
                                                       const std::string& what);
@@ -132,6 +148,8 @@ class JobSupervisor {
   int coordinator_restarts_ = 0;
   int ps_restarts_ = 0;
   int worker_restarts_ = 0;
+  int restart_ = 0;  // the whole job's restarts before this run
+  bool wants_restart_ = false;
   std::map<int, int> incarnations_;     // worker rank -> processes started for it so far
   std::map<int, int> local_ranks_;      // worker rank -> its LOCAL_RANK, when not rank - first
   std::shared_ptr<RoleProcess> store_;  // the c10d store (nullptr: none)

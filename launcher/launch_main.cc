@@ -263,7 +263,9 @@ int main(int argc, char** argv) {
   int max_restarts = 0;
   auto* restarts_opt = app.add_option("--max-restarts", max_restarts,
                                       "replacements to start for lost workers; each joins the "
-                                      "running job at the next agreed step (default 0)");
+                                      "running job at the next agreed step (default 0). With "
+                                      "--ps 0 or torch.distributed's een backend, times the "
+                                      "whole job starts again, every worker, as torchrun does");
   int spare_ps = 0;
   auto* spare_opt = app.add_option("--spare-ps", spare_ps,
                                    "standby PS processes that take over a lost PS first "
@@ -552,6 +554,11 @@ int main(int argc, char** argv) {
     config.workers = node->workers;
     config.host = node->address;
     if (een::Status s = config.Validate(); !s.ok()) return Usage(s.message());
+    if (config.ps == 0 && config.max_restarts > 0) {
+      return Usage(
+          "--max-restarts with --ps 0 starts every worker again when one fails, on one host "
+          "only for now: not across nodes (drop --max-restarts)");
+    }
     if (std::string problem = FolderProblem(config); !problem.empty()) {
       return Usage(problem);
     }

@@ -1,6 +1,8 @@
 // The `local` launch backend: a whole job on this machine. It removes the
 // leftovers of this user's dead jobs, makes the job's run folder, and runs a
-// JobSupervisor whose every role starts on one LocalHost.
+// JobSupervisor whose every role starts on one LocalHost; again, whole, when
+// a worker failed that no replacement can stand in for (--ps 0, the een
+// backend) and --max-restarts allows, as torchrun restarts every worker.
 #pragma once
 
 #include <string>

@@ -667,6 +667,9 @@ struct ProcessGoneReply {
   jobStarted @0 :Bool;             # false: nothing was lost, any process may take the rank
   finished @1 :Bool;               # a worker that had finished training, or a PS after every
                                    # worker had: nothing to replace
+  restartAll @2 :Bool;             # a worker no replacement can stand in for (torch.distributed's
+                                   # een backend, --max-restarts): een-launch starts the whole
+                                   # job again, every worker with the next restart count
 }
 
 struct WorkerExit {

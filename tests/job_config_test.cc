@@ -65,7 +65,7 @@ TEST(JobConfig, ErrorsNameTheField) {
            {"ps: -1\n", "field 'ps' must be an integer >= 0"},
            // --ps 0: no parameter servers, so nothing that needs them.
            {"ps: 0\nworkers: 4\nmin_workers: 2\n", "--min-workers (min_workers) needs them"},
-           {"ps: 0\nmax_restarts: 1\n", "--max-restarts (max_restarts) needs them"},
+           {"ps: 0\ndynamic_slicing: auto\n", "--dynamic-slicing (dynamic_slicing) needs them"},
            {"ps: 0\nsnapshot_every: 10\nsnapshot_dir: /tmp\n", "--snapshot-every"},
            {"failover_threshold: 1e300s\n", "longer than a week"},
            {"ps: 2\nps: 3\n", "field 'ps' appears twice"},

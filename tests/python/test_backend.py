@@ -120,8 +120,14 @@ class Backend(unittest.TestCase):
                             timeout=240)
             self.assertEqual(code, 1, out)
             self.assertRegex(out, r"\[een-launch\] job failed: worker 1 .*", options)
-        # A replacement cannot join torch's groups yet: the job ends, saying why.
-        self.assertIn("een backend cannot yet take a replacement worker", out)
+        # No newcomer can join torch's groups: every worker started again
+        # once, rank 1 failed again, and no restart was left.
+        self.assertIn("TORCHELASTIC_RESTART_COUNT=1 (restart 1 of 1", out)
+        self.assertRegex(out, r"job failed: worker 1 .*; no restart left \(--max-restarts 1\)")
+
+    def test_with_max_restarts_a_failed_rank_restarts_every_worker_as_torchrun_does(self):
+        from test_torchrun import Torchrun
+        Torchrun.assert_restart_ends_as_undisturbed(self, "een", 1)
 
     def test_with_min_workers_the_survivors_go_on_with_their_mean(self):
         # Ranks contribute (rank + 1)^2: 1, 4, 9. All three: AVG 14/3. Rank 1

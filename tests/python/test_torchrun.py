@@ -11,6 +11,7 @@ from job import BIN, HERE, launch_args, run
 
 SCRIPT = [sys.executable, os.path.join(HERE, "torchrun_env.py")]
 DDP_TUTORIAL = os.path.join(HERE, "ddp_tutorial.py")
+RESTART_TRAIN = os.path.join(HERE, "restart_train.py")
 
 
 def variables(output, rank):
@@ -95,12 +96,44 @@ class Torchrun(unittest.TestCase):
         self.assertRegex(out, r"job failed: worker 1 \(pid \d+\) exited with status 1; its last "
                               r"line: rank 1 gives up at step 5")
 
+    def test_with_max_restarts_a_failed_rank_restarts_every_worker_as_torchrun_does(self):
+        self.assert_restart_ends_as_undisturbed(self, "gloo", 0)
+
+    @staticmethod
+    def assert_restart_ends_as_undisturbed(test, backend, ps):
+        """Rank 1 fails at step 5 of the first attempt: every worker starts
+        again with TORCHELASTIC_RESTART_COUNT=1, resumes from the script's
+        own checkpoint, and the run ends bitwise where an undisturbed one
+        does."""
+        import tempfile
+        import torch
+        with tempfile.TemporaryDirectory(prefix="een-restart-") as folder:
+            def train(name, *fail):
+                out = os.path.join(folder, name + ".pt")
+                code, log = run(launch_args(ps, 2, "--max-restarts", "1") + [
+                    sys.executable, RESTART_TRAIN, "--backend", backend, "--checkpoint",
+                    os.path.join(folder, name + ".ckpt"), "--out", out, *fail], timeout=240)
+                test.assertEqual(code, 0, log)
+                return torch.load(out), log
+            undisturbed, _ = train("undisturbed")
+            restarted, log = train("restarted", "--fail-rank", "1", "--fail-step", "5")
+            test.assertIn("its last line: rank 1 fails at step 5; stopping every process to "
+                          "start the whole job again, every worker with "
+                          "TORCHELASTIC_RESTART_COUNT=1 (restart 1 of 1", log)
+            test.assertIn("rank 0 attempt 1 resumes at step 5", log)
+            test.assertIn("rank 1 attempt 1 resumes at step 5", log)
+            test.assertIn("done at step 12, attempt 1", log)
+            test.assertIn("job finished: 2 of 2 workers succeeded", log)
+            test.assertEqual(undisturbed.keys(), restarted.keys())
+            for k in undisturbed:
+                test.assertTrue(torch.equal(undisturbed[k], restarted[k]), k)
+
     def test_ps_0_refuses_what_needs_parameter_servers(self):
         launch = os.path.join(BIN, "een-launch")
-        code, out = run([launch, "--ps", "0", "--workers", "2", "--max-restarts", "1", "--",
+        code, out = run([launch, "--ps", "0", "--workers", "2", "--min-workers", "1", "--",
                          "true"], timeout=30)
         self.assertEqual(code, 2, out)
-        self.assertIn("--max-restarts (max_restarts) needs them", out)
+        self.assertIn("--min-workers (min_workers) needs them", out)
         # An EEN program in a job without PS: told why, not left waiting.
         code, out = run([launch, "--ps", "0", "--workers", "2", "--"] + SCRIPT, timeout=240)
         self.assertEqual(code, 1, out)

@@ -231,7 +231,14 @@ Status JobSupervisor::Rendezvous() {
   if (!HostsCoordinator() && !link_->share().torch_store.empty()) {
     const std::string& store = link_->share().torch_store;  // HOST:PORT
     const size_t colon = store.rfind(':');
-    plan_.set_c10d_store(store.substr(0, colon), std::atoi(store.c_str() + colon + 1));
+    char* end = nullptr;
+    const long port =
+        colon == std::string::npos ? 0 : std::strtol(store.c_str() + colon + 1, &end, 10);
+    if (colon == std::string::npos || colon == 0 || port < 1 || port > 65535 || *end != '\0') {
+      return Internal("the coordinator named the workers' c10d store '" + store +
+                      "', which is not HOST:PORT");
+    }
+    plan_.set_c10d_store(store.substr(0, colon), static_cast<int>(port));
   }
   auto ranks = [](int first, int count) {
     return count == 0 ? std::string("none")

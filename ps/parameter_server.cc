@@ -749,19 +749,6 @@ Status ParameterServer::HandlePush(const transport::PeerId& peer, wire::Push::Re
     const uint32_t c = chunks[i];
     if (!store_->Initialized(c))
       return FailedPrecondition("chunk " + std::to_string(c) + " has no initial values yet");
-    // Never applied: one worker's NaN or infinity would spread to every
-    // value it touches, on every worker, silently. Nothing of this push is
-    // taken; the worker fails with this message (the job ends, or goes on
-    // without it under --min-workers).
-    const size_t n = message.payload(i).size() / WireBytes(type);
-    if (const size_t bad = FirstNonFinite(type, message.payload(i).data(), n); bad < n) {
-      const Chunk& chunk = map_.chunks()[c];
-      return InvalidArgument(fmt::format(
-          "worker {}'s gradient of step {} for tensor '{}' (element {}) is NaN or infinite: "
-          "refused, nothing of this push is applied (a NaN or infinite loss? torch's "
-          "GradScaler skips such steps; clip or lower the learning rate)",
-          worker, push.getStep(), map_.tensors()[chunk.tensor].name, chunk.offset + bad));
-    }
     EEN_ASSIGN_OR_RETURN(const bool repeat, store_->IsRepeat(c, worker, step));
     if (!repeat) fresh.push_back(i);
   }

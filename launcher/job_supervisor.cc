@@ -229,16 +229,12 @@ Status JobSupervisor::Rendezvous() {
     plan_.set_counts(share.num_ps, share.world_size);
   }
   if (!HostsCoordinator() && !link_->share().torch_store.empty()) {
-    const std::string& store = link_->share().torch_store;  // HOST:PORT
-    const size_t colon = store.rfind(':');
-    char* end = nullptr;
-    const long port =
-        colon == std::string::npos ? 0 : std::strtol(store.c_str() + colon + 1, &end, 10);
-    if (colon == std::string::npos || colon == 0 || port < 1 || port > 65535 || *end != '\0') {
-      return Internal("the coordinator named the workers' c10d store '" + store +
-                      "', which is not HOST:PORT");
+    std::string host;
+    int port = 0;
+    if (Status s = SplitHostPort(link_->share().torch_store, &host, &port); !s.ok()) {
+      return Internal("the coordinator named the workers' c10d store " + s.message());
     }
-    plan_.set_c10d_store(store.substr(0, colon), static_cast<int>(port));
+    plan_.set_c10d_store(host, port);
   }
   auto ranks = [](int first, int count) {
     return count == 0 ? std::string("none")

@@ -24,26 +24,12 @@
 namespace een {
 namespace {
 
-// "HOST:PORT" or "[V6]:PORT" -> host, port.
 Status SplitRdzv(const std::string& rdzv, std::string* host, int* port) {
-  const size_t colon = rdzv.rfind(':');
-  const std::string fix =
-      " (--rdzv HOST:PORT: node 0's address and a free port, e.g. "
-      "--rdzv 10.0.0.1:29500)";
-  if (colon == std::string::npos || colon == 0) {
-    return InvalidArgument("--rdzv '" + rdzv + "' has no port" + fix);
+  if (Status s = SplitHostPort(rdzv, host, port); !s.ok()) {
+    return InvalidArgument("--rdzv " + s.message() +
+                           " (--rdzv HOST:PORT: node 0's address and a free port, e.g. "
+                           "--rdzv 10.0.0.1:29500)");
   }
-  *host = rdzv.substr(0, colon);
-  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);
-  }
-  const std::string port_text = rdzv.substr(colon + 1);
-  char* end = nullptr;
-  const long p = std::strtol(port_text.c_str(), &end, 10);
-  if (port_text.empty() || *end != '\0' || p < 1 || p > 65535) {
-    return InvalidArgument("--rdzv '" + rdzv + "': port '" + port_text + "' is not 1-65535" + fix);
-  }
-  *port = static_cast<int>(p);
   return Status::Ok();
 }
 
@@ -216,6 +202,25 @@ std::string InterfaceOf(const std::string& address) {
 }
 
 }  // namespace
+
+Status SplitHostPort(const std::string& text, std::string* host, int* port) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidArgument("'" + text + "' has no port");
+  }
+  *host = text.substr(0, colon);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  const std::string port_text = text.substr(colon + 1);
+  char* end = nullptr;
+  const long p = std::strtol(port_text.c_str(), &end, 10);
+  if (port_text.empty() || *end != '\0' || p < 1 || p > 65535) {
+    return InvalidArgument("'" + text + "': port '" + port_text + "' is not 1-65535");
+  }
+  *port = static_cast<int>(p);
+  return Status::Ok();
+}
 
 Result<NodeLaunch> MakeNodeLaunch(const NodeLaunchFlags& flags) {
   NodeLaunch node;

@@ -79,6 +79,10 @@ struct NodeLaunchFlags {
 // rendezvous address and this node's address, reads the secret.
 Result<NodeLaunch> MakeNodeLaunch(const NodeLaunchFlags& flags);
 
+// "HOST:PORT" or "[V6]:PORT" -> host (brackets dropped), port 1-65535;
+// InvalidArgument "'TEXT' has no port" or "'TEXT': port 'P' is not 1-65535".
+Status SplitHostPort(const std::string& text, std::string* host, int* port);
+
 // The exit code for een-launch: this node's share of the job, supervised.
 int RunNodeJob(JobConfig config, const NodeLaunch& node, const std::vector<std::string>& command,
                const std::string& bin_dir);

@@ -2,10 +2,7 @@
 // process group ends bitwise where it ends on gloo (tests/ddp_cpp_train.cc).
 #include <gtest/gtest.h>
 
-#include <cstring>
-#include <fstream>
-#include <iterator>
-
+#include "support/files.h"
 #include "support/scratch_folder.h"
 #include "support/subprocess.h"
 
@@ -14,14 +11,6 @@ namespace {
 
 using std::chrono::seconds;
 const std::string kBin = EEN_BIN_DIR;
-
-std::vector<float> Load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
-}
 
 class DdpFromCpp : public ::testing::TestWithParam<std::string> {
  protected:
@@ -37,7 +26,7 @@ class DdpFromCpp : public ::testing::TestWithParam<std::string> {
     EXPECT_NE(r.output.find("rank 1 of 2 (" + backend + ", 3 buckets): final loss"),
               std::string::npos)
         << r.output;
-    return Load(out);
+    return testing::ReadFloats(out);
   }
   testing::ScratchFolder folder_{"ddp-cpp-test"};
 };

@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 
+#include "support/files.h"
 #include "support/subprocess.h"
 
 namespace een {
@@ -16,14 +17,6 @@ namespace {
 
 using std::chrono::seconds;
 const std::string kBin = EEN_BIN_DIR;
-
-std::vector<float> Load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
-}
 
 std::string Temp(const std::string& name) {
   return "/tmp/een-equivalence-" + std::to_string(getpid()) + "-" + name + ".bin";
@@ -38,7 +31,7 @@ std::vector<float> Distributed(const std::string& optimizer, const std::string& 
                     "--", kBin + "/equivalence_train", "--optimizer", optimizer, "--out", out},
                    seconds(120), env);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  auto v = Load(out);
+  auto v = testing::ReadFloats(out);
   std::remove(out.c_str());
   return v;
 }
@@ -49,7 +42,7 @@ std::vector<float> Reference(const std::string& optimizer) {
                          "--optimizer", optimizer, "--out", out},
                         seconds(60));
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  auto v = Load(out);
+  auto v = testing::ReadFloats(out);
   std::remove(out.c_str());
   return v;
 }
@@ -78,7 +71,7 @@ TEST_P(Equivalence, FourWorkersMatchOneProcessWithTheGlobalBatch) {
       {kBin + "/equivalence_train", "--reference", "--steps", "0", "--out", Temp("start")},
       seconds(60));
   ASSERT_EQ(untrained.exit_code, 0);
-  EXPECT_GT(MaxAbsDifference(Load(Temp("start")), reference), 1e-2);
+  EXPECT_GT(MaxAbsDifference(testing::ReadFloats(Temp("start")), reference), 1e-2);
   std::remove(Temp("start").c_str());
 }
 
@@ -99,7 +92,8 @@ TEST(Checkpoint, ALibTorchCheckpointTrainsOnInPlainLibTorchAndStartsAJob) {
                     "adam", "--checkpoint", checkpoint, "--save-at", "10", "--out", plain},
                    seconds(60));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::vector<float> from_job = Load(job), from_plain = Load(plain);
+  const std::vector<float> from_job = testing::ReadFloats(job),
+                           from_plain = testing::ReadFloats(plain);
   ASSERT_FALSE(from_job.empty());
   ASSERT_EQ(from_job.size(), from_plain.size());
   const double diff = MaxAbsDifference(from_job, from_plain);
@@ -113,7 +107,7 @@ TEST(Checkpoint, ALibTorchCheckpointTrainsOnInPlainLibTorchAndStartsAJob) {
       seconds(120));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("checkpoint loaded: true, at step 10"), std::string::npos) << r.output;
-  EXPECT_EQ(Load(resumed), from_job);
+  EXPECT_EQ(testing::ReadFloats(resumed), from_job);
   for (const char* suffix : {".model", ".optimizer"}) std::remove((checkpoint + suffix).c_str());
   for (const std::string& f : {job, plain, resumed}) std::remove(f.c_str());
 }

@@ -25,12 +25,6 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 const std::string kBin = EEN_BIN_DIR;
 
-std::vector<float> Floats(const std::string& bytes) {
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
-}
-
 double MaxAbsDifference(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = a.size() == b.size() ? 0 : INFINITY;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
@@ -79,7 +73,7 @@ class Semantics : public ::testing::Test {
     argv.insert(argv.end(), flags.begin(), flags.end());
     auto r = testing::Run(argv, seconds(60));
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    return Floats(testing::ReadBytes(base_ + "/ref.reference.bin"));
+    return testing::Floats(testing::ReadBytes(base_ + "/ref.reference.bin"));
   }
   // `signal`: SIGKILL (een-launch sees it die) or SIGSTOP (it only falls silent).
   // A job of the model without BatchNorm and dropout, where the maths lets
@@ -113,7 +107,7 @@ TEST_F(Semantics, ParametersFrozenLayersAndBuffersFollowRankZero) {
   EXPECT_EQ(Rank("bcast", 1), zero) << "rank 1 differs from rank 0";
   EXPECT_EQ(Rank("bcast", 2), zero) << "rank 2 differs from rank 0";
   // The buffers moved: num_batches_tracked (the last value) counts rank 0's 20 steps.
-  const std::vector<float> v = Floats(zero);
+  const std::vector<float> v = testing::Floats(zero);
   ASSERT_FALSE(v.empty());
   EXPECT_EQ(v.back(), 20.0f);
 }
@@ -127,7 +121,7 @@ TEST_F(Semantics, AveragedBuffersAreEqualOnEveryRankAndLocalOnesAreNot) {
   auto local =
       testing::Run(Job(1, 2, "local", {"--steps", "10", "--buffers", "local"}), seconds(120));
   ASSERT_EQ(local.exit_code, 0) << local.output;
-  const auto a = Floats(Rank("local", 0)), b = Floats(Rank("local", 1));
+  const auto a = testing::Floats(Rank("local", 0)), b = testing::Floats(Rank("local", 1));
   ASSERT_EQ(a.size(), b.size());
   ASSERT_FALSE(a.empty());
   EXPECT_NE(a, b) << "each rank's own BatchNorm statistics should differ";
@@ -141,7 +135,7 @@ TEST_F(Semantics, MatchesOneProcessWithTheGlobalBatch) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto reference = Reference({"--workers", "4", "--steps", "25"});
   ASSERT_FALSE(reference.empty());
-  const double diff = MaxAbsDifference(Floats(Rank("even", 0)), reference);
+  const double diff = MaxAbsDifference(testing::Floats(Rank("even", 0)), reference);
   RecordProperty("max_abs_difference", std::to_string(diff));
   EXPECT_LE(diff, 1e-5);
 }
@@ -166,7 +160,7 @@ TEST_F(Semantics, UnevenInputsFinishCleanlyWithTheExpectedParameters) {
   ref_flags.insert(ref_flags.end(), flags.begin() + 2, flags.end());
   const auto reference = Reference(ref_flags);
   ASSERT_FALSE(reference.empty());
-  EXPECT_LE(MaxAbsDifference(Floats(Rank("uneven", 0)), reference), 1e-5);
+  EXPECT_LE(MaxAbsDifference(testing::Floats(Rank("uneven", 0)), reference), 1e-5);
   EXPECT_EQ(Rank("uneven", 2), Rank("uneven", 0));
 }
 
@@ -200,7 +194,7 @@ TEST_F(Semantics, AWorkerThatExitsZeroLeavesLikeAFinishedOne) {
   ref_flags.insert(ref_flags.end(), flags.begin() + 2, flags.end());
   const auto reference = Reference(ref_flags);
   ASSERT_FALSE(reference.empty());
-  EXPECT_LE(MaxAbsDifference(Floats(Rank("exits", 0)), reference), 1e-5);
+  EXPECT_LE(MaxAbsDifference(testing::Floats(Rank("exits", 0)), reference), 1e-5);
 }
 
 // A learning-rate schedule set with set_learning_rate() equals torch's StepLR
@@ -212,7 +206,7 @@ TEST_F(Semantics, LearningRateScheduleEqualsTorchs) {
   std::vector<std::string> ref_flags = ReferenceFlags(2, flags);
   const auto reference = Reference(ref_flags);
   ASSERT_FALSE(reference.empty());
-  const double diff = MaxAbsDifference(Floats(Rank("schedule", 0)), reference);
+  const double diff = MaxAbsDifference(testing::Floats(Rank("schedule", 0)), reference);
   RecordProperty("max_abs_difference", std::to_string(diff));
   EXPECT_LE(diff, 1e-5);
   // Without the schedule the result is another one: the schedule took effect.
@@ -235,7 +229,7 @@ TEST_F(Semantics, ServerClippingEqualsTorchsClipGradNorm) {
   std::vector<std::string> ref_flags = ReferenceFlags(3, flags);
   const auto reference = Reference(ref_flags);
   ASSERT_FALSE(reference.empty());
-  const auto job = Floats(Rank("clip", 0));
+  const auto job = testing::Floats(Rank("clip", 0));
   double worst = 0;  // relative, as the issue asks (1e-6 of each value, 1e-6 absolute floor)
   for (size_t i = 0; i < job.size() && i < reference.size(); ++i) {
     worst = std::max(worst, std::abs(double(job[i]) - reference[i]) /
@@ -267,7 +261,7 @@ TEST_F(Semantics, LocalModeTrainsInProcessLikeTorch) {
       << r.output;
   const auto reference = Reference(ReferenceFlags(1, flags));
   ASSERT_FALSE(reference.empty());
-  EXPECT_LE(MaxAbsDifference(Floats(Rank("local", 0)), reference), 1e-5);
+  EXPECT_LE(MaxAbsDifference(testing::Floats(Rank("local", 0)), reference), 1e-5);
 
   auto clip = testing::Run(
       {kBin + "/semantics_train", "--out", base_ + "/bad", "--steps", "2", "--clip-after-backward"},
@@ -329,7 +323,7 @@ TEST_F(Semantics, AccumulationEqualsOneBigBatch) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto reference = Reference(ReferenceFlags(2, flags));
   ASSERT_FALSE(reference.empty());
-  EXPECT_LE(MaxAbsDifference(Floats(Rank("accumulate", 0)), reference), 1e-5);
+  EXPECT_LE(MaxAbsDifference(testing::Floats(Rank("accumulate", 0)), reference), 1e-5);
 }
 
 // Clipping .grad after backward() cannot take effect (it was pushed): an

@@ -121,12 +121,6 @@ std::string Reference(const std::string& out, bool linear) {
   return testing::ReadBytes(out + ".reference");
 }
 
-std::vector<float> Floats(const std::string& bytes) {
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
-}
-
 TEST_F(Slicing, SharesFollowASlowWorkerTileEveryBatchAndEqualBspWithTheSameBatches) {
   const std::string out = scratch_ / "job";
   auto job = RunJob("bsp", out, false);
@@ -154,10 +148,11 @@ TEST_F(Slicing, UnderSspEachGradientWeighsItsWorkersShare) {
   ASSERT_EQ(job.exit_code, 0) << job.output;
   EXPECT_NE(job.output.find("dynamic slicing: "), std::string::npos) << job.output;
   ExpectSlicesFollowWorker1(out, job.output);
-  const std::vector<float> expected = Floats(Reference(out, true));
+  const std::vector<float> expected = testing::Floats(Reference(out, true));
   ASSERT_FALSE(expected.empty());
   for (int r = 0; r < kWorkers; ++r) {
-    const std::vector<float> got = Floats(testing::ReadBytes(out + ".rank-" + std::to_string(r)));
+    const std::vector<float> got =
+        testing::Floats(testing::ReadBytes(out + ".rank-" + std::to_string(r)));
     ASSERT_EQ(got.size(), expected.size()) << "worker " << r;
     for (size_t i = 0; i < got.size(); ++i) {
       EXPECT_NEAR(got[i], expected[i], 1e-4 * (1 + std::abs(expected[i])))

@@ -1,10 +1,12 @@
 // Small file helpers for tests.
 #pragma once
 
+#include <cstring>
 #include <fstream>
 #include <ios>
 #include <iterator>
 #include <string>
+#include <vector>
 
 namespace een::testing {
 
@@ -19,5 +21,15 @@ inline std::string ReadBytes(const std::string& path) {
     return "";
   }
 }
+
+// Bytes as the float32 values a trainer wrote (whole floats only).
+inline std::vector<float> Floats(const std::string& bytes) {
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
+}
+
+// A file of float32 values (empty if it cannot be read).
+inline std::vector<float> ReadFloats(const std::string& path) { return Floats(ReadBytes(path)); }
 
 }  // namespace een::testing

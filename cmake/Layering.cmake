@@ -12,7 +12,7 @@
 # Include prefixes each folder may use ("SELF" = its own folder).
 set(_een_allowed_include "een/")
 set(_een_allowed_common_transport_backend "common/status.h;common/logging.h;common/transport/")
-set(_een_allowed_common_transport "common/status.h;common/logging.h;common/transport/")
+set(_een_allowed_common_transport "common/status.h;common/logging.h;common/private_file.h;common/transport/")
 set(_een_allowed_common "common/;schema/;een/optimizer.h;een/error.h;een/sampler.h;een/membership.h")
 set(_een_allowed_ps "ps/;common/;schema/;een/optimizer.h;een/error.h;een/sampler.h;een/membership.h")
 set(_een_allowed_launcher "launcher/;common/;schema/;een/optimizer.h;een/error.h;een/sampler.h;een/membership.h")

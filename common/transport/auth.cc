@@ -11,6 +11,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/private_file.h"
+
 namespace een::transport {
 namespace {
 
@@ -109,14 +111,9 @@ std::string NewSecret() {
 }
 
 Status WriteSecretFile(const std::string& path, const std::string& secret) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return Unavailable("cannot create the job secret file " + path + ": " + std::strerror(errno));
+  if (Status s = WriteNewPrivateFile(path, secret + "\n"); !s.ok()) {
+    return Status(s.code(), "the job secret file: " + s.message());
   }
-  const std::string text = secret + "\n";
-  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  if (!ok) return Unavailable("cannot write the job secret file " + path + " (disk full?)");
   return Status::Ok();
 }
 

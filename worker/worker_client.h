@@ -291,10 +291,13 @@ class WorkerClient {
   std::vector<std::unique_ptr<transport::Connection>> ps_;
   std::vector<uint64_t> ps_generation_;  // per PS: +1 each time its connection is new
   bool keep_ps_connections_ = false;
-  // Per PS: collective answers that came before their call waited for them,
-  // by (group, seq, offset).
-  std::vector<std::map<std::tuple<uint32_t, uint64_t, uint64_t>, transport::Message>>
-      collective_replies_;
+  // Whether copy k of `part` is still the PS process it was sent to (a PS
+  // replaced since never got it).
+  bool CopyIsLive(const CollectivePart& part, size_t k) const;
+  // Per PS: collective answers that came before their call took them, by
+  // (group, seq, offset).
+  using CollectiveKey = std::tuple<uint32_t, uint64_t, uint64_t>;
+  std::vector<std::map<CollectiveKey, transport::Message>> collective_replies_;
   std::map<uint32_t, uint64_t> collective_done_;  // per group: the last call waited for
   std::string reported_routes_;                   // how each PS is reached, as last logged
   std::vector<std::vector<uint32_t>> ps_chunks_;  // chunk ids held by each PS

@@ -45,8 +45,12 @@ Status WorkerClient::CollectiveSend(const worker_messages::ReduceFields& call,
   return Status::Ok();
 }
 
+bool WorkerClient::CopyIsLive(const CollectivePart& part, size_t k) const {
+  const size_t p = part.ps[k];
+  return p < ps_.size() && part.generation[k] != 0 && part.generation[k] == ps_generation_[p];
+}
+
 Result<bool> WorkerClient::CollectiveTake(CollectiveCall& c) {
-  using Key = std::tuple<uint32_t, uint64_t, uint64_t>;
   if (collective_replies_.size() != ps_.size()) collective_replies_.resize(ps_.size());
   if (c.answered.size() != c.parts.size()) c.answered.assign(c.parts.size(), false);
   const worker_messages::ReduceFields& call = c.call;
@@ -55,22 +59,13 @@ Result<bool> WorkerClient::CollectiveTake(CollectiveCall& c) {
   for (size_t i = 0; i < c.parts.size(); ++i) {
     if (c.answered[i]) continue;
     const CollectivePart& part = c.parts[i];
-    bool reachable = false;
     for (size_t p : part.ps) {
       auto& stash = collective_replies_[p];
-      auto found = stash.find(Key{call.group, call.seq, part.offset});
-      if (found == stash.end()) {
-        for (size_t k = 0; k < part.ps.size(); ++k) {
-          const size_t q = part.ps[k];
-          reachable |=
-              q < ps_.size() && part.generation[k] != 0 && part.generation[k] == ps_generation_[q];
-        }
-        continue;
-      }
+      auto found = stash.find(CollectiveKey{call.group, call.seq, part.offset});
+      if (found == stash.end()) continue;
       const Message m = std::move(found->second);
       stash.erase(found);
       c.answered[i] = true;
-      reachable = true;
       EEN_RETURN_IF_ERROR(wire::Visit(m, [&](wire::Header::Reader h) -> Status {
         auto reply = h.getReduceReply();
         if (reply.hasError() && reply.getError().size() > 0) {
@@ -92,6 +87,8 @@ Result<bool> WorkerClient::CollectiveTake(CollectiveCall& c) {
       }));
       break;
     }
+    bool reachable = c.answered[i];
+    for (size_t k = 0; k < part.ps.size() && !reachable; ++k) reachable = CopyIsLive(part, k);
     if (!reachable) {  // every copy it was sent to is gone (a PS replaced since never got it)
       std::string held;
       for (size_t p : part.ps) held += (held.empty() ? "PS " : " and PS ") + std::to_string(p);
@@ -108,9 +105,9 @@ Result<bool> WorkerClient::CollectiveTake(CollectiveCall& c) {
   // that other copies sent are dropped, now and when they come.
   collective_done_[call.group] = call.seq;
   for (auto& stash : collective_replies_) {
-    for (auto it = stash.lower_bound(Key{call.group, 0, 0}); it != stash.end() &&
-                                                             std::get<0>(it->first) == call.group &&
-                                                             std::get<1>(it->first) <= call.seq;) {
+    for (auto it = stash.lower_bound(CollectiveKey{call.group, 0, 0});
+         it != stash.end() && std::get<0>(it->first) == call.group &&
+         std::get<1>(it->first) <= call.seq;) {
       it = stash.erase(it);
     }
   }
@@ -119,7 +116,6 @@ Result<bool> WorkerClient::CollectiveTake(CollectiveCall& c) {
 
 Status WorkerClient::CollectiveReceive(const std::vector<CollectiveCall*>& calls,
                                        milliseconds slice) {
-  using Key = std::tuple<uint32_t, uint64_t, uint64_t>;
   EEN_RETURN_IF_ERROR(JobStatus());
   if (NeedsRecovery()) EEN_RETURN_IF_ERROR(Recover().status());
   if (collective_replies_.size() != ps_.size()) collective_replies_.resize(ps_.size());
@@ -141,10 +137,7 @@ Status WorkerClient::CollectiveReceive(const std::vector<CollectiveCall*>& calls
       if (i < c->answered.size() && c->answered[i]) continue;
       const CollectivePart& part = c->parts[i];
       for (size_t k = 0; k < part.ps.size(); ++k) {
-        const size_t p = part.ps[k];
-        if (p < ps_.size() && part.generation[k] != 0 && part.generation[k] == ps_generation_[p]) {
-          listen.insert(p);
-        }
+        if (CopyIsLive(part, k)) listen.insert(part.ps[k]);
       }
     }
   }
@@ -162,7 +155,7 @@ Status WorkerClient::CollectiveReceive(const std::vector<CollectiveCall*>& calls
           return Internal(
               fmt::format("PS {} sent {} collective answers nobody waits for", p, stash.size()));
         }
-        stash[Key{reply.getGroup(), reply.getSeq(), reply.getOffset()}] = m;
+        stash[CollectiveKey{reply.getGroup(), reply.getSeq(), reply.getOffset()}] = m;
         return Status::Ok();
       }
       if (h.isError()) return PsError(p, h.getError());

@@ -198,29 +198,21 @@ class CollectiveSession {
     return h;
   }
 
-  // A call in two halves: `start` (sends its parts) returns its Finish.
+  // A call in two halves: `start` (sends its parts) returns its CallFinish.
   // The session's thread starts every call as soon as it is queued, and
-  // completes each group's calls in order as their answers come: a group
-  // never waits for another's (as with gloo, whose groups have a thread
-  // each).
-  struct Finish {
-    // Null for a call that sends nothing (it only waits for the calls
-    // before it in its group).
-    std::shared_ptr<WorkerClient::CollectiveCall> call;
-    // Runs once `call` is answered: copies results out, completes the Work
-    // (or fails it). Never throws.
-    std::function<void()> done;
-    std::function<void(std::exception_ptr)> fail;  // fails the Work instead
-  };
-  using Start = std::function<Finish(uint64_t seq)>;
+  // completes each group's calls in order as their answers come, completing
+  // or failing `work`: a group never waits for another's (as with gloo,
+  // whose groups have a thread each).
+  using Start = std::function<CallFinish(uint64_t seq)>;
   // Queues `start` of group `group` after every call posted before, with
   // the next number of `*counter` (taken under the same lock, so a group's
   // calls go in the order of their numbers).
-  void Post(uint32_t group, uint64_t* counter, Start start) {
+  void Post(uint32_t group, uint64_t* counter, c10::intrusive_ptr<CallWork> work, Start start) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       const uint64_t seq = (*counter)++;
-      tasks_.push_back({group, [start = std::move(start), seq] { return start(seq); }});
+      tasks_.push_back(
+          {group, std::move(work), [start = std::move(start), seq] { return start(seq); }});
     }
     cv_.notify_one();
   }
@@ -263,13 +255,21 @@ class CollectiveSession {
 
   struct Task {
     uint32_t group;
-    std::function<Finish()> start;
+    c10::intrusive_ptr<CallWork> work;
+    std::function<CallFinish()> start;
+  };
+  // A started call: what finishes it, or why it failed to start (it fails
+  // in its turn).
+  struct Running {
+    c10::intrusive_ptr<CallWork> work;
+    CallFinish finish;
+    std::exception_ptr failed;
   };
 
   void Loop() {
     // How long a receive may keep a newly issued call from being sent.
     constexpr std::chrono::milliseconds kReceiveSlice(5);
-    std::map<uint32_t, std::deque<Finish>> running;  // per group, in issue order
+    std::map<uint32_t, std::deque<Running>> running;  // per group, in issue order
     size_t in_flight = 0;
     while (true) {
       std::deque<Task> posted;
@@ -280,7 +280,13 @@ class CollectiveSession {
         posted.swap(tasks_);
       }
       for (Task& t : posted) {
-        running[t.group].push_back(t.start());
+        Running r{std::move(t.work), {}, nullptr};
+        try {
+          r.finish = t.start();
+        } catch (...) {
+          r.failed = std::current_exception();
+        }
+        running[t.group].push_back(std::move(r));
         ++in_flight;
       }
       const size_t done = CompleteAnswered(running);
@@ -293,15 +299,15 @@ class CollectiveSession {
       if (in_flight == 0) continue;
       std::vector<WorkerClient::CollectiveCall*> waiting;
       for (auto& [group, calls] : running) {
-        for (Finish& f : calls) {
-          if (f.call) waiting.push_back(f.call.get());
+        for (Running& r : calls) {
+          if (r.finish.call) waiting.push_back(r.finish.call.get());
         }
       }
       if (Status s = client_->CollectiveReceive(waiting, kReceiveSlice); !s.ok()) {
         // The job ended or the PS refused this worker: every call in flight fails.
         for (auto& [group, calls] : running) {
-          for (Finish& f : calls) {
-            f.fail(ErrorOf(s, fmt::format("collective call of group {}", group)));
+          for (Running& r : calls) {
+            r.work->Fail(ErrorOf(s, fmt::format("collective call of group {}", group)));
           }
         }
         running.clear();
@@ -310,27 +316,35 @@ class CollectiveSession {
     }
   }
 
-  // Completes, per group in order, the calls whose answers are all in.
-  // Returns how many.
-  size_t CompleteAnswered(std::map<uint32_t, std::deque<Finish>>& running) {
+  // Completes (or fails), per group in order, the calls whose answers are
+  // all in. Returns how many.
+  size_t CompleteAnswered(std::map<uint32_t, std::deque<Running>>& running) {
     size_t done = 0;
     for (auto it = running.begin(); it != running.end();) {
-      std::deque<Finish>& calls = it->second;
+      std::deque<Running>& calls = it->second;
       while (!calls.empty()) {
-        Finish& head = calls.front();
-        if (head.call) {
-          Result<bool> answered = client_->CollectiveTake(*head.call);
+        Running& head = calls.front();
+        if (!head.failed && head.finish.call) {
+          Result<bool> answered = client_->CollectiveTake(*head.finish.call);
           if (answered.ok() && !*answered) break;
           if (!answered.ok()) {
-            const worker_messages::ReduceFields& c = head.call->call;
-            head.fail(ErrorOf(answered.status(),
-                              fmt::format("collective call {} of group {}", c.seq, c.group)));
-            calls.pop_front();
-            ++done;
-            continue;
+            const worker_messages::ReduceFields& c = head.finish.call->call;
+            head.failed = ErrorOf(answered.status(),
+                                  fmt::format("collective call {} of group {}", c.seq, c.group));
           }
         }
-        head.done();
+        if (!head.failed) {
+          try {
+            head.finish.done();
+          } catch (...) {
+            head.failed = std::current_exception();
+          }
+        }
+        if (head.failed) {
+          head.work->Fail(head.failed);
+        } else {
+          head.work->Complete();
+        }
         calls.pop_front();
         ++done;
       }
@@ -470,26 +484,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::Enqueue(c10d::OpType type,
                                                      std::vector<at::Tensor> outputs,
                                                      std::function<CallFinish(uint64_t)> start) {
   auto work = c10::make_intrusive<CallWork>(type, outputs);
-  auto fail = [work](std::exception_ptr e) { work->Fail(std::move(e)); };
-  session_->Post(group_, &next_seq_, [work, fail, start = std::move(start)](uint64_t seq) {
-    CallFinish f;
-    try {
-      f = start(seq);
-    } catch (...) {
-      return CollectiveSession::Finish{
-          nullptr, [work, e = std::current_exception()] { work->Fail(e); }, fail};
-    }
-    return CollectiveSession::Finish{f.call,
-                                     [work, done = f.done] {
-                                       try {
-                                         done();
-                                         work->Complete();
-                                       } catch (...) {
-                                         work->Fail(std::current_exception());
-                                       }
-                                     },
-                                     fail};
-  });
+  session_->Post(group_, &next_seq_, work, std::move(start));
   return work;
 }
 

@@ -9,7 +9,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <deque>
 #include <map>
 
 namespace een {
@@ -19,8 +18,7 @@ using Clock = std::chrono::steady_clock;
 
 // One open connection: its request as it comes, then the answer as it goes.
 struct Connection {
-  uint64_t id = 0;  // fds are reused: this names the connection
-  Clock::time_point deadline;
+  Clock::time_point deadline;  // still sending its request: its accept time + kRequestDeadline
   std::string in, out;
   size_t sent = 0;
   bool answering = false;
@@ -154,12 +152,6 @@ std::string MetricsServer::Answer(const std::string& request) {
 
 void MetricsServer::Serve() {
   std::map<int, Connection> open;
-  std::deque<std::pair<int, uint64_t>> by_age;  // accept order, the oldest first: fd, id
-  uint64_t accepted = 0;
-  auto current = [&](const std::pair<int, uint64_t>& entry) {
-    auto it = open.find(entry.first);
-    return it != open.end() && it->second.id == entry.second;
-  };
   auto drop = [&](int fd) {
     epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
     close(fd);
@@ -189,14 +181,19 @@ void MetricsServer::Serve() {
         while (true) {
           const int client = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
           if (client < 0) break;
-          // Full: the oldest connection still sending its request makes room.
-          while (open.size() >= kMaxConnections && !by_age.empty()) {
-            const auto oldest = by_age.front();
-            by_age.pop_front();
-            if (current(oldest) && !open.at(oldest.first).answering) drop(oldest.first);
+          // Full: the oldest connection still sending its request (the
+          // earliest deadline of those) makes room.
+          if (open.size() >= kMaxConnections) {
+            auto oldest = open.end();
+            for (auto it = open.begin(); it != open.end(); ++it) {
+              if (!it->second.answering &&
+                  (oldest == open.end() || it->second.deadline < oldest->second.deadline)) {
+                oldest = it;
+              }
+            }
+            if (oldest != open.end()) drop(oldest->first);
           }
-          open[client] = Connection{++accepted, now + kRequestDeadline, {}, {}, 0, false};
-          by_age.emplace_back(client, accepted);
+          open[client] = Connection{now + kRequestDeadline, {}, {}, 0, false};
           epoll_event e{};
           e.events = EPOLLIN;
           e.data.fd = client;
@@ -232,13 +229,13 @@ void MetricsServer::Serve() {
       epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &e);
       send_some(fd, c);
     }
-    // Past their deadline: closed. (by_age forgets closed ones as it goes.)
+    // Past their deadline: closed.
     for (auto it = open.begin(); it != open.end();) {
       const int fd = it->first;
+      const bool late = it->second.deadline < now;
       ++it;
-      if (open.at(fd).deadline < now) drop(fd);
+      if (late) drop(fd);
     }
-    while (!by_age.empty() && !current(by_age.front())) by_age.pop_front();
   }
 }
 

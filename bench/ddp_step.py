@@ -2,7 +2,10 @@
 shapes (samples/models/resnet50.tsv, 25.6 M float32) and next to no compute
 (the loss is linear in every parameter), so a step's time is DDP's gradient
 synchronisation: its 25 MB buckets allreduced by the backend while backward
-runs. Rank 0 prints "step median MS ms (N steps)" over the measured steps.
+runs. Each rank first times the same step without DDP (the compute, all
+ranks at once as in the job), then the DDP step; rank 0 prints
+"step median MS ms, compute median MS ms, sync MS ms (N steps)", sync being
+the difference of the two medians: the part the issue's goal is about.
   --backend gloo|een  --steps N  --warmup N"""
 import argparse
 import os
@@ -37,6 +40,17 @@ class Shapes(nn.Module):
         return sum((w * x).sum() for w in self.weights)
 
 
+def timed_steps(model, x, args):
+    times = []
+    for step in range(args.warmup + args.steps):
+        start = time.perf_counter()
+        model.zero_grad(set_to_none=True)
+        model(x).backward()
+        if step >= args.warmup:
+            times.append(time.perf_counter() - start)
+    return times
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", default="gloo")
@@ -45,15 +59,13 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group(args.backend)
-    model = DDP(Shapes(os.path.join(HERE, "..", "samples", "models", "resnet50.tsv")))
+    local = Shapes(os.path.join(HERE, "..", "samples", "models", "resnet50.tsv"))
     x = torch.tensor(1.0 + dist.get_rank())
-    times = []
-    for step in range(args.warmup + args.steps):
-        start = time.perf_counter()
-        model.zero_grad(set_to_none=True)
-        model(x).backward()  # returns once every bucket's allreduce is done
-        if step >= args.warmup:
-            times.append(time.perf_counter() - start)
+    dist.barrier()
+    compute = timed_steps(local, x, args)
+    dist.barrier()
+    model = DDP(local)
+    times = timed_steps(model, x, args)  # backward returns once every bucket is allreduced
     # Every rank's gradient is the mean of 1..world: a wrong sum shows here.
     world = dist.get_world_size()
     expect = (world + 1) / 2
@@ -61,8 +73,9 @@ def main():
     if not torch.allclose(grad, torch.full_like(grad, expect)):
         raise SystemExit("the gradients are not the mean: %s" % grad.flatten()[:3])
     if dist.get_rank() == 0:
-        print("step median %.1f ms (%d steps)" % (1000 * statistics.median(times), len(times)),
-              flush=True)
+        step, work = statistics.median(times), statistics.median(compute)
+        print("step median %.1f ms, compute median %.1f ms, sync %.1f ms (%d steps)"
+              % (1000 * step, 1000 * work, 1000 * (step - work), len(times)), flush=True)
     dist.destroy_process_group()
 
 

@@ -34,10 +34,10 @@ struct JobConfig {
   // A step waiting this long for a worker's gradients ends the job naming
   // the worker (torch.distributed's default collective timeout is 30 min).
   std::chrono::milliseconds step_timeout{30 * 60 * 1000};
-  // Data plane: tcp | ipc | shm | auto (shm within a host, tcp between
-  // hosts, per pair). `transport_set`: given in the file or on the command
-  // line (else a launch over many hosts picks auto).
-  std::string transport = "tcp";
+  // Data plane: tcp | ipc | shm | auto (the default: shm within a host,
+  // tcp between hosts, per pair). `transport_set`: given in the file or on
+  // the command line.
+  std::string transport = "auto";
   bool transport_set = false;
   std::string wire_dtype = "fp32";  // gradients and parameters on the wire: fp32 | bf16 | fp16
   std::string consistency = "bsp";  // bsp | ssp:K | async (common/consistency.h)

@@ -191,9 +191,8 @@ int main(int argc, char** argv) {
                  "worker (default 30min)");
   app.add_option(
       "--transport", transport,
-      "data plane: tcp, ipc, shm (one host: payloads through shared memory) or auto (shm "
-      "between roles of one host, tcp between hosts, per pair); default tcp on one host, auto "
-      "with --nnodes, --hostfile or srun");
+      "data plane: auto (the default: shared memory between roles of one host, tcp between "
+      "hosts, per pair), tcp, ipc or shm (one host only: payloads through shared memory)");
   std::string wire_dtype;
   app.add_option("--wire-dtype", wire_dtype,
                  "gradients and parameters on the wire: fp32, bf16 or fp16 (default fp32; the "

@@ -34,7 +34,8 @@ T Combine(wire::ReduceOp op, T a, T b) {
 
 // Integers wrap (as torch's do): the arithmetic runs unsigned.
 template <typename T, typename U>
-void ReduceIntegers(wire::ReduceOp op, std::byte* acc, const std::byte* in, size_t n) {
+void ReduceIntegers(wire::ReduceOp op, std::byte* out, const std::byte* acc, const std::byte* in,
+                    size_t n) {
   for (size_t i = 0; i < n; ++i) {
     T a, b;
     std::memcpy(&a, acc + i * sizeof(T), sizeof(T));
@@ -47,33 +48,40 @@ void ReduceIntegers(wire::ReduceOp op, std::byte* acc, const std::byte* in, size
     } else {
       r = Combine(op, a, b);
     }
-    std::memcpy(acc + i * sizeof(T), &r, sizeof(T));
+    std::memcpy(out + i * sizeof(T), &r, sizeof(T));
   }
 }
 
 template <typename T>
-void ReduceFloats(wire::ReduceOp op, std::byte* acc, const std::byte* in, size_t n) {
-  T* a = reinterpret_cast<T*>(acc);
+void ReduceFloats(wire::ReduceOp op, std::byte* out, const std::byte* acc, const std::byte* in,
+                  size_t n) {
+  T* o = reinterpret_cast<T*>(out);
+  const T* a = reinterpret_cast<const T*>(acc);
   const T* b = reinterpret_cast<const T*>(in);
-  // NaN wins min and max, as in torch.
-  if (op == wire::ReduceOp::MIN || op == wire::ReduceOp::MAX) {
-    for (size_t i = 0; i < n; ++i) {
-      if (a[i] != a[i]) continue;
-      if (b[i] != b[i]) {
-        a[i] = b[i];
-        continue;
+  switch (op) {  // one loop per op, so each vectorises
+    case wire::ReduceOp::SUM:
+      for (size_t i = 0; i < n; ++i) o[i] = a[i] + b[i];
+      return;
+    case wire::ReduceOp::PRODUCT:
+      for (size_t i = 0; i < n; ++i) o[i] = a[i] * b[i];
+      return;
+    case wire::ReduceOp::MIN:
+    case wire::ReduceOp::MAX:
+      for (size_t i = 0; i < n; ++i) {  // NaN wins min and max, as in torch
+        o[i] = a[i] != a[i] ? a[i] : b[i] != b[i] ? b[i] : Combine(op, a[i], b[i]);
       }
-      a[i] = Combine(op, a[i], b[i]);
-    }
-    return;
+      return;
+    default:
+      for (size_t i = 0; i < n; ++i) o[i] = a[i];
+      return;
   }
-  for (size_t i = 0; i < n; ++i) a[i] = Combine(op, a[i], b[i]);
 }
 
 // f16/bf16: widened to float, combined, rounded back (as torch's Half and
 // BFloat16 arithmetic).
 template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
-void ReduceHalves(wire::ReduceOp op, std::byte* acc, const std::byte* in, size_t n) {
+void ReduceHalves(wire::ReduceOp op, std::byte* out, const std::byte* acc, const std::byte* in,
+                  size_t n) {
   for (size_t i = 0; i < n; ++i) {
     uint16_t a, b;
     std::memcpy(&a, acc + 2 * i, 2);
@@ -85,29 +93,30 @@ void ReduceHalves(wire::ReduceOp op, std::byte* acc, const std::byte* in, size_t
       r = Combine(op, fa, fb);
     }
     const uint16_t h = FromFloat(r);
-    std::memcpy(acc + 2 * i, &h, 2);
+    std::memcpy(out + 2 * i, &h, 2);
   }
 }
 
-void ReduceInto(wire::ElementType t, wire::ReduceOp op, std::byte* acc, const std::byte* in,
-                size_t n) {
+// out = acc op in, element by element (`out` may be `acc`).
+void CombineInto(wire::ElementType t, wire::ReduceOp op, std::byte* out, const std::byte* acc,
+                 const std::byte* in, size_t n) {
   switch (t) {
     case wire::ElementType::F32:
-      return ReduceFloats<float>(op, acc, in, n);
+      return ReduceFloats<float>(op, out, acc, in, n);
     case wire::ElementType::F64:
-      return ReduceFloats<double>(op, acc, in, n);
+      return ReduceFloats<double>(op, out, acc, in, n);
     case wire::ElementType::F16:
-      return ReduceHalves<F16ToFloat, FloatToF16>(op, acc, in, n);
+      return ReduceHalves<F16ToFloat, FloatToF16>(op, out, acc, in, n);
     case wire::ElementType::BF16:
-      return ReduceHalves<Bf16ToFloat, FloatToBf16>(op, acc, in, n);
+      return ReduceHalves<Bf16ToFloat, FloatToBf16>(op, out, acc, in, n);
     case wire::ElementType::I32:
-      return ReduceIntegers<int32_t, uint32_t>(op, acc, in, n);
+      return ReduceIntegers<int32_t, uint32_t>(op, out, acc, in, n);
     case wire::ElementType::I64:
-      return ReduceIntegers<int64_t, uint64_t>(op, acc, in, n);
+      return ReduceIntegers<int64_t, uint64_t>(op, out, acc, in, n);
     case wire::ElementType::U8:
-      return ReduceIntegers<uint8_t, uint32_t>(op, acc, in, n);
+      return ReduceIntegers<uint8_t, uint32_t>(op, out, acc, in, n);
     case wire::ElementType::I8:
-      return ReduceIntegers<int8_t, uint32_t>(op, acc, in, n);
+      return ReduceIntegers<int8_t, uint32_t>(op, out, acc, in, n);
   }
 }
 
@@ -407,31 +416,46 @@ std::vector<CollectiveResult> CollectiveTable::WorkerLost(int32_t worker) {
   return answers;
 }
 
-transport::Frame CollectiveTable::Reduce(const Part& part, size_t absent) {
+transport::Frame CollectiveTable::Reduce(const Part& part, size_t absent) const {
   const CollectiveContribution& f = part.first;
   if (f.op == wire::ReduceOp::BROADCAST) return part.data[f.root];
-  std::vector<std::byte> out;
+  size_t size = 0;
+  for (const auto& d : part.data) size += d.size();  // a gather's; else that of each present
+  if (f.op != wire::ReduceOp::GATHER) size = f.numel * wire::ElementBytes(f.dtype);
+  transport::WritableFrame out = NewResult(size);
   if (f.op == wire::ReduceOp::GATHER) {
-    out.reserve(part.data[0].size() * part.data.size());
-    for (const auto& d : part.data) out.insert(out.end(), d.data(), d.data() + d.size());
-    return transport::Frame::Own(std::move(out));
+    std::byte* at = out.data;
+    for (const auto& d : part.data) {
+      if (d.size() > 0) std::memcpy(at, d.data(), d.size());
+      at += d.size();
+    }
+    return out.frame;
   }
-  bool first = true;  // in rank order, over the members present
+  const std::byte* acc = nullptr;  // in rank order, over the members present
   for (size_t r = 0; r < part.data.size(); ++r) {
     if (part.from[r].empty()) continue;
-    if (first) {
-      out.assign(part.data[r].data(), part.data[r].data() + part.data[r].size());
-      first = false;
+    if (acc) {
+      CombineInto(f.dtype, f.op, out.data, acc, part.data[r].data(), f.numel);
+      acc = out.data;
     } else {
-      ReduceInto(f.dtype, f.op, out.data(), part.data[r].data(), f.numel);
+      acc = part.data[r].data();
     }
   }
+  if (acc != out.data && size > 0) std::memcpy(out.data, acc, size);  // one member present
   if (absent > 0 && f.op == wire::ReduceOp::SUM) {
     const size_t present = part.data.size() - absent;
-    ScaleFloats(f.dtype, out.data(), f.numel,
+    ScaleFloats(f.dtype, out.data, f.numel,
                 static_cast<double>(part.data.size()) / static_cast<double>(present));
   }
-  return transport::Frame::Own(std::move(out));
+  return out.frame;
+}
+
+transport::WritableFrame CollectiveTable::NewResult(size_t size) const {
+  if (make_frame_) {
+    Result<transport::WritableFrame> made = make_frame_(size);
+    if (made.ok()) return *std::move(made);  // else heap memory: sending it says what failed
+  }
+  return transport::NewHeapFrame(size);
 }
 
 }  // namespace een

@@ -20,12 +20,15 @@
 // waiting are orphans (their members sent them to a PS since lost) and are
 // dropped.
 // Bytes held are capped (a contribution over the cap is refused), and so
-// is the number of parts waiting.
+// is the number of parts waiting. A result is written once, into a frame
+// from the maker given (the listener's: one every contributor reads in
+// place where the transport can), and sent to every contributor as is.
 // Thread safety: none (the PS's receiving thread owns it).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -76,7 +79,11 @@ size_t CollectiveBytesCap();
 
 class CollectiveTable {
  public:
-  explicit CollectiveTable(size_t byte_cap) : byte_cap_(byte_cap) {}
+  using FrameMaker = std::function<Result<transport::WritableFrame>(size_t)>;
+  // Results in frames of `make_frame` (none, or when it fails: heap memory).
+  explicit CollectiveTable(size_t byte_cap, FrameMaker make_frame = nullptr)
+      : byte_cap_(byte_cap), make_frame_(std::move(make_frame)) {}
+  void set_frame_maker(FrameMaker make_frame) { make_frame_ = std::move(make_frame); }
 
   // A contribution that is wrong on its own (a bad size, rank or op) is an
   // error for its sender only. Otherwise returns the part's answer when
@@ -106,7 +113,8 @@ class CollectiveTable {
     std::string error;  // set: the part failed; it stays until every contributor heard
   };
   // Over the members present, in rank order (`absent` of them are not).
-  static transport::Frame Reduce(const Part& part, size_t absent);
+  transport::Frame Reduce(const Part& part, size_t absent) const;
+  transport::WritableFrame NewResult(size_t size) const;
   // The answer of a part every member sent, or is absent from; removes it.
   CollectiveResult Finish(std::map<Key, Part>::iterator it);
   void DropOrphansBefore(uint32_t group, uint64_t seq);
@@ -122,6 +130,7 @@ class CollectiveTable {
   static bool IsMember(const CollectiveContribution& c, int32_t worker);
 
   size_t byte_cap_;
+  FrameMaker make_frame_;
   size_t bytes_held_ = 0;
   std::set<int32_t> departed_;  // finished (or lost where the job ends)
   std::set<int32_t> lost_;      // lost, the job going on without them

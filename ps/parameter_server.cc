@@ -39,6 +39,8 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   EEN_ASSIGN_OR_RETURN(transport::Device * data_device, transport::DeviceFor(addresses.back()));
   EEN_ASSIGN_OR_RETURN(listener_, transport::ListenOnAll(addresses));
   data_device_ = data_device;
+  // Collective results go to every contributor in place where the listener can.
+  collectives_.set_frame_maker([this](size_t size) { return listener_->NewFrame(size); });
   const std::string local_address = addresses.size() > 1 ? addresses.back() : "";
   if (local_address.empty()) {
     spdlog::info("data plane: {} on {}", data_device->name(), listener_->address());

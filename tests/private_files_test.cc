@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -59,22 +60,30 @@ TEST(PrivateFiles, ANamePlantedByAnotherUserIsNeverWrittenThrough) {
 
 TEST(PrivateFiles, AFailedJobsFlightRecordIsInANewPrivateFolder) {
   testing::ScratchFolder base("flight-default");
-  // Worker 0 joins and is killed (tests/first_values_loser.cc): the job
-  // needs both workers, so it fails, and the coordinator writes its flight
-  // record where no --flight-dir (nor EEN_FLIGHT_DIR) says.
-  auto job = testing::Run(
-      {"/usr/bin/env", "-u", "EEN_FLIGHT_DIR", kBin + "/een-launch", "--ps", "1", "--workers", "2",
-       "--", "/bin/sh", "-c",
-       "if [ \"$EEN_RANK\" = 0 ]; then exec " + kBin + "/first_values_loser; fi; exec " + kBin +
-           "/equivalence_train --optimizer adam --steps 1000000 --out " + base / "params"},
-      seconds(120));
-  EXPECT_NE(job.exit_code, 0) << job.output;
+  // Worker 0 is killed once the job trains: the job needs both workers, so
+  // it fails, and the coordinator writes its flight record where no
+  // --flight-dir (nor EEN_FLIGHT_DIR) says.
+  testing::Subprocess job(
+      {kBin + "/een-launch", "--ps", "1", "--workers", "2", "--", kBin + "/equivalence_train",
+       "--optimizer", "adam", "--steps", "1000000", "--out", base / "params"},
+      {{"EEN_FLIGHT_DIR", ""}});
+  ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(120))) << job.output();
+  std::smatch worker;
+  const std::string started = job.output();
+  ASSERT_TRUE(std::regex_search(started, worker,
+                                std::regex("registered worker 0 \\(host [^,]+, pid ([0-9]+)\\)")))
+      << started;
+  kill(std::stoi(worker[1]), SIGKILL);
+  const auto code = job.Wait(seconds(120));
+  ASSERT_TRUE(code.has_value()) << job.output();
+  EXPECT_NE(*code, 0) << job.output();
   std::smatch m;
+  const std::string output = job.output();
   ASSERT_TRUE(
-      std::regex_search(job.output, m,
+      std::regex_search(output, m,
                         std::regex("flight record of steps [0-9]+-[0-9]+ of every process "
                                    "written to (/tmp/een-flight-[A-Za-z0-9]+)/([^ ]+\\.json)")))
-      << job.output;
+      << output;
   const std::string folder = m[1], file = folder + "/" + std::string(m[2]);
   EXPECT_EQ(ModeOf(folder) & 07777, 0700u);
   EXPECT_TRUE(S_ISREG(ModeOf(file)));

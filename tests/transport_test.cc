@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/transport/registry.h"
+#include "common/transport/shm/shm_device.h"
 #include "common/transport/shm/shm_manifest.h"
 #include "common/transport/shm/shm_memory.h"
 #include "support/subprocess.h"
@@ -351,6 +352,60 @@ TEST(SharedMemory, AllocatedMemoryIsSentWithoutACopy) {
   EXPECT_EQ(OwnBlocks(), before + 1);
   *memory = RegisteredMemory();  // unlinked with the memory
   EXPECT_EQ(OwnBlocks(), before);
+}
+
+// A frame the listener makes (a PS's collective result) lies in one of its
+// blocks: it goes to every peer without a copy and without a block per
+// send, and its block is free again once the maker and every receiver let go.
+TEST(SharedMemory, AListenersNewFrameGoesToEveryPeerInOneBlock) {
+  ShmDevice device;  // its own blocks: none of the other tests' is free for it
+  ShmLink link;
+  link.device = &device;
+  auto listener = device.Listen(TestAddress("shm"));
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  link.listener = std::move(listener).value();
+  auto first = device.Connect(link.listener->address());
+  auto second = device.Connect(link.listener->address());
+  ASSERT_TRUE(first.ok() && second.ok());
+  link.conn = std::move(first).value();
+  std::vector<PeerId> peers;
+  for (Connection* c : {link.conn.get(), second->get()}) {
+    ASSERT_TRUE(c->Send(Make("hello")).ok());
+    auto got = link.listener->Receive(milliseconds(5000));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    peers.push_back(got->from);
+  }
+  EXPECT_TRUE(link.listener->sends_new_frames_in_place());
+  const int before = OwnBlocks();
+  constexpr size_t kBytes = 1 << 20;
+  auto made = link.listener->NewFrame(kBytes);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::iota(reinterpret_cast<float*>(made->data), reinterpret_cast<float*>(made->data) + kBytes / 4,
+            0.0f);
+  for (const PeerId& to : peers) {
+    ASSERT_TRUE(link.listener->Send(to, Make("sum", {made->frame})).ok());
+  }
+  EXPECT_EQ(OwnBlocks(), before + 1);  // the one block the frame was made in
+  std::vector<Frame> received;
+  for (Connection* c : {link.conn.get(), second->get()}) {
+    auto got = c->Receive(milliseconds(5000));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got->payload(0).size(), kBytes);
+    EXPECT_EQ(reinterpret_cast<const float*>(got->payload(0).data())[12345], 12345.0f);
+    received.push_back(got->payload(0));
+  }
+  EXPECT_EQ(received[0].data(), received[1].data());  // both read the one block in place
+  // The maker let go and one receiver still holds it: a new frame needs a new block.
+  *made = WritableFrame();
+  received.pop_back();
+  auto other = link.listener->NewFrame(kBytes);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(OwnBlocks(), before + 2);
+  // No one holds the first block now: the next frame is made in it.
+  received.clear();
+  auto third = link.listener->NewFrame(kBytes);
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(OwnBlocks(), before + 2);
 }
 
 // Found by fuzz_shm_manifest: a sender naming its registered region (mapped

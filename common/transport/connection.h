@@ -48,6 +48,12 @@ class Listener {
   // waiting on several listeners at once (registry.h ListenOnAll); null
   // for a backend without one.
   virtual void* poll_socket() const { return nullptr; }
+  // A frame of `size` bytes to fill and then send to any number of peers,
+  // in memory this listener sends without copying when it can (shm: one of
+  // its blocks, which every peer reads in place); else heap memory.
+  virtual Result<WritableFrame> NewFrame(size_t size) { return NewHeapFrame(size); }
+  // Whether NewFrame gives frames sent without copying.
+  virtual bool sends_new_frames_in_place() const { return false; }
 };
 
 }  // namespace een::transport

@@ -9,6 +9,12 @@ Frame Frame::Copy(const void* data, size_t size) {
   return Borrow(p, size, std::move(bytes));
 }
 
+WritableFrame NewHeapFrame(size_t size) {
+  std::shared_ptr<std::byte[]> bytes(new std::byte[size]);  // default-initialised: not zeroed
+  std::byte* data = bytes.get();
+  return {data, Frame::Borrow(data, size, std::move(bytes))};
+}
+
 Frame Frame::Own(std::vector<std::byte> bytes) {
   auto holder = std::make_shared<std::vector<std::byte>>(std::move(bytes));
   const void* p = holder->data();

@@ -56,4 +56,13 @@ struct Message {
   }
 };
 
+// A new frame whose bytes the caller fills before sending it: `data` may be
+// written until the first copy of `frame` is sent or shared, never after.
+struct WritableFrame {
+  std::byte* data = nullptr;
+  Frame frame;
+};
+// `size` bytes of heap memory, not zeroed.
+WritableFrame NewHeapFrame(size_t size);
+
 }  // namespace een::transport

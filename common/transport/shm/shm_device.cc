@@ -53,6 +53,8 @@ class ShmListener : public Listener {
                           [&](Message m) { return inner_->Send(to, std::move(m)); });
   }
   void* poll_socket() const override { return inner_->poll_socket(); }
+  Result<WritableFrame> NewFrame(size_t size) override { return segments_.blocks->NewFrame(size); }
+  bool sends_new_frames_in_place() const override { return true; }
 
  private:
   std::unique_ptr<Listener> inner_;

@@ -5,8 +5,10 @@
 // shared-memory block of the sender (POSIX shm, /dev/shm/een-PID-R-block-N) and only
 // its name and size go through the socket; the receiver maps the block and
 // hands the frame out without copying. When the receiver drops the frame the
-// block is marked free (an atomic flag in the block) and the sender reuses
-// it, so a steady state allocates nothing and faults no pages. Small frames
+// block lets go of it (a count of holders in the block) and the sender
+// reuses it once none holds it, so a steady state allocates nothing and
+// faults no pages. A frame made by the listener's NewFrame() lies in a block
+// already: it goes to any number of receivers without a copy. Small frames
 // go inline. A frame inside memory registered with RegisterMemory() that
 // lives in a /dev/shm file (a shared PS arena) is not copied at all: the
 // receiver maps the file read-only and reads the bytes in place, which the

@@ -14,7 +14,7 @@ constexpr uint8_t kInline = 0, kInBlock = 1, kInRegion = 2;
 
 Packer::~Packer() {
   if (!sent_) {
-    for (auto* b : taken_) b->header->in_use.store(0, std::memory_order_release);
+    for (auto* b : taken_) Blocks::Release(b->header);
   }
 }
 
@@ -47,14 +47,16 @@ Status Packer::Pack(Message& m) {
     const uint8_t kind = large ? kInBlock : kInline;
     put(&kind, 1);
     if (!large) continue;
-    auto block = blocks_.Take(f.size());
-    if (!block.ok()) return block.status();
-    taken_.push_back(*block);
-    std::memcpy((*block)->data, f.data(), f.size());
-    const uint8_t len = static_cast<uint8_t>((*block)->memory->name().size());
+    Blocks::Block* block = blocks_.Share(f.data(), f.size());  // made in a block: no copy
+    if (!block) {
+      EEN_ASSIGN_OR_RETURN(block, blocks_.Take(f.size()));
+      std::memcpy(block->data, f.data(), f.size());
+    }
+    taken_.push_back(block);
+    const uint8_t len = static_cast<uint8_t>(block->memory->name().size());
     const uint64_t size = f.size();
     put(&len, 1);
-    put((*block)->memory->name().data(), len);
+    put(block->memory->name().data(), len);
     put(&size, 8);
     f = Frame();  // the bytes travel in the block
   }
@@ -111,7 +113,7 @@ Status Unpack(Mappings& mappings, std::vector<Frame>& frames) {
     }
     const auto* data = static_cast<const std::byte*>((*mapping)->base) + kHeaderBytes;
     std::shared_ptr<const void> owner(data, [m = *mapping, header](const void*) {
-      header->in_use.store(0, std::memory_order_release);  // the sender may reuse it
+      Blocks::Release(header);  // the sender reuses it once no one holds it
     });
     frames[i] = Frame::Borrow(data, size, std::move(owner));
   }

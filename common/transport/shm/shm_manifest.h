@@ -13,7 +13,7 @@
 namespace een::transport::shm {
 
 // Packs one message; if it is never sent (Sent() not called), the blocks it
-// took are given back when the Packer goes.
+// took or shared are let go when the Packer goes.
 class Packer {
  public:
   Packer(Blocks& blocks, Regions& regions) : blocks_(blocks), regions_(regions) {}

@@ -41,8 +41,11 @@ Result<std::unique_ptr<SharedMemory>> SharedMemory::Create(size_t bytes, const s
   close(fd);
   if (p == MAP_FAILED) {
     shm_unlink(name.c_str());
-    return ResourceExhausted("cannot make " + std::to_string(size) + " bytes of shared memory " +
-                             name + " (is /dev/shm full?): " + std::strerror(err));
+    return ResourceExhausted(
+        "cannot make " + std::to_string(size) + " bytes of shared memory " + name +
+        " (is /dev/shm full? a container may need a larger --shm-size; --transport tcp keeps "
+        "payloads out of shared memory): " +
+        std::strerror(err));
   }
   return std::unique_ptr<SharedMemory>(new SharedMemory(p, size, name));
 }

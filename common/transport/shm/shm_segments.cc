@@ -42,7 +42,7 @@ Result<Blocks::Block*> Blocks::Take(size_t size) {
   std::lock_guard<std::mutex> lock(mu_);
   Block* best = nullptr;
   for (const auto& b : blocks_) {
-    if (b->capacity >= size && b->header->in_use.load(std::memory_order_acquire) == 0 &&
+    if (b->capacity >= size && b->header->holders.load(std::memory_order_acquire) == 0 &&
         (!best || b->capacity < best->capacity)) {
       best = b.get();
     }
@@ -52,8 +52,33 @@ Result<Blocks::Block*> Blocks::Take(size_t size) {
     if (!made.ok()) return made.status();
     best = *made;
   }
-  best->header->in_use.store(1, std::memory_order_relaxed);
+  best->header->holders.store(1, std::memory_order_relaxed);
   return best;
+}
+
+Result<WritableFrame> Blocks::NewFrame(size_t size) {
+  EEN_ASSIGN_OR_RETURN(Block * block, Take(size));
+  std::shared_ptr<const void> owner(
+      block->data, [self = shared_from_this(), header = block->header](const void*) {
+        Release(header);  // `self` kept the block mapped until now
+      });
+  return WritableFrame{block->data, Frame::Borrow(block->data, size, std::move(owner))};
+}
+
+Blocks::Block* Blocks::Share(const void* data, size_t size) {
+  std::lock_guard<std::mutex> lock(mu_);  // Take() does not hand out a block meanwhile
+  for (const auto& b : blocks_) {
+    if (b->data == data && size <= b->capacity &&
+        b->header->holders.load(std::memory_order_acquire) > 0) {
+      b->header->holders.fetch_add(1, std::memory_order_relaxed);
+      return b.get();
+    }
+  }
+  return nullptr;
+}
+
+void Blocks::Release(BlockHeader* header) {
+  header->holders.fetch_sub(1, std::memory_order_release);
 }
 
 Result<Blocks::Block*> Blocks::Create(size_t capacity) {

@@ -1,9 +1,11 @@
 // Shared-memory segments behind the shm transport (shm_device.h):
 //  - Blocks: the sender's reusable blocks. A large frame is copied into a
 //    free block (the smallest that fits; a new SharedMemory,
-//    /dev/shm/een-PID-R-block-N, if none); the block's header holds an
-//    atomic in-use flag that the receiver clears when it drops the frame,
-//    so the block is reused.
+//    /dev/shm/een-PID-R-block-N, if none); the block's header counts its
+//    holders: one per receiver, which lets go when it drops the frame, so
+//    the block is reused once none holds it. A frame made in a block
+//    (NewFrame) is sent without copying, to any number of receivers: its
+//    maker holds the block too, until its last copy of the frame goes.
 //  - Regions: memory registered with the device that lives in a /dev/shm
 //    file (found in /proc/self/maps): frames inside it are sent in place.
 //  - Mappings: the receiver's mappings of the senders' blocks (writable,
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/transport/frame.h"
 #include "common/transport/shm/shm_memory.h"
 
 namespace een::transport::shm {
@@ -29,14 +32,15 @@ namespace een::transport::shm {
 constexpr size_t kHeaderBytes = 64;  // BlockHeader, padded to a cache line
 
 struct BlockHeader {
-  std::atomic<uint32_t> in_use;  // 1 from the sender's copy until the receiver drops the frame
+  std::atomic<uint32_t> holders;  // receivers (and the maker) that have not let go; 0: free
   uint32_t reserved;
   uint64_t capacity;
 };
 static_assert(sizeof(BlockHeader) <= kHeaderBytes);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
-class Blocks {
+// Made with std::make_shared: frames made in a block keep the blocks mapped.
+class Blocks : public std::enable_shared_from_this<Blocks> {
  public:
   struct Block {
     std::unique_ptr<SharedMemory> memory;  // unmapped and unlinked with the Blocks
@@ -44,8 +48,15 @@ class Blocks {
     std::byte* data;
     size_t capacity;
   };
-  // A free block of at least `size` bytes, marked in use.
+  // A free block of at least `size` bytes, with one holder (its receiver).
   Result<Block*> Take(size_t size);
+  // A frame of `size` bytes at the start of a block its copies hold.
+  Result<WritableFrame> NewFrame(size_t size);
+  // The block a frame of NewFrame() at `data` (`size` bytes) lies in, with
+  // one more holder (a receiver); null when it lies in none.
+  Block* Share(const void* data, size_t size);
+  // A holder lets go of `header`'s block.
+  static void Release(BlockHeader* header);
 
  private:
   Result<Block*> Create(size_t capacity);

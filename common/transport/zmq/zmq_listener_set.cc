@@ -46,6 +46,21 @@ class ListenerSet : public Listener {
     }
   }
 
+  // The first listener that sends such frames in place makes them (any
+  // other sends them as bytes like any frame).
+  Result<WritableFrame> NewFrame(size_t size) override {
+    for (const auto& l : listeners_) {
+      if (l->sends_new_frames_in_place()) return l->NewFrame(size);
+    }
+    return NewHeapFrame(size);
+  }
+  bool sends_new_frames_in_place() const override {
+    for (const auto& l : listeners_) {
+      if (l->sends_new_frames_in_place()) return true;
+    }
+    return false;
+  }
+
   Status Send(const PeerId& to, Message message) override {
     if (to.empty() || static_cast<unsigned char>(to[0]) >= listeners_.size()) {
       return InvalidArgument("no such peer on this listener set");

@@ -47,6 +47,7 @@ class ChildProcess : public RoleProcess {
   bool succeeded() const override { return exited_ && exit_code_ == 0 && term_signal_ == 0; }
   bool killed_by_signal() const override { return exited_ && term_signal_ != 0; }
   int term_signal() const override { return term_signal_; }
+  int exit_status() const override { return exited_ ? exit_code_ : 0; }
   std::string ExitDescription() const override;
   const std::string& last_line() const override { return last_line_; }
 

@@ -97,6 +97,9 @@ class Coordinator {
   Status Bind();
   const std::string& address() const { return listener_->address(); }
   Status Run(const std::atomic<bool>& stop);
+  // The job ended because a worker of a job that takes no replacement of
+  // one worker was lost by its silence: every worker should start again.
+  bool wants_every_worker_restarted() const { return restart_every_worker_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -455,6 +458,7 @@ class Coordinator {
   OptimizerConfig optimizer_;
   wire::JobState state_ = wire::JobState::STARTING;
   std::string abort_reason_;
+  bool restart_every_worker_ = false;  // see wants_every_worker_restarted()
   Clock::time_point created_ = Clock::now();
   Clock::time_point aborted_at_, shutdown_at_;
   std::optional<Clock::time_point> leaving_at_;  // finished: when it could go (it lingers)

@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "common/version.h"
 #include "launcher/coordinator.h"
+#include "launcher/job_plan.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -130,7 +131,7 @@ int main(int argc, char** argv) {
   een::Status s = coordinator.Run(g_stop);
   if (!s.ok()) {
     spdlog::error("job aborted: {}", s.message());
-    return 3;
+    return coordinator.wants_every_worker_restarted() ? een::kCoordinatorExitRestartEveryWorker : 3;
   }
   return 0;
 }

@@ -94,12 +94,14 @@ void Coordinator::WorkerLost(Node& w, const std::string& what) {
   }
   const std::vector<int> live = LiveWorkerRanks();
   if (ServesProcessGroups() && options_.job.max_restarts > 0) {
-    // No newcomer can join torch's groups: een-launch restarts every worker when it sees one end
-    // (HandleProcessGone); one lost by its silence (stopped, cut off) ends the job.
+    // No newcomer can join torch's groups: een-launch restarts every worker, when it sees one
+    // end (HandleProcessGone) or, for one lost by its silence (stopped, cut off), when this
+    // coordinator ends with kCoordinatorExitRestartEveryWorker.
+    restart_every_worker_ = true;
     Abort(fmt::format(
-        "{}; a job of torch.distributed's een backend takes no replacement of one worker "
-        "(een-launch starts every worker again when it sees one end, --max-restarts; "
-        "--min-workers lets the job go on without it): ending the job",
+        "{}; a job of torch.distributed's een backend takes no replacement of one worker: ending "
+        "it, for een-launch to start every worker again while --max-restarts allows "
+        "(--min-workers lets the job go on without it)",
         what));
     return;
   }

@@ -22,6 +22,12 @@
 
 namespace een {
 
+// een-coordinator's exit status when a worker of a job that takes no
+// replacement of one worker (torch.distributed's een backend) was lost by
+// its silence (stopped, cut off) and --max-restarts allows a restart:
+// een-launch then starts every worker again, as when one ends.
+constexpr int kCoordinatorExitRestartEveryWorker = 4;
+
 class JobPlan {
  public:
   JobPlan(JobConfig config, std::vector<std::string> command, std::string bin_dir,

@@ -583,6 +583,11 @@ int JobSupervisor::Run() {
           if (is_worker) TellCoordinatorWorkerExited(roles_[i].rank, c);
           continue;
         }
+        // A worker lost by its silence in a job that takes no replacement of one worker.
+        if (roles_[i].role == Role::kCoordinator &&
+            c.exit_status() == kCoordinatorExitRestartEveryWorker) {
+          return RestartEveryWorker(CoordinatorVerdict());
+        }
         std::string what =
             roles_[i].role == Role::kCoordinator && remote_
                 ? "the coordinator at " + plan_.coordinator_address() + " " + c.ExitDescription()
@@ -625,7 +630,11 @@ int JobSupervisor::Run() {
         }
         if (ps_may_restart || ((worker_may_restart || worker_killed) && !slots_[0]->exited())) {
           const auto gone = TellCoordinatorProcessGone(c, c.ExitDescription());
-          if (gone && gone->restart_all) return RestartEveryWorker(what);
+          if (gone && gone->restart_all) {
+            // It may have ended because the coordinator had ended the job for another's loss.
+            const std::string verdict = CoordinatorVerdict();
+            return RestartEveryWorker(verdict.empty() ? what : verdict);
+          }
           if (gone && gone->finished) {
             // It had finished training (Finish()): nothing of the job is
             // lost and nothing is replaced; its own work after that was cut.
@@ -707,9 +716,22 @@ int JobSupervisor::Run() {
     if (!failure.empty()) {
       // Let the coordinator say which process and step, then stop everyone.
       const bool coordinator_gone = slots_[0]->exited();
+      // It ended the job for a silent worker that only a restart of every worker replaces (the
+      // failure seen first, a PS or worker told of the end, only followed from that).
+      if (HostsCoordinator() && slots_[0]->exit_status() == kCoordinatorExitRestartEveryWorker) {
+        return RestartEveryWorker(CoordinatorVerdict());
+      }
+      // One that has given its verdict ends within moments (a busy machine: a few seconds); one
+      // that may yet end the job well first declares the process lost, which adaptive liveness
+      // may allow up to 3x the threshold on a busy machine.
+      const bool coordinator_ending =
+          HostsCoordinator() && !coordinator_gone && !CoordinatorVerdict().empty();
+      const auto threshold = config().failover_threshold.count();
+      const auto patience = coordinator_ending         ? threshold + 10000
+                            : failure_moot_if_finished ? 3 * threshold + 5000
+                                                       : threshold + 1500;
       // (--ps 0: nothing else knows more than this process's own end.)
-      if (coordinator_gone || config().ps == 0 ||
-          MillisSince(failure_at) > config().failover_threshold.count() + 1500) {
+      if (coordinator_gone || config().ps == 0 || MillisSince(failure_at) > patience) {
         // A node but 0 whose coordinator fell silent: its roles stopped
         // because of that (they wait for it as long), and that is the cause.
         if (remote_ && remote_->silent()) return Fail(remote_->verdict());

@@ -55,6 +55,8 @@ class RoleProcess {
   virtual bool succeeded() const = 0;  // exited with status 0
   virtual bool killed_by_signal() const = 0;
   virtual int term_signal() const = 0;
+  // Its exit status (0 while it runs, or when a signal ended it).
+  virtual int exit_status() const { return 0; }
   // "exited with status 3", "was killed by SIGKILL", "is still running"
   virtual std::string ExitDescription() const = 0;
   // The last non-empty line it printed (often the error that ended it).

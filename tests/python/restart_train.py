@@ -5,11 +5,13 @@ when there is one. Each step's batch depends only on the step and the rank,
 so a run that restarted ends where an undisturbed one does.
   --backend gloo|een  --steps N  --checkpoint PATH  --out PATH
   --fail-rank R --fail-step S: rank R exits 1 at step S in the first attempt
-  (TORCHELASTIC_RESTART_COUNT=0) only.
+  (TORCHELASTIC_RESTART_COUNT=0) only; with --fail-how stop it stops itself
+  (SIGSTOP: a hung process, lost by its silence) instead.
 Rank 0 writes the final parameters to --out and prints "done at step N,
 attempt A"."""
 import argparse
 import os
+import signal
 import sys
 
 import torch
@@ -25,6 +27,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--fail-rank", type=int, default=-1)
     p.add_argument("--fail-step", type=int, default=-1)
+    p.add_argument("--fail-how", choices=["exit", "stop"], default="exit")
     args = p.parse_args()
     if args.backend == "een":
         import een  # noqa: F401  (registers the backend)
@@ -45,6 +48,9 @@ def main():
     ddp = DDP(model)
     while step < args.steps:
         if rank == args.fail_rank and step == args.fail_step and attempt == 0:
+            if args.fail_how == "stop":
+                print("rank %d stops itself at step %d" % (rank, step), flush=True)
+                os.kill(os.getpid(), signal.SIGSTOP)
             sys.exit("rank %d fails at step %d" % (rank, step))
         gen = torch.Generator().manual_seed(1000 * step + rank)
         x = torch.randn(8, 6, generator=gen)

@@ -129,6 +129,12 @@ class Backend(unittest.TestCase):
         from test_torchrun import Torchrun
         Torchrun.assert_restart_ends_as_undisturbed(self, "een", 1)
 
+    def test_with_max_restarts_a_silent_rank_restarts_every_worker(self):
+        """A rank that hangs (stopped) is lost by its silence; with
+        --max-restarts every worker starts again, as when one exits."""
+        from test_torchrun import Torchrun
+        Torchrun.assert_restart_ends_as_undisturbed(self, "een", 1, how="stop")
+
     def test_with_min_workers_the_survivors_go_on_with_their_mean(self):
         # Ranks contribute (rank + 1)^2: 1, 4, 9. All three: AVG 14/3. Rank 1
         # leaves; ranks 0 and 2 go on: AVG (1 + 9) / 2 = 5 although the

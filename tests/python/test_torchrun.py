@@ -100,11 +100,12 @@ class Torchrun(unittest.TestCase):
         self.assert_restart_ends_as_undisturbed(self, "gloo", 0)
 
     @staticmethod
-    def assert_restart_ends_as_undisturbed(test, backend, ps):
-        """Rank 1 fails at step 5 of the first attempt: every worker starts
-        again with TORCHELASTIC_RESTART_COUNT=1, resumes from the script's
-        own checkpoint, and the run ends bitwise where an undisturbed one
-        does."""
+    def assert_restart_ends_as_undisturbed(test, backend, ps, how="exit"):
+        """Rank 1 fails at step 5 of the first attempt (exits 1, or with
+        how="stop" stops itself and is lost by its silence): every worker
+        starts again with TORCHELASTIC_RESTART_COUNT=1, resumes from the
+        script's own checkpoint, and the run ends bitwise where an
+        undisturbed one does."""
         import tempfile
         import torch
         with tempfile.TemporaryDirectory(prefix="een-restart-") as folder:
@@ -116,10 +117,13 @@ class Torchrun(unittest.TestCase):
                 test.assertEqual(code, 0, log)
                 return torch.load(out), log
             undisturbed, _ = train("undisturbed")
-            restarted, log = train("restarted", "--fail-rank", "1", "--fail-step", "5")
-            test.assertIn("its last line: rank 1 fails at step 5; stopping every process to "
-                          "start the whole job again, every worker with "
-                          "TORCHELASTIC_RESTART_COUNT=1 (restart 1 of 1", log)
+            restarted, log = train("restarted", "--fail-rank", "1", "--fail-step", "5",
+                                   "--fail-how", how)
+            cause = ("its last line: rank 1 fails at step 5" if how == "exit" else
+                     r"worker 1 \(host [^,]+, pid [0-9]+\) silent for [^;]+;[^\n]*")
+            test.assertRegex(log, cause + "; stopping every process to start the whole job "
+                             r"again, every worker with TORCHELASTIC_RESTART_COUNT=1 \(restart 1 "
+                             "of 1")
             test.assertIn("rank 0 attempt 1 resumes at step 5", log)
             test.assertIn("rank 1 attempt 1 resumes at step 5", log)
             test.assertIn("done at step 12, attempt 1", log)

@@ -1,5 +1,6 @@
 # Installing EEN: `cmake --install build --prefix P` puts
-#   bin/            een-launch, een-ps, een-coordinator, een-c10d-store, eenctl, een-bench(-worker)
+#   bin/            een-launch, een-ps, een-coordinator, een-c10d-store, eenctl, een-export,
+#                   een-bench(-worker)
 #   lib/            libeen_worker.so
 #   include/een/    the public headers
 #   lib/cmake/EEN/  EENConfig.cmake: find_package(EEN) gives EEN::worker,
@@ -19,7 +20,7 @@ set(EEN_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/EEN)
 install(TARGETS een-launch een-ps een-coordinator eenctl een-bench een-bench-worker
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET een-c10d-store)  # not in sanitizer builds
-  install(TARGETS een-c10d-store RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(TARGETS een-c10d-store een-export RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 install(TARGETS een_worker een_public_headers EXPORT EENTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

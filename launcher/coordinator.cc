@@ -647,6 +647,11 @@ Status Coordinator::StartJob() {
   }
   EEN_ASSIGN_OR_RETURN(ShardMap map, CurrentMap());
   map_ = map;
+  if (!options_.snapshot_dir.empty() && !ServesProcessGroups()) {
+    if (Status s = WriteModelLayout(options_.snapshot_dir, {map, optimizer_}); !s.ok()) {
+      spdlog::warn("{}; `eenctl export` of this job's snapshots needs it", s.message());
+    }
+  }
   std::string balance;
   for (uint64_t b : map.BytesPerPs()) balance += (balance.empty() ? "" : " / ") + std::to_string(b);
   if (ServesProcessGroups()) {

@@ -33,6 +33,7 @@
 // (A PS or worker is added by starting it with the job's EEN_* environment
 // and the next rank; see README.)
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
@@ -286,6 +287,29 @@ int Debug(const std::string& coordinator, const std::string& secret_file, const 
 
 }  // namespace
 
+// `eenctl export`: een-export, beside this program, does it (it loads
+// LibTorch, which eenctl does not).
+int Export(const std::string& dir, const std::string& out, const std::string& step) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string program = (self.parent_path() / "een-export").string();
+  if (ec || access(program.c_str(), X_OK) != 0) {
+    std::fprintf(stderr,
+                 "eenctl: export needs een-export beside eenctl (%s), which this build lacks "
+                 "(a sanitizer build has none)\n",
+                 program.c_str());
+    return 2;
+  }
+  std::vector<std::string> args = {program, "--snapshot-dir", dir, "--out", out};
+  if (!step.empty()) args.insert(args.end(), {"--step", step});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execv(program.c_str(), argv.data());
+  std::fprintf(stderr, "eenctl: cannot run %s: %s\n", program.c_str(), std::strerror(errno));
+  return 2;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"eenctl: operate a running EEN job"};
   app.fallthrough();  // --secret-file before or after the subcommand
@@ -332,7 +356,17 @@ int main(int argc, char** argv) {
   snapshot->add_option("--coordinator", coordinator, coordinator_help);
   auto* metrics = app.add_subcommand("metrics", "every process's counters and gauges");
   metrics->add_option("--coordinator", coordinator, coordinator_help);
+  auto* export_ = app.add_subcommand(
+      "export",
+      "a job's snapshots as a checkpoint plain PyTorch loads ({\"model\", \"optimizer\"}, as "
+      "DataParallel's state_dict() gives); for a running job, take one first with `eenctl "
+      "snapshot`");
+  std::string export_dir, export_out, export_step;
+  export_->add_option("--snapshot-dir", export_dir, "the job's --snapshot-dir")->required();
+  export_->add_option("-o,--out", export_out, "the checkpoint file to write")->required();
+  export_->add_option("--step", export_step, "the snapshot's step (default: the newest whole one)");
   CLI11_PARSE(app, argc, argv);
+  if (*export_) return Export(export_dir, export_out, export_step);
   if (auto found = een::FindCoordinator(coordinator); found.ok()) {
     coordinator = *found;
   } else {

@@ -102,4 +102,8 @@ Result<uint64_t> ReadDataBatch(const std::string& dir) {
   return batch;
 }
 
+Status WriteModelLayout(const std::string& dir, const ModelLayout& layout) {
+  return WriteWhole(dir, dir + "/" + kModelLayoutFile, EncodeModelLayout(layout));
+}
+
 }  // namespace een

@@ -7,7 +7,8 @@
 // " WORKER@FROM_STEP,..." (een/membership.h UnfinishedSteps).
 // Written whole to a temporary file and renamed over the old one, so a
 // crash leaves the previous or the new history, never a torn one.
-// Beside it, DIR/data-batch: the batch size the samplers draw (JobSampler).
+// Beside it, DIR/data-batch: the batch size the samplers draw (JobSampler),
+// and DIR/model-layout: what the snapshots are of (common/model_layout.h).
 // Thread safety: a plain value; functions touch only the file they name.
 #pragma once
 
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/model_layout.h"
 #include "common/status.h"
 #include "een/membership.h"
 
@@ -28,5 +30,8 @@ Result<std::vector<MembershipChange>> ReadMembershipLog(const std::string& dir);
 // (DIR/data-batch, one number), for the samplers of a --resume'd job.
 Status WriteDataBatch(const std::string& dir, uint64_t batch);
 Result<uint64_t> ReadDataBatch(const std::string& dir);  // NotFound when none
+
+// DIR/model-layout (kModelLayoutFile), for `eenctl export`.
+Status WriteModelLayout(const std::string& dir, const ModelLayout& layout);
 
 }  // namespace een

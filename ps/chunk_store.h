@@ -43,6 +43,7 @@
 
 #include "common/consistency.h"
 #include "common/shard_map.h"
+#include "common/snapshot_store.h"
 #include "common/status.h"
 #include "common/transport/frame.h"
 #include "common/wire_dtype.h"
@@ -51,7 +52,6 @@
 #include "ps/arena.h"
 #include "ps/batch_shares.h"
 #include "ps/optimizer.h"
-#include "ps/snapshot_store.h"
 #include "ps/step_kernel.h"
 
 namespace een::ps {

@@ -22,7 +22,7 @@
 #include <thread>
 
 #include "common/metrics.h"
-#include "ps/snapshot_store.h"
+#include "common/snapshot_store.h"
 
 namespace een::ps {
 

@@ -87,6 +87,14 @@ struct LocalRoute {
   address @1 :Text;                # empty: the PS offers no same-host route
 }
 
+# Written by the coordinator beside the snapshots (model-layout): the model
+# the PS's chunks belong to and the optimizer whose state they hold, so that
+# `eenctl export` can make a checkpoint of them.
+struct ModelLayout {
+  map @0 :ShardMap;
+  optimizer @1 :OptimizerConfig;
+}
+
 struct Register {
   role @0 :Role;
   rank @1 :Int32;                  # requested rank (from EEN_RANK)

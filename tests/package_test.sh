@@ -63,7 +63,7 @@ cpack -G DEB -B "$work/deb" --config "$build/CPackConfig.cmake" >"$work/cpack.lo
   || { cat "$work/cpack.log"; exit 1; }
 deb=$(ls "$work"/deb/een_*.deb)
 contents=$(dpkg-deb -c "$deb")
-for file in usr/bin/een-launch usr/bin/een-ps usr/bin/een-coordinator usr/bin/een-c10d-store usr/bin/eenctl \
+for file in usr/bin/een-launch usr/bin/een-ps usr/bin/een-coordinator usr/bin/een-c10d-store usr/bin/eenctl usr/bin/een-export \
             usr/include/een/data_parallel.h usr/lib/cmake/EEN/EENConfig.cmake \
             usr/lib/pkgconfig/een.pc usr/lib/libeen_worker.so \
             usr/share/een/samples/CMakeLists.txt; do

@@ -1,6 +1,6 @@
 // SnapshotStore: atomic snapshots, newest first, old ones dropped, and a
 // corrupted or torn snapshot refused with a reason.
-#include "ps/snapshot_store.h"
+#include "common/snapshot_store.h"
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>

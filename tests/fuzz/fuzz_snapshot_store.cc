@@ -23,8 +23,8 @@
 #include <filesystem>
 #include <map>
 
+#include "common/snapshot_store.h"
 #include "fuzz/scratch_path.h"
-#include "ps/snapshot_store.h"
 
 using namespace een;
 
@@ -130,14 +130,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!WriteRecords(data, size)) return 0;
-  auto store = ps::SnapshotStore::Open(Folder(), /*keep=*/2);
+  auto store = SnapshotStore::Open(Folder(), /*keep=*/2);
   if (!store.ok()) return 0;
   std::vector<std::string> problems;
   for (uint64_t step : (*store)->IntactSteps(&problems)) {
     auto chunks = (*store)->Read(step);
     if (!chunks.ok()) std::abort();  // IntactSteps just verified it
   }
-  (void)(*store)->Write(300, {ps::ChunkImage{0, 1, {1.0f, 2.0f}}});
+  (void)(*store)->Write(300, {ChunkImage{0, 1, {1.0f, 2.0f}}});
   (void)(*store)->IntactSteps(&problems);
   return 0;
 }

@@ -65,6 +65,54 @@ class Checkpoint(unittest.TestCase):
         self.assertEqual(float(state[0]["step"]), 10.0)
         self.assertEqual(saved["optimizer"]["param_groups"][0]["lr"], 0.01)
 
+    def test_eenctl_export_of_a_jobs_snapshot_is_its_checkpoint(self):
+        """`eenctl export` of the snapshot of step 10 holds what dp.state_dict()
+        gave at step 10, and plain torch trains on from it to where the job
+        ends; a folder without snapshots, or a step it lacks, is said."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = lambda name: os.path.join(tmp, name)  # noqa: E731
+            eenctl = os.path.join(job.BIN, "eenctl")
+            self.run_ok(launch("--snapshot-every", "10", "--snapshot-dir", path("snapshots")) +
+                        ["--optimizer", "adam", "--save", path("c.pt"), "--out", path("een.bin")])
+            out = self.run_ok([eenctl, "export", "--snapshot-dir", path("snapshots"), "--step",
+                               "10", "--out", path("exported.pt")], timeout=60)
+            self.assertIn("step 10 of " + path("snapshots"), out)
+            exported, saved = torch.load(path("exported.pt")), torch.load(path("c.pt"))
+            self.assertEqual(sorted(exported["model"]), sorted(saved["model"]))
+            for name, value in saved["model"].items():
+                self.assertTrue(torch.equal(exported["model"][name], value), name)
+            state, want = exported["optimizer"]["state"], saved["optimizer"]["state"]
+            self.assertEqual(sorted(state), sorted(want))
+            for index in want:
+                self.assertEqual(sorted(state[index]), sorted(want[index]))
+                for slot, value in want[index].items():
+                    self.assertTrue(torch.equal(state[index][slot], value), (index, slot))
+            group, want_group = (exported["optimizer"]["param_groups"][0],
+                                 saved["optimizer"]["param_groups"][0])
+            for key in ("lr", "betas", "eps", "weight_decay", "params"):
+                self.assertEqual(group[key], want_group[key], key)
+            # Plain torch trains on from the exported file to where the job ends.
+            self.run_ok(TRAIN + ["--optimizer", "adam", "--plain", "--load", path("exported.pt"),
+                                 "--out", path("plain.bin")], timeout=60)
+            self.close("adam, exported snapshot on in plain torch",
+                       job.load(path("een.bin")), job.load(path("plain.bin")))
+            # The newest whole snapshot by default (the job's last, step 20).
+            out = self.run_ok([eenctl, "export", "--snapshot-dir", path("snapshots"), "--out",
+                               path("newest.pt")], timeout=60)
+            self.assertIn("step 20 of", out)
+            self.assertEqual(float(torch.load(path("newest.pt"))["optimizer"]["state"][0]
+                                   ["step"]), 20.0)
+            code, out = job.run([eenctl, "export", "--snapshot-dir", path("snapshots"), "--step",
+                                 "7", "--out", path("none.pt")], timeout=60)
+            self.assertEqual(code, 1, out)
+            self.assertIn("no whole snapshot of step 7", out)
+            self.assertIn("ps-0: steps 20, 10", out)
+            code, out = job.run([eenctl, "export", "--snapshot-dir", tmp, "--out",
+                                 path("none.pt")], timeout=60)
+            self.assertEqual(code, 1, out)
+            self.assertIn("no model layout in " + tmp, out)
+            self.assertFalse(os.path.exists(path("none.pt")))
+
     def test_sgd_momentum_trains_on_in_plain_torch_with_replicas(self):
         saved = self.job_to_plain("sgd", "--replicas", "2")
         self.assertEqual(sorted(saved["optimizer"]["state"][5]), ["momentum_buffer", "step"])

@@ -1,4 +1,4 @@
-#include "ps/snapshot_store.h"
+#include "common/snapshot_store.h"
 
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
@@ -15,7 +15,7 @@
 #include <optional>
 #include <sstream>
 
-namespace een::ps {
+namespace een {
 namespace {
 
 // Keys sort by step: "snap/<20-digit step>/manifest" and ".../chunk/<10-digit id>".
@@ -141,6 +141,20 @@ Result<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(const std::string& pa
   }
   return Unavailable("cannot open the snapshot store " + path + ": " + s.message() +
                      " (is the folder writable, with room, and not in use by another PS?)");
+}
+
+Result<std::unique_ptr<SnapshotStore>> SnapshotStore::OpenForReading(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path + "/CURRENT", ec)) {
+    return NotFound(path + " holds no snapshot store");
+  }
+  std::unique_ptr<SnapshotStore> store(new SnapshotStore(path, /*keep=*/0));
+  rocksdb::DB* db = nullptr;
+  const rocksdb::Status s = rocksdb::DB::OpenForReadOnly(StoreOptions(), path, &db);
+  if (!s.ok()) return Unavailable("cannot read the snapshot store " + path + ": " + s.ToString());
+  store->db_ = db;
+  store->read_only_ = true;
+  return store;
 }
 
 SnapshotStore::~SnapshotStore() { delete db_; }
@@ -337,4 +351,4 @@ Result<std::vector<ChunkImage>> SnapshotStore::ReadLocked(uint64_t step) const {
   return chunks;
 }
 
-}  // namespace een::ps
+}  // namespace een

@@ -26,7 +26,7 @@ class DB;
 class Status;
 }  // namespace rocksdb
 
-namespace een::ps {
+namespace een {
 
 struct ChunkImage {
   uint32_t chunk = 0;
@@ -39,6 +39,10 @@ struct ChunkImage {
 class SnapshotStore {
  public:
   static Result<std::unique_ptr<SnapshotStore>> Open(const std::string& path, int keep = 3);
+  // For reading only, beside the PS that may have it open for writing
+  // (RocksDB's read-only mode takes no lock); NotFound when `path` holds no
+  // store.
+  static Result<std::unique_ptr<SnapshotStore>> OpenForReading(const std::string& path);
   ~SnapshotStore();
 
   const std::string& path() const { return path_; }
@@ -82,4 +86,4 @@ class SnapshotStore {
   bool needs_reopen_ = false;  // the last write failed
 };
 
-}  // namespace een::ps
+}  // namespace een

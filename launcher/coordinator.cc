@@ -802,6 +802,7 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
         spdlog::info("ps {} holds every chunk of shard map epoch {} (its backups are built)",
                      n.rank, map_epoch_);
       }
+      MaybeSayBackupsBuilt();
       MaybeFinishMoves();
     }
     if (n.drained) {

@@ -310,6 +310,9 @@ class Coordinator {
   // gone), ascending: the ones a membership round waits for.
   std::vector<int> ServingPs() const;
   std::vector<uint64_t> ChunksReady() const;
+  // --replicas 2: says once per shard map epoch when every usable PS holds
+  // every chunk of it (a PS lost before that, past step 0, ends the job).
+  void MaybeSayBackupsBuilt();
   Status HandleRolledBack(const transport::PeerId& peer, wire::Rollback::Reader done);
   // `rebuild`: a PS joining a running job; `join_step`: a worker that does.
   Status SendJobStart(const Node& n, bool rebuild = false, uint64_t join_step = 0);
@@ -395,14 +398,15 @@ class Coordinator {
   std::unique_ptr<StateStore> state_store_;
   uint64_t incarnation_;  // random per start: tells the others we restarted
   uint64_t map_epoch_ = 1;
-  std::optional<ShardMap> map_;  // owners and backups, once the job started
-  bool map_moved_ = false;       // a failover or move changed owners since the start
-  int worker_replacements_ = 0;  // replacement workers accepted (--max-restarts)
-  std::vector<Process> spares_;  // standby PS (een-launch --spare-ps), oldest first
-  MembershipRound membership_;   // which workers train
-  ShardMove moves_;              // shards moving to a new PS or off a drained one
-  Rollback rollback_;            // every PS back to a snapshot after a PS loss
-  SnapshotAgreement snapshots_;  // complete snapshots, resume step, snapshots on demand
+  std::optional<ShardMap> map_;    // owners and backups, once the job started
+  bool map_moved_ = false;         // a failover or move changed owners since the start
+  uint64_t backups_said_for_ = 0;  // MaybeSayBackupsBuilt: the epoch last said
+  int worker_replacements_ = 0;    // replacement workers accepted (--max-restarts)
+  std::vector<Process> spares_;    // standby PS (een-launch --spare-ps), oldest first
+  MembershipRound membership_;     // which workers train
+  ShardMove moves_;                // shards moving to a new PS or off a drained one
+  Rollback rollback_;              // every PS back to a snapshot after a PS loss
+  SnapshotAgreement snapshots_;    // complete snapshots, resume step, snapshots on demand
   std::vector<Node> ps_, workers_;
   std::vector<TensorInfo> model_;
   struct OfferedModel {  // a worker's model, registered or not (it may disagree)

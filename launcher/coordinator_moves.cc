@@ -81,6 +81,18 @@ std::vector<uint64_t> Coordinator::ChunksReady() const {
   return ready;
 }
 
+void Coordinator::MaybeSayBackupsBuilt() {
+  if (!map_ || !map_->replicated() || backups_said_for_ == map_epoch_) return;
+  const std::vector<bool> usable = UsablePs();
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    if (p < usable.size() && usable[p] && ps_[p].chunks_ready < map_epoch_) return;
+  }
+  backups_said_for_ = map_epoch_;
+  spdlog::info(
+      "every shard has a live backup (shard map epoch {}): a PS lost from now on loses nothing",
+      map_epoch_);
+}
+
 void Coordinator::MaybeFinishMoves() {
   if (!moves_.active()) return;
   std::optional<ShardMove::Done> done =

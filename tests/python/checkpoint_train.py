@@ -3,6 +3,8 @@ plain PyTorch (tests/python/test_checkpoint.py). Trains the MLP to step
 --steps, each step on the global batch of --workers x --batch rows.
   under een-launch: every worker its rows, the PS apply the optimizer.
     --load FILE: dp.load_state_dict(torch.load(FILE)) first (every worker);
+    with --gate G, each worker says "ready to load" and loads once file G
+    exists (a test kills a PS then);
     --save FILE: at step --save-at every worker takes dp.state_dict() and
     rank 0 writes it with torch.save. Rank 0 writes the final parameters.
     --pull-every K: every worker takes dp.state_dict() every K steps too
@@ -14,7 +16,9 @@ plain PyTorch (tests/python/test_checkpoint.py). Trains the MLP to step
     rate); --save FILE writes {"model", "optimizer"} at step --save-at.
 Both write the final parameters (float32, named_parameters order) to --out."""
 import argparse
+import os
 import sys
+import time
 
 import torch
 
@@ -84,6 +88,11 @@ def distributed(args):
     model = Mlp()
     with een.DataParallel(model, optimizer=een_optimizer(een, args.optimizer, args.lr)) as dp:
         if args.load:
+            if args.gate:
+                print("worker %d ready to load" % dp.rank, flush=True)
+                deadline = time.monotonic() + 120
+                while not os.path.exists(args.gate) and time.monotonic() < deadline:
+                    time.sleep(0.01)
             loaded = dp.load_state_dict(torch.load(args.load))
             print("checkpoint loaded: %s, at step %d" % (loaded, dp.global_step), flush=True)
         rows = rows_of(dp.rank, args.batch)
@@ -119,6 +128,7 @@ def main():
     parser.add_argument("--workers", type=int, default=2, help="workers the plain run stands for")
     parser.add_argument("--save", help="write a checkpoint at --save-at")
     parser.add_argument("--load", help="start from this checkpoint")
+    parser.add_argument("--gate", help="with --load: load once this file exists")
     parser.add_argument("--pull-every", type=int, default=0)
     parser.add_argument("--out", required=True)
     parser.add_argument("--plain", action="store_true")

@@ -5,6 +5,7 @@ dp.load_state_dict() starts a job that ends where plain PyTorch (or the
 uninterrupted job) ends. And the model each worker ends with: with uneven
 data every rank ends with the job's final values (DDP's join())."""
 import os
+import signal
 import sys
 import tempfile
 import unittest
@@ -172,6 +173,34 @@ class CheckpointThroughPsLoss(unittest.TestCase):
                                               job.load(os.path.join(tmp, "killed.bin"))))
 
 
+    def test_a_ps_killed_as_a_checkpoint_loads_changes_nothing(self):
+        """A job started from a checkpoint ends bitwise the same when a PS is
+        killed just as the workers load it (--replicas 2: its backups take
+        the state that was loaded)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = lambda name: os.path.join(tmp, name)  # noqa: E731
+            self.assertEqual(job.run(TRAIN + ["--plain", "--save", path("c.pt"), "--out",
+                                              path("plain.bin")], timeout=60)[0], 0)
+            def args(name, *more):
+                return job.launch_args(3, 2, "--replicas", "2") + TRAIN + [
+                    "--steps", "60", "--load", path("c.pt"), "--out", path(name + ".bin"), *more]
+            code, output = job.run(args("whole"), timeout=180)
+            self.assertEqual(code, 0, output[-3000:])
+            run = job.Job(args("killed", "--gate", path("gate")))
+            for rank in (0, 1):
+                self.assertIsNotNone(run.wait_for("worker %d ready to load" % rank, 120),
+                                     run.output[-3000:])
+            open(path("gate"), "w").close()
+            pid = run.newest_pid("ps 1")
+            self.assertIsNotNone(pid, run.output)
+            os.kill(pid, signal.SIGKILL)
+            self.assertEqual(run.wait(180), 0, run.output[-4000:])
+            self.assertIn("its backups take over", run.output)
+            self.assertIn("checkpoint loaded: True, at step 10", run.output)
+            self.assertTrue(numpy.array_equal(job.load(path("whole.bin")),
+                                              job.load(path("killed.bin"))))
+
+
 class FinalValues(unittest.TestCase):
     def ends(self, workers, *options, leave_at_once=False):
         """Each worker's final parameters: worker r trains 4 + 4r steps."""
@@ -192,6 +221,27 @@ class FinalValues(unittest.TestCase):
                 self.assertTrue(numpy.array_equal(finals[rank], finals[2]),
                                 "%s: worker %d ends with other values" % (consistency, rank))
             self.assertIn("took the job's final values", output)
+
+    def test_a_ps_killed_while_a_worker_waits_for_the_final_values_changes_nothing(self):
+        """Worker 0 finishes first and waits for the job's final values; a PS
+        killed meanwhile (--replicas 2) changes none of them."""
+        with tempfile.TemporaryDirectory() as tmp:
+            def argv(name):
+                return job.launch_args(3, 2, "--replicas", "2") + [
+                    sys.executable, os.path.join(HERE, "uneven_train.py"), "--extra", "1500",
+                    "--out", os.path.join(tmp, name)]
+            code, output = job.run(argv("whole"), timeout=180)
+            self.assertEqual(code, 0, output[-3000:])
+            run = job.Job(argv("killed"))
+            # Once the backups are built (before, past step 0, a lost PS ends the job).
+            self.assertIsNotNone(run.wait_for("every shard has a live backup", 120),
+                                 run.output[-3000:])
+            job.kill_when(self, run, r"coordinator: worker 0 finished at step", "ps 1")
+            self.assertIn("its backups take over", run.output)
+            for rank in (0, 1):
+                whole, killed = (job.load(os.path.join(tmp, "%s.%d" % (n, rank)))
+                                 for n in ("whole", "killed"))
+                self.assertTrue(numpy.array_equal(whole, killed), "worker %d" % rank)
 
     def test_leaving_at_once_keeps_this_workers_last_values(self):
         finals, _ = self.ends(2, leave_at_once=True)

@@ -37,6 +37,18 @@ Result<ModelLayout> DecodeModelLayout(const std::string& bytes, const std::strin
     auto map = ShardMap::FromWire(root.getMap());
     if (!map.ok()) return DataLoss(what + ": " + map.status().message());
     layout.map = *std::move(map);
+    for (const TensorInfo& t : layout.map.tensors()) {  // the exporter shapes them so
+      uint64_t elements = 1;
+      bool fits = true;
+      for (int64_t d : t.shape) {
+        fits = fits && d >= 0 &&
+               !__builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements);
+      }
+      if (!t.shape.empty() && (!fits || elements != t.numel)) {
+        return DataLoss(what + ": tensor " + t.name + "'s shape does not hold its " +
+                        std::to_string(t.numel) + " elements");
+      }
+    }
     auto optimizer = OptimizerFromWire(root.getOptimizer());
     if (!optimizer.ok()) return DataLoss(what + ": " + optimizer.status().message());
     layout.optimizer = *optimizer;

@@ -22,7 +22,8 @@ struct ModelLayout {
 };
 
 std::string EncodeModelLayout(const ModelLayout& layout);
-// DataLoss naming `what` for bytes that are no model layout.
+// DataLoss naming `what` for bytes that are no model layout (a tensor whose
+// shape does not hold its elements included).
 Result<ModelLayout> DecodeModelLayout(const std::string& bytes, const std::string& what);
 
 }  // namespace een

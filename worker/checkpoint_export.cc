@@ -35,7 +35,9 @@ Result<std::map<std::string, std::unique_ptr<SnapshotStore>>> OpenStores(const s
     stores.emplace(name, std::move(*store));
   }
   if (ec) return Unavailable("cannot list " + dir + ": " + ec.message());
-  if (stores.empty()) return NotFound(dir + " holds no PS snapshots (no ps-N/ store in it)");
+  if (stores.empty()) {
+    return NotFound(dir + " holds no PS snapshots yet (no ps-N/ store with a snapshot in it)");
+  }
   return stores;
 }
 
@@ -70,7 +72,7 @@ Result<Images> ImagesAt(const std::map<std::string, std::unique_ptr<SnapshotStor
 
 // The step to export and its images: `wanted`, or the newest step at which
 // every chunk has an intact snapshot on some PS.
-Result<std::pair<uint64_t, Images>> PickStep(const std::string& dir, size_t chunks,
+Result<std::pair<uint64_t, Images>> PickStep(const std::string& dir, size_t chunks, uint32_t num_ps,
                                              std::optional<uint64_t> wanted) {
   EEN_ASSIGN_OR_RETURN(auto stores, OpenStores(dir));
   std::map<std::string, std::vector<uint64_t>> intact;
@@ -80,12 +82,15 @@ Result<std::pair<uint64_t, Images>> PickStep(const std::string& dir, size_t chun
     std::vector<std::string> problems;
     intact[name] = store->IntactSteps(&problems);
     found += (found.empty() ? "" : "; ") + name + ": ";
-    if (intact[name].empty()) found += "no intact snapshot";
+    if (intact[name].empty()) found += "no whole snapshot";
     for (size_t k = 0; k < intact[name].size(); ++k) {
       found += (k ? ", " : "steps ") + std::to_string(intact[name][k]);
       candidates.insert(intact[name][k]);
     }
     for (const std::string& p : problems) found += " (" + p + ")";
+  }
+  for (uint32_t p = 0; p < num_ps; ++p) {  // the job's PS at its start
+    if (!stores.count("ps-" + std::to_string(p))) found += "; ps-" + std::to_string(p) + ": none";
   }
   if (wanted) candidates = {*wanted};
   for (uint64_t step : candidates) {
@@ -93,7 +98,7 @@ Result<std::pair<uint64_t, Images>> PickStep(const std::string& dir, size_t chun
     if (images.missing == 0) return std::make_pair(step, std::move(images));
   }
   return NotFound((wanted ? "no whole snapshot of step " + std::to_string(*wanted)
-                          : std::string("no step at which every chunk has an intact snapshot")) +
+                          : std::string("no step at which every chunk has a whole snapshot")) +
                   " in " + dir + " (" + found + ")");
 }
 
@@ -138,11 +143,14 @@ Result<ExportedCheckpoint> ExportCheckpoint(const std::string& snapshot_dir,
                                             std::optional<uint64_t> step) {
   const std::string layout_path = snapshot_dir + "/" + kModelLayoutFile;
   std::error_code ec;
+  if (!std::filesystem::is_directory(snapshot_dir, ec)) {
+    return NotFound("the snapshot folder " + snapshot_dir + " does not exist (or is no folder)");
+  }
   if (!std::filesystem::exists(layout_path, ec)) {
     return NotFound("no model layout in " + snapshot_dir + " (the coordinator writes " +
                     kModelLayoutFile +
-                    " there when a job with --snapshot-dir starts): is it a snapshot folder of "
-                    "een-launch, from this version, or of a torch.distributed job (which has "
+                    " there when a job with --snapshot-every starts): is it a snapshot folder "
+                    "of een-launch, from this version, or of a torch.distributed job (which has "
                     "no model)?");
   }
   EEN_ASSIGN_OR_RETURN(std::string bytes,
@@ -150,7 +158,14 @@ Result<ExportedCheckpoint> ExportCheckpoint(const std::string& snapshot_dir,
   EEN_ASSIGN_OR_RETURN(ModelLayout layout, DecodeModelLayout(bytes, layout_path));
   const ShardMap& map = layout.map;
   const OptimizerConfig& optimizer = layout.optimizer;
-  EEN_ASSIGN_OR_RETURN(auto picked, PickStep(snapshot_dir, map.chunks().size(), step));
+  if (optimizer.kind == Kind::kSum) {
+    return FailedPrecondition(
+        "the job of " + snapshot_dir +
+        " ran in sum mode: its model and optimizer live in the workers, and the PS's snapshots "
+        "hold neither; save them from the program (model.state_dict(), optimizer.state_dict())");
+  }
+  EEN_ASSIGN_OR_RETURN(auto picked,
+                       PickStep(snapshot_dir, map.chunks().size(), map.num_ps(), step));
   auto& [at, images] = picked;
 
   const bool sum = optimizer.kind == Kind::kSum;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -24,20 +25,54 @@ int main(int argc, char** argv) {
       "state_dict, \"optimizer\": torch.optim state_dict}"};
   app.set_version_flag("--version", een::kVersionLine);
   std::string dir, out;
-  std::optional<uint64_t> step;
+  std::optional<int64_t> step;
   app.add_option("--snapshot-dir", dir, "the job's --snapshot-dir (its ps-N/ stores)")->required();
   app.add_option("--out", out, "the checkpoint file to write (torch.save's format)")->required();
-  app.add_option("--step", step, "the snapshot's step (default: the newest whole one)");
-  CLI11_PARSE(app, argc, argv);
-
-  een::Result<een::ExportedCheckpoint> exported = een::ExportCheckpoint(dir, step);
-  if (!exported.ok()) {
-    std::fprintf(stderr, "een-export: %s\n", exported.status().message().c_str());
-    return 1;
+  app.add_option("--step", step, "the snapshot's step (default: the newest whole one)")
+      ->check([](const std::string& text) {
+        return text.find_first_not_of("0123456789") == std::string::npos && !text.empty()
+                   ? std::string()
+                   : "--step " + text + " is not a step number (0, 1, 2, ...)";
+      });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
+  const auto fail = [](const std::string& why) {
+    std::fprintf(stderr, "een-export: %s\n", why.c_str());
+    return 1;
+  };
+  een::Result<een::ExportedCheckpoint> exported = een::ExportCheckpoint(
+      dir, step ? std::optional<uint64_t>(static_cast<uint64_t>(*step)) : std::nullopt);
+  if (!exported.ok()) return fail(exported.status().message());
+  // Where torch.save would write: through a link to its file. Never into
+  // the snapshots it reads, never over a device or a folder.
+  std::error_code ec;
+  std::filesystem::path target = out;
+  if (std::filesystem::is_symlink(target, ec)) {  // even to a file still to be made
+    const std::filesystem::path to = std::filesystem::read_symlink(target, ec);
+    target = to.is_absolute() ? to : std::filesystem::absolute(target).parent_path() / to;
+  }
+  if (std::filesystem::exists(target, ec)) {
+    target = std::filesystem::canonical(target, ec);
+    if (ec || !std::filesystem::is_regular_file(target, ec)) {
+      return fail(out + " exists and is not a regular file: give --out a new file's path");
+    }
+  }
+  std::filesystem::path folder = std::filesystem::weakly_canonical(dir, ec);
+  if (folder.filename().empty()) folder = folder.parent_path();  // "DIR/"
+  const std::filesystem::path written = std::filesystem::weakly_canonical(target, ec);
+  const auto [end, at] =
+      std::mismatch(folder.begin(), folder.end(), written.begin(), written.end());
+  if (end == folder.end()) {
+    return fail("--out " + out + " lies inside the snapshot folder " + dir +
+                ", which export only reads: give it a path outside");
+  }
+
   const std::vector<char> bytes = torch::jit::pickle_save(exported->value);
-  // Whole or not at all: a temporary file renamed over `out`.
-  const std::string temporary = out + ".tmp-" + std::to_string(getpid());
+  // Whole or not at all: a temporary file renamed over the target.
+  const std::string temporary = target.string() + ".tmp-" + std::to_string(getpid());
   {
     std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
     file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -50,7 +85,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (std::rename(temporary.c_str(), out.c_str()) != 0) {
+  if (std::rename(temporary.c_str(), target.c_str()) != 0) {
     const int err = errno;
     std::filesystem::remove(temporary);
     std::fprintf(stderr, "een-export: cannot write %s: %s\n", out.c_str(), std::strerror(err));

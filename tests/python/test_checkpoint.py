@@ -113,6 +113,22 @@ class Checkpoint(unittest.TestCase):
             self.assertEqual(code, 1, out)
             self.assertIn("no model layout in " + tmp, out)
             self.assertFalse(os.path.exists(path("none.pt")))
+            # Never into the snapshots it reads, nor over what is not a file.
+            current = os.path.join(path("snapshots"), "ps-0", "CURRENT")
+            code, out = job.run([eenctl, "export", "--snapshot-dir", path("snapshots") + "/",
+                                 "--out", current], timeout=60)
+            self.assertEqual(code, 1, out)
+            self.assertIn("lies inside the snapshot folder", out)
+            code, out = job.run([eenctl, "export", "--snapshot-dir", path("snapshots"), "--out",
+                                 "/dev/null"], timeout=60)
+            self.assertEqual(code, 1, out)
+            self.assertIn("/dev/null exists and is not a regular file", out)
+            # A link is written through, as torch.save does.
+            os.symlink(path("target.pt"), path("link.pt"))
+            self.run_ok([eenctl, "export", "--snapshot-dir", path("snapshots"), "--out",
+                         path("link.pt")], timeout=60)
+            self.assertTrue(os.path.islink(path("link.pt")))
+            self.assertIn("model", torch.load(path("target.pt")))
 
     def test_sgd_momentum_trains_on_in_plain_torch_with_replicas(self):
         saved = self.job_to_plain("sgd", "--replicas", "2")

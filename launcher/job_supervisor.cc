@@ -546,6 +546,12 @@ int JobSupervisor::Run() {
       if (Status s = AwaitC10dStore(); !s.ok()) return Fail(s.message());
       continue;
     }
+    // The coordinator ended the job for a worker lost by its silence, which only a restart of
+    // every worker replaces (a failure seen before, a PS or worker told of the end, only
+    // followed from that).
+    if (HostsCoordinator() && slots_[0]->exit_status() == kCoordinatorExitRestartEveryWorker) {
+      return RestartEveryWorker(CoordinatorVerdict());
+    }
     if (failure.empty() && !workers_done && HostsCoordinator() && slots_[0]->killed_by_signal() &&
         !reported[0] && coordinator_restarts_ < 3) {
       ++coordinator_restarts_;
@@ -582,11 +588,6 @@ int JobSupervisor::Run() {
         if (c.succeeded()) {
           if (is_worker) TellCoordinatorWorkerExited(roles_[i].rank, c);
           continue;
-        }
-        // A worker lost by its silence in a job that takes no replacement of one worker.
-        if (roles_[i].role == Role::kCoordinator &&
-            c.exit_status() == kCoordinatorExitRestartEveryWorker) {
-          return RestartEveryWorker(CoordinatorVerdict());
         }
         std::string what =
             roles_[i].role == Role::kCoordinator && remote_
@@ -716,11 +717,6 @@ int JobSupervisor::Run() {
     if (!failure.empty()) {
       // Let the coordinator say which process and step, then stop everyone.
       const bool coordinator_gone = slots_[0]->exited();
-      // It ended the job for a silent worker that only a restart of every worker replaces (the
-      // failure seen first, a PS or worker told of the end, only followed from that).
-      if (HostsCoordinator() && slots_[0]->exit_status() == kCoordinatorExitRestartEveryWorker) {
-        return RestartEveryWorker(CoordinatorVerdict());
-      }
       // One that has given its verdict ends within moments (a busy machine: a few seconds); one
       // that may yet end the job well first declares the process lost, which adaptive liveness
       // may allow up to 3x the threshold on a busy machine.

@@ -419,11 +419,10 @@ std::vector<CollectiveResult> CollectiveTable::WorkerLost(int32_t worker) {
 transport::Frame CollectiveTable::Reduce(const Part& part, size_t absent) const {
   const CollectiveContribution& f = part.first;
   if (f.op == wire::ReduceOp::BROADCAST) return part.data[f.root];
-  size_t size = 0;
-  for (const auto& d : part.data) size += d.size();  // a gather's; else that of each present
-  if (f.op != wire::ReduceOp::GATHER) size = f.numel * wire::ElementBytes(f.dtype);
-  transport::WritableFrame out = NewResult(size);
   if (f.op == wire::ReduceOp::GATHER) {
+    size_t size = 0;
+    for (const auto& d : part.data) size += d.size();
+    transport::WritableFrame out = NewResult(size);
     std::byte* at = out.data;
     for (const auto& d : part.data) {
       if (d.size() > 0) std::memcpy(at, d.data(), d.size());
@@ -431,6 +430,8 @@ transport::Frame CollectiveTable::Reduce(const Part& part, size_t absent) const 
     }
     return out.frame;
   }
+  const size_t size = f.numel * wire::ElementBytes(f.dtype);
+  transport::WritableFrame out = NewResult(size);
   const std::byte* acc = nullptr;  // in rank order, over the members present
   for (size_t r = 0; r < part.data.size(); ++r) {
     if (part.from[r].empty()) continue;

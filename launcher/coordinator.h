@@ -86,6 +86,7 @@ struct CoordinatorOptions {
   // private folder /tmp/een-flight-XXXXXX, made at the first record.
   std::string flight_dir;
   std::string torch_store;  // per-node launch: node 0's c10d store, HOST:PORT, for the others
+  int attempt = 0;          // the job's restarts before this run (TORCHELASTIC_RESTART_COUNT)
 };
 
 class Coordinator {

@@ -29,7 +29,7 @@ bool CoordinatorLink::DeclaredLost(int pid) const {
   return std::find(lost_pids_.begin(), lost_pids_.end(), pid) != lost_pids_.end();
 }
 
-void CoordinatorLink::Ask(const std::string& failure) {
+void CoordinatorLink::Ask(const std::string& failure, bool restart) {
   if (!connection_) {
     auto device = transport::DeviceFor(address_);
     if (!device.ok()) return;
@@ -44,7 +44,7 @@ void CoordinatorLink::Ask(const std::string& failure) {
     // As this host names itself to its roles: they are its own processes.
     for (int pid : role_pids_()) sightings.emplace_back(pid, SightProcess(pid, HostName()));
   }
-  Ignored(connection_->Send(launcher_messages::NodeStatus(node_, failure, sightings)),
+  Ignored(connection_->Send(launcher_messages::NodeStatus(node_, failure, sightings, restart)),
           "asking the coordinator how the job stands");
 }
 
@@ -66,12 +66,26 @@ bool CoordinatorLink::Read(milliseconds timeout) {
                       [&](wire::Header::Reader h) -> Status {
                         if (!h.isNodeStatusReply()) return Status::Ok();
                         auto r = h.getNodeStatusReply();
+                        // An earlier run's coordinator, lingering: not this run's.
+                        if (r.getAttempt() < node_.attempt) return Status::Ok();
                         answered = true;
+                        if (r.getAttempt() > node_.attempt) {
+                          // This node missed its run's end: the job started again without it.
+                          heard_ = true;
+                          heard_at_ = Clock::now();
+                          state_ = wire::JobState::ABORTED;
+                          restart_every_worker_ = true;
+                          reason_ = "the job was started again (run " +
+                                    std::to_string(r.getAttempt()) + ") while this node ran " +
+                                    std::to_string(node_.attempt);
+                          return Status::Ok();
+                        }
                         heard_ = true;
                         heard_at_ = Clock::now();
                         state_ = r.getState();
                         reason_ = r.getReason();
                         refused_ = r.getRefused();
+                        restart_every_worker_ = r.getRestartEveryWorker();
                         lost_pids_.clear();
                         for (int pid : r.getLostPids()) lost_pids_.push_back(pid);
                         share_.nodes_joined = r.getNodesJoined();
@@ -106,9 +120,9 @@ void CoordinatorLink::Refresh(milliseconds wait) {
   }
 }
 
-bool CoordinatorLink::EndJob(const std::string& reason, milliseconds wait) {
+bool CoordinatorLink::EndJob(const std::string& reason, milliseconds wait, bool restart) {
   if (state_ == wire::JobState::ABORTED || state_ == wire::JobState::SHUTDOWN) return true;
-  Ask(reason);
+  Ask(reason, restart);
   const auto deadline = Clock::now() + wait;
   while (Clock::now() < deadline) {
     if (Read(milliseconds(20)) && state_ == wire::JobState::ABORTED) return true;

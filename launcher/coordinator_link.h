@@ -6,7 +6,11 @@
 // host's /proc says of each of its roles: WatchRoles); the first answer is
 // the rendezvous (the node's roles start only then). EndJob() tells the
 // coordinator to end the job on every node for a reason (this node's
-// Ctrl-C, or its roles' failure).
+// Ctrl-C, or its roles' failure), or to end it for every node to start every
+// worker again (--max-restarts, for jobs whose workers no replacement can
+// join). Answers from a coordinator of an earlier run of the job (still
+// lingering) are not heard; one of a later run means this node missed that
+// restart: it restarts too.
 //
 // RemoteCoordinator is the coordinator as a node other than node 0 sees it
 // (the RoleProcess in the supervisor's coordinator slot): running while it
@@ -51,6 +55,8 @@ class CoordinatorLink {
   // Since the last answer (or since the first question, before any).
   long SilentMs() const;
   wire::JobState state() const { return state_; }
+  // The job ended for every node to start every worker again (see EndJob).
+  bool restart_every_worker() const { return restart_every_worker_; }
   const std::string& reason() const { return reason_; }    // aborted: why
   const std::string& refused() const { return refused_; }  // why this launcher is not in the job
   bool DeclaredLost(int pid) const;
@@ -58,11 +64,12 @@ class CoordinatorLink {
   const coordinator_messages::NodeShare& share() const { return share_; }
   // Ends the job on every node for `reason` (unless it is over already);
   // waits up to `wait` for the coordinator's answer. False: none came.
-  bool EndJob(const std::string& reason, std::chrono::milliseconds wait);
+  // `restart`: for every node to start every worker again.
+  bool EndJob(const std::string& reason, std::chrono::milliseconds wait, bool restart = false);
 
  private:
   using Clock = std::chrono::steady_clock;
-  void Ask(const std::string& failure);
+  void Ask(const std::string& failure, bool restart = false);
   // Reads one answer, waiting up to `timeout`; false when none came.
   bool Read(std::chrono::milliseconds timeout);
 
@@ -75,6 +82,7 @@ class CoordinatorLink {
   bool heard_ = false;
   wire::JobState state_ = wire::JobState::STARTING;
   std::string reason_, refused_;
+  bool restart_every_worker_ = false;
   std::vector<int> lost_pids_;
   coordinator_messages::NodeShare share_;
 };

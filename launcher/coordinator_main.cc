@@ -58,6 +58,10 @@ int main(int argc, char** argv) {
   app.add_option(
       "--torch-store", o.torch_store,
       "per-node launch: node 0's torch.distributed store, HOST:PORT, told to every node");
+  app.add_option("--attempt", o.attempt,
+                 "the job's restarts before this run: a per-node launch's nodes of another run "
+                 "are answered, never counted")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--resume", o.resume, "start from the newest snapshot every PS holds intact");
   app.add_option("--snapshot-dir", o.snapshot_dir,
                  "the job's snapshot folder: the membership history is kept there too");

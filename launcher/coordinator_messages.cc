@@ -120,7 +120,7 @@ Message ProcessGoneReply(bool job_started, bool finished, bool restart_all) {
 
 Message NodeStatusReply(wire::JobState state, const std::string& reason,
                         const std::vector<int>& lost_pids, const std::string& refused,
-                        const NodeShare& share) {
+                        const NodeShare& share, JobRun run) {
   wire::Outgoing b;
   auto r = b.header().initNodeStatusReply();
   r.setState(state);
@@ -135,6 +135,8 @@ Message NodeStatusReply(wire::JobState state, const std::string& reason,
   r.setWorldSize(share.world_size);
   r.setNodesJoined(share.nodes_joined);
   r.setTorchStore(share.torch_store);
+  r.setAttempt(run.attempt);
+  r.setRestartEveryWorker(run.restart_every_worker);
   auto restart = r.initRestartWorkers(static_cast<unsigned>(share.restart_workers.size()));
   for (size_t i = 0; i < share.restart_workers.size(); ++i) {
     restart.set(static_cast<unsigned>(i), share.restart_workers[i]);

@@ -67,12 +67,17 @@ struct NodeShare {
   std::vector<int> restart_workers;  // lost hosts' worker ranks this node replaces
   std::string torch_store;           // node 0's c10d store, HOST:PORT ("": none)
 };
+// The coordinator's run of the job, and whether it ended for every worker to start again.
+struct JobRun {
+  int attempt = 0;
+  bool restart_every_worker = false;
+};
 // To a node's launcher (per-node launch): the job's state, why it was
 // aborted, the pids of that node's workers declared lost; `refused`: why
 // this launcher is not part of the job; an elastic job's `share` for it.
 Message NodeStatusReply(wire::JobState state, const std::string& reason,
                         const std::vector<int>& lost_pids, const std::string& refused,
-                        const NodeShare& share = {});
+                        const NodeShare& share = {}, JobRun run = {});
 Message SnapshotReply(const std::string& text);
 Message DrainReply(const std::string& text);
 

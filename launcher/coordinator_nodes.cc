@@ -22,6 +22,14 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
   const int64_t nnodes = status.getNnodes();
   const std::string host = status.getHost();
   const int pid = status.getPid();
+  const coordinator_messages::JobRun run{options_.attempt, restart_every_worker_};
+  if (status.getAttempt() != options_.attempt) {
+    // A node of another run of the job (a restart of every worker, --max-restarts): one of an
+    // earlier run learns that the job started again; one of a later run, that this is not its
+    // coordinator (it waits for the next). Neither counts as a node of this run.
+    return listener_->Send(
+        peer, coordinator_messages::NodeStatusReply(state_, abort_reason_, {}, "", {}, run));
+  }
   std::string refused;
   if (nnodes < 1 || node < 0 || node >= nnodes) {
     refused = fmt::format("node rank {} of {} nodes is not a node", node, nnodes);
@@ -60,7 +68,8 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
   if (!refused.empty()) {
     spdlog::warn("refused the een-launch on {} (pid {}): {}", host, pid, refused);
     refused_launchers_[node] = fmt::format("the een-launch on {} was refused: {}", host, refused);
-    return listener_->Send(peer, coordinator_messages::NodeStatusReply(state_, "", {}, refused));
+    return listener_->Send(peer,
+                           coordinator_messages::NodeStatusReply(state_, "", {}, refused, {}, run));
   }
   refused_launchers_.erase(node);  // started again, right this time
   auto [it, first] = node_launchers_.try_emplace(node);
@@ -106,6 +115,9 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
   const std::string failure = status.getFailure();
   if (!failure.empty() &&
       (state_ == wire::JobState::STARTING || state_ == wire::JobState::RUNNING)) {
+    // For a restart: this coordinator then ends with kCoordinatorExitRestartEveryWorker, once
+    // every node heard it.
+    restart_every_worker_ = status.getRestart();
     Abort(fmt::format("node {} ({}): {}", node, host, failure));
   }
   it->second.told_end = state_ == wire::JobState::SHUTDOWN || state_ == wire::JobState::ABORTED;
@@ -118,7 +130,8 @@ Status Coordinator::HandleNodeStatus(const transport::PeerId& peer,
   share.restart_workers = WorkersToRestartOn(node);
   share.torch_store = options_.torch_store;
   return listener_->Send(
-      peer, coordinator_messages::NodeStatusReply(state_, abort_reason_, lost_pids, "", share));
+      peer, coordinator_messages::NodeStatusReply(state_, abort_reason_, lost_pids, "", share,
+                                                  {options_.attempt, restart_every_worker_}));
 }
 
 ProcessSighting Coordinator::Sight(const Node& n, std::chrono::milliseconds fresh) const {

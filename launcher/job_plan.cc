@@ -118,6 +118,8 @@ ProcessSpec JobPlan::Coordinator(bool restore, int ready_fd) const {
   if (!node_.empty()) {
     argv.push_back("--job-settings");
     argv.push_back(JobWideSettings(config_));
+    argv.push_back("--attempt");
+    argv.push_back(std::to_string(attempt_));
   }
   if (elastic_.enabled()) {
     for (const std::string& a :

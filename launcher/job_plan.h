@@ -68,6 +68,8 @@ class JobPlan {
   // TP_SOCKET_IFNAME unless the user set those: gloo would otherwise bind
   // to what the host name resolves to, often a loopback address.
   void set_torch_interface(std::string name) { torch_interface_ = std::move(name); }
+  // The job's restarts before this run (a per-node launch's coordinator tells its nodes).
+  void set_attempt(int attempt) { attempt_ = attempt; }
   // "HOST:PORT" of the c10d store ("" when none), as the rendezvous tells it.
   std::string c10d_store() const {
     return store_host_.empty() ? "" : store_host_ + ":" + std::to_string(store_port_);
@@ -124,6 +126,7 @@ class JobPlan {
   int node_rank_ = 0, nnodes_ = 1, first_worker_ = 0;
   std::string store_host_;
   std::string torch_interface_;
+  int attempt_ = 0;
   int store_port_ = 0;
   ElasticNodes elastic_;
 };

@@ -32,6 +32,16 @@ long MillisSince(Clock::time_point t) {
   return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
 }
 
+// Whether a worker's last line says it failed because a peer went first (gloo's and NCCL's words
+// for a closed connection): such a worker is a consequence, not the cause.
+bool ReadsAsAPeersLoss(const std::string& line) {
+  for (const char* words : {"Connection closed by peer", "Connection reset by peer", "Broken pipe",
+                            "remote process exited"}) {
+    if (line.find(words) != std::string::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Status JobSupervisor::CreateSecret() {
@@ -178,7 +188,8 @@ Status JobSupervisor::Rendezvous() {
           .workers = elastic.enabled() ? elastic.workers_per_node : node_->workers,
           .host = node_->name,
           .min_nodes = elastic.min,
-          .settings = JobWideSettings(config())},
+          .settings = JobWideSettings(config()),
+          .attempt = restart_},
       config().heartbeat_interval);
   link_->WatchRoles([this] {
     std::vector<int> pids;
@@ -393,21 +404,34 @@ int JobSupervisor::Fail(const std::string& reason) {
 
 int JobSupervisor::RestartEveryWorker(const std::string& reason) {
   const int left = config().max_restarts - restart_;
-  if (node_) {
-    return Fail(reason +
-                "; such a job (--ps 0, or torch.distributed's een backend) restarts every worker "
-                "on one host only: not yet across nodes");
-  }
   if (left <= 0 || StopSignal() != 0) {
     return Fail(reason + (left <= 0 ? "; no restart left (--max-restarts " +
                                           std::to_string(config().max_restarts) + ")"
                                     : ""));
   }
+  if (node_ && link_) {
+    // Every node starts every worker again: the coordinator tells each (in its next answer).
+    if (!link_->restart_every_worker() &&
+        (!link_->EndJob(reason, milliseconds(2000), true) || !link_->restart_every_worker())) {
+      const std::string verdict = CoordinatorVerdict();
+      return Fail(verdict.empty() ? reason +
+                                        "; the coordinator did not answer when asked to "
+                                        "start every worker again"
+                                  : verdict);  // it ended the job for another reason first
+    }
+    // Node 0's lingers until every node heard it (or their time is up).
+    const auto start = Clock::now();
+    const long linger =
+        2 * config().failover_threshold.count() + 3 * config().heartbeat_interval.count() + 2000;
+    while (HostsCoordinator() && !slots_[0]->exited() && MillisSince(start) < linger) {
+      Watch(milliseconds(20));
+    }
+  }
   Say(reason +
       "; stopping every process to start the whole job again, every worker with "
       "TORCHELASTIC_RESTART_COUNT=" +
       std::to_string(restart_ + 1) + " (restart " + std::to_string(restart_ + 1) + " of " +
-      std::to_string(config().max_restarts) +
+      std::to_string(config().max_restarts) + (node_ ? ", on every node" : "") +
       ", as torchrun does: the program resumes from its own checkpoint)");
   StopAll();
   wants_restart_ = true;
@@ -552,6 +576,8 @@ int JobSupervisor::Run() {
     if (HostsCoordinator() && slots_[0]->exit_status() == kCoordinatorExitRestartEveryWorker) {
       return RestartEveryWorker(CoordinatorVerdict());
     }
+    // Per-node launch: the coordinator ended the job for every node to do so.
+    if (link_ && link_->restart_every_worker()) return RestartEveryWorker(CoordinatorVerdict());
     if (failure.empty() && !workers_done && HostsCoordinator() && slots_[0]->killed_by_signal() &&
         !reported[0] && coordinator_restarts_ < 3) {
       ++coordinator_restarts_;
@@ -576,9 +602,17 @@ int JobSupervisor::Run() {
       return 0;
     }
     if (failure.empty()) {
+      // Those seen ended in this round, the ones that failed for a peer's loss last: a busy
+      // machine may reap the cause and its consequences together.
+      std::vector<size_t> ended;
       for (size_t i = 0; i < slots_.size(); ++i) {
+        if (slots_[i]->exited() && !reported[i]) ended.push_back(i);
+      }
+      std::stable_partition(ended.begin(), ended.end(), [&](size_t i) {
+        return !IsWorker(i) || !ReadsAsAPeersLoss(slots_[i]->last_line());
+      });
+      for (size_t i : ended) {
         const RoleProcess& c = *slots_[i];
-        if (!c.exited() || reported[i]) continue;
         reported[i] = true;
         const bool is_worker = IsWorker(i);
         // A clean exit is never a failure by itself: a coordinator or PS
@@ -627,7 +661,15 @@ int JobSupervisor::Run() {
         // --ps 0 (the program moves its own gradients: gloo, nccl): no
         // worker can be replaced alone.
         if (is_worker && config().ps == 0 && config().max_restarts > 0 && !workers_done) {
-          return RestartEveryWorker(what);
+          // Per-node launch: one that failed for a peer's loss gives the cause's node a moment
+          // to tell the coordinator first, so that every node names the cause.
+          const auto asked = Clock::now();
+          while (link_ && ReadsAsAPeersLoss(c.last_line()) &&
+                 link_->state() != wire::JobState::ABORTED && MillisSince(asked) < 2000) {
+            link_->Refresh(milliseconds(200));
+          }
+          const std::string verdict = link_ ? CoordinatorVerdict() : "";
+          return RestartEveryWorker(verdict.empty() ? what : verdict);
         }
         if (ps_may_restart || ((worker_may_restart || worker_killed) && !slots_[0]->exited())) {
           const auto gone = TellCoordinatorProcessGone(c, c.ExitDescription());
@@ -727,6 +769,8 @@ int JobSupervisor::Run() {
                             : failure_moot_if_finished ? 3 * threshold + 5000
                                                        : threshold + 1500;
       // (--ps 0: nothing else knows more than this process's own end.)
+      // Per-node launch: this node's loss may come from the job's end for a restart.
+      if (link_ && link_->restart_every_worker()) return RestartEveryWorker(CoordinatorVerdict());
       if (coordinator_gone || config().ps == 0 || MillisSince(failure_at) > patience) {
         // A node but 0 whose coordinator fell silent: its roles stopped
         // because of that (they wait for it as long), and that is the cause.

@@ -60,7 +60,9 @@ class JobSupervisor {
         here_(here),
         place_(std::move(place)),
         node_(std::move(node)),
-        restart_(restart) {}
+        restart_(restart) {
+    plan_.set_attempt(restart);
+  }
 
   // The exit code for een-launch.
   int Run();

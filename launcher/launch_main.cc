@@ -553,11 +553,6 @@ int main(int argc, char** argv) {
     config.workers = node->workers;
     config.host = node->address;
     if (een::Status s = config.Validate(); !s.ok()) return Usage(s.message());
-    if (config.ps == 0 && config.max_restarts > 0) {
-      return Usage(
-          "--max-restarts with --ps 0 starts every worker again when one fails, on one host "
-          "only for now: not across nodes (drop --max-restarts)");
-    }
     if (std::string problem = FolderProblem(config); !problem.empty()) {
       return Usage(problem);
     }

@@ -24,7 +24,7 @@ Message WorkerExited(int rank, int pid, int status, const std::string& host) {
 }
 
 Message NodeStatus(const NodeStatusFields& fields, const std::string& failure,
-                   const std::vector<std::pair<int, ProcessSighting>>& sightings) {
+                   const std::vector<std::pair<int, ProcessSighting>>& sightings, bool restart) {
   wire::Outgoing b;
   auto s = b.header().initNodeStatus();
   s.setNode(fields.node);
@@ -36,6 +36,8 @@ Message NodeStatus(const NodeStatusFields& fields, const std::string& failure,
   s.setMinNodes(fields.min_nodes);
   s.setSettings(fields.settings);
   s.setFailure(failure);
+  s.setAttempt(fields.attempt);
+  s.setRestart(restart);
   auto list = s.initSightings(sightings.size());
   for (size_t i = 0; i < sightings.size(); ++i) {
     list[i].setPid(sightings[i].first);

@@ -33,9 +33,12 @@ struct NodeStatusFields {
   int pid = 0;
   int min_nodes = 0;     // elastic: MIN (nnodes: MAX; ps, workers: per node); 0: fixed
   std::string settings;  // the job-wide flags (JobWideSettings)
+  int attempt = 0;       // the job's restarts before this run (TORCHELASTIC_RESTART_COUNT)
 };
 // `sightings`: this node's roles (pid and what its /proc says of them).
+// `restart`, with a failure: every node starts every worker again (--max-restarts).
 Message NodeStatus(const NodeStatusFields& fields, const std::string& failure,
-                   const std::vector<std::pair<int, ProcessSighting>>& sightings = {});
+                   const std::vector<std::pair<int, ProcessSighting>>& sightings = {},
+                   bool restart = false);
 
 }  // namespace een::launcher_messages

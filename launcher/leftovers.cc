@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <thread>
 
 #include "common/logging.h"
 #include "common/transport/auth.h"
@@ -43,8 +45,9 @@ bool Alive(pid_t pid) {
 }
 
 // Unlinks this user's /dev/shm objects "een-PID-TAG-..." with `tag` for
-// which `remove(creator pid)` holds; returns how many.
-int RemoveShm(const std::string& tag, const std::function<bool(pid_t)>& remove) {
+// which `remove(creator pid)` holds; returns how many, and counts in `kept`
+// those it left.
+int RemoveShm(const std::string& tag, const std::function<bool(pid_t)>& remove, int* kept) {
   int removed = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
@@ -56,7 +59,11 @@ int RemoveShm(const std::string& tag, const std::function<bool(pid_t)>& remove) 
     struct stat st {};
     if (stat(e.path().c_str(), &st) != 0 || st.st_uid != geteuid()) continue;
     const pid_t creator = static_cast<pid_t>(std::strtol(name.c_str() + 4, nullptr, 10));
-    if (remove(creator) && shm_unlink(("/" + name).c_str()) == 0) ++removed;
+    if (!remove(creator)) {
+      ++*kept;
+    } else if (shm_unlink(("/" + name).c_str()) == 0) {
+      ++removed;
+    }
   }
   return removed;
 }
@@ -74,17 +81,26 @@ int RemoveLeftoversOfDeadJobs() {
     std::ifstream in(dir / "launcher");
     pid_t pid = 0;
     if (!(in >> pid) || Alive(pid)) continue;
-    int segments = 0;
+    // An --insecure job's objects all carry the tag "open".
+    std::string tag = "open";
     if (auto secret = transport::ReadSecretFile((dir / "secret").string()); secret.ok()) {
-      // Only objects whose creator is gone: the other nodes of a per-node
-      // launch share the job's tag, and some may run on this host.
-      segments =
-          RemoveShm(transport::JobTagOf(*secret), [](pid_t creator) { return !Alive(creator); });
-    } else if (!fs::exists(dir / "secret", ec)) {
-      // An --insecure job's objects all carry the tag "open": those whose
-      // creator is gone.
-      segments = RemoveShm("open", [](pid_t creator) { return !Alive(creator); });
+      tag = transport::JobTagOf(*secret);
+    } else if (fs::exists(dir / "secret", ec)) {
+      tag.clear();
     }
+    // Only objects whose creator is gone: the other nodes of a per-node launch share the job's
+    // tag, and some may run on this host. The roles of a launcher just killed die with it, but a
+    // busy machine may take a moment: they are waited for briefly, and a folder whose objects'
+    // makers still live is kept for the next launch to look at again.
+    int segments = 0, kept = 0;
+    for (const auto start = std::chrono::steady_clock::now(); !tag.empty();) {
+      kept = 0;
+      segments += RemoveShm(
+          tag, [](pid_t creator) { return !Alive(creator); }, &kept);
+      if (kept == 0 || std::chrono::steady_clock::now() - start > std::chrono::seconds(2)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (kept > 0) continue;
     fs::remove_all(dir, ec);
     ++jobs;
     Say("removed what a killed job left behind: " + dir.string() + " and " +

@@ -336,19 +336,24 @@ int RunNodeJob(JobConfig config, const NodeLaunch& node, const std::vector<std::
         " without --replicas 2 (or --snapshot-every): nodes come and go, but losing one whose "
         "PS hold shards ends the job; with --replicas 2 it fails over and goes on");
   }
-  const std::string run_dir = NewRunFolder();  // "": the supervisor says why and fails
   config.ps = node.ps;
   config.workers = node.workers;
   config.host = node.address;
-  JobPlan plan(config, command, bin_dir, run_dir);
-  plan.set_node(node.name, node.workers_here);
-  if (node.nnodes > 1) plan.set_torch_interface(InterfaceOf(node.address));
-  if (node.hosts_coordinator()) plan.set_coordinator_listen(node.coordinator_address);
-  plan.set_elastic(node.elastic);
-  LocalHost host;
-  JobSupervisor supervisor(
-      std::move(plan), &host, [&host](const std::string&, int) { return &host; }, node);
-  return supervisor.Run();
+  // A job whose failed worker no replacement can stand in for starts again whole, on every
+  // node (JobSupervisor::wants_restart), as torchrun does.
+  for (int restart = 0;; ++restart) {
+    const std::string run_dir = NewRunFolder();  // "": the supervisor says why and fails
+    JobPlan plan(config, command, bin_dir, run_dir);
+    plan.set_node(node.name, node.workers_here);
+    if (node.nnodes > 1) plan.set_torch_interface(InterfaceOf(node.address));
+    if (node.hosts_coordinator()) plan.set_coordinator_listen(node.coordinator_address);
+    plan.set_elastic(node.elastic);
+    LocalHost host;
+    JobSupervisor supervisor(
+        std::move(plan), &host, [&host](const std::string&, int) { return &host; }, node, restart);
+    const int code = supervisor.Run();
+    if (!supervisor.wants_restart()) return code;
+  }
 }
 
 }  // namespace een

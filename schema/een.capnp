@@ -708,6 +708,11 @@ struct NodeStatus {
   sightings @9 :List(RoleSighting);  # its roles as its host's /proc shows them: the
                                    # coordinator tells a slow one from a stopped or
                                    # gone one on another host too
+  attempt @10 :Int32;              # the job's restarts before this run of it
+                                   # (TORCHELASTIC_RESTART_COUNT): a coordinator answers
+                                   # but never counts a node of another run
+  restart @11 :Bool;               # with `failure`: end the job for every node to start
+                                   # every worker again (--max-restarts)
 }
 
 # What a node's een-launch sees of one of its roles (launcher/process_sighting.h).
@@ -742,6 +747,9 @@ struct NodeStatusReply {
                                    # that this node starts replacements for (--max-restarts)
   torchStore @11 :Text;            # "HOST:PORT" of node 0's torch.distributed store (the
                                    # workers' MASTER_ADDR:MASTER_PORT); "": none
+  attempt @12 :Int32;              # the coordinator's run of the job (NodeStatus.attempt):
+                                   # a node of an earlier one starts its workers again
+  restartEveryWorker @13 :Bool;    # aborted for every node to start every worker again
 }
 
 # A primary PS keeps its backup in step: for each chunk either the mean

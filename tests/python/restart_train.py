@@ -8,8 +8,9 @@ so a run that restarted ends where an undisturbed one does.
   (TORCHELASTIC_RESTART_COUNT=0) only; with --fail-how stop it stops itself
   (SIGSTOP: a hung process, lost by its silence) instead.
 Rank 0 writes the final parameters to --out and prints "done at step N,
-attempt A"."""
+attempt A, checksum C" (C: a hash of the parameters' bytes)."""
 import argparse
+import hashlib
 import os
 import signal
 import sys
@@ -67,7 +68,9 @@ def main():
         dist.barrier()  # nobody runs ahead of the checkpoint it may restart from
     if rank == 0:
         torch.save(model.state_dict(), args.out)
-        print("done at step %d, attempt %d" % (step, attempt), flush=True)
+        digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes()
+                                         for p in model.parameters())).hexdigest()[:16]
+        print("done at step %d, attempt %d, checksum %s" % (step, attempt, digest), flush=True)
     dist.destroy_process_group()
 
 

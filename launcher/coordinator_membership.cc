@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 
@@ -271,12 +272,15 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
                        membership_.history().back().live == commit->live;
   membership_.Committed(*commit);
   if (!reslice) counters_.membership_changes++;
+  std::error_code ec;
+  const std::string folder = std::filesystem::absolute(options_.snapshot_dir, ec).string();
   for (const transport::PeerId& requester : snapshots_.Served()) {
-    Ignored(listener_->Send(requester,
-                            coordinator_messages::SnapshotReply(fmt::format(
-                                "every PS snapshots step {}; the job's log says 'snapshot of "
-                                "step {} complete' once it is written everywhere",
-                                step, step))),
+    Ignored(listener_->Send(requester, coordinator_messages::SnapshotTaken(
+                                           step, folder,
+                                           fmt::format("every PS snapshots step {} into {}; the "
+                                                       "job's log says 'snapshot of step {} "
+                                                       "complete' once it is written everywhere",
+                                                       step, folder, step))),
             "answering a snapshot request");
   }
   if (commit->changed) SaveHistory();

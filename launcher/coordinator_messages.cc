@@ -144,9 +144,12 @@ Message NodeStatusReply(wire::JobState state, const std::string& reason,
   return b.Take();
 }
 
-Message SnapshotReply(const std::string& text) {
+Message SnapshotTaken(uint64_t step, const std::string& folder, const std::string& text) {
   wire::Outgoing b;
-  b.header().setSnapshotReply(text);
+  auto taken = b.header().initSnapshotTaken();
+  taken.setStep(step);
+  taken.setFolder(folder);
+  taken.setText(text);
   return b.Take();
 }
 

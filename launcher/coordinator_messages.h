@@ -78,7 +78,8 @@ struct JobRun {
 Message NodeStatusReply(wire::JobState state, const std::string& reason,
                         const std::vector<int>& lost_pids, const std::string& refused,
                         const NodeShare& share = {}, JobRun run = {});
-Message SnapshotReply(const std::string& text);
+// To eenctl: every PS snapshots `step` into `folder` (absolute); `text` says so.
+Message SnapshotTaken(uint64_t step, const std::string& folder, const std::string& text);
 Message DrainReply(const std::string& text);
 
 // One process in `eenctl metrics`' answer.

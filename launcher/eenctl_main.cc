@@ -23,6 +23,10 @@
 //   eenctl metrics
 //     every process's counters and gauges from its newest heartbeat, a line
 //     per process (common/metrics.h lists what each role measures).
+//   eenctl export -o FILE [--snapshot-dir DIR [--step N]]
+//     a checkpoint plain PyTorch loads (een-export): from DIR's snapshots,
+//     or, without DIR, from a snapshot the running job takes now (as
+//     `eenctl snapshot`), once every PS has written it (up to --wait s).
 // Each takes --coordinator ADDRESS; without it eenctl finds the job on this
 // machine (launcher/job_discovery.h). It authenticates with the job's
 // secret: --secret-file, else EEN_JOB_SECRET_FILE, else the secret
@@ -288,8 +292,8 @@ int Debug(const std::string& coordinator, const std::string& secret_file, const 
 }  // namespace
 
 // `eenctl export`: een-export, beside this program, does it (it loads
-// LibTorch, which eenctl does not).
-int Export(const std::string& dir, const std::string& out, const std::string& step) {
+// LibTorch, which eenctl does not); `wait`: for the step to be written.
+int Export(const std::string& dir, const std::string& out, const std::string& step, int wait) {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const std::string program = (self.parent_path() / "een-export").string();
@@ -302,6 +306,7 @@ int Export(const std::string& dir, const std::string& out, const std::string& st
   }
   std::vector<std::string> args = {program, "--snapshot-dir", dir, "--out", out};
   if (!step.empty()) args.insert(args.end(), {"--step", step});
+  if (wait > 0) args.insert(args.end(), {"--wait", std::to_string(wait)});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -359,14 +364,29 @@ int main(int argc, char** argv) {
   auto* export_ = app.add_subcommand(
       "export",
       "a job's snapshots as a checkpoint plain PyTorch loads ({\"model\", \"optimizer\"}, as "
-      "DataParallel's state_dict() gives); for a running job, take one first with `eenctl "
-      "snapshot`");
+      "DataParallel's state_dict() gives): from --snapshot-dir, or from a snapshot the running "
+      "job takes now");
   std::string export_dir, export_out, export_step;
-  export_->add_option("--snapshot-dir", export_dir, "the job's --snapshot-dir")->required();
+  int export_wait = 300;
+  export_->add_option("--snapshot-dir", export_dir,
+                      "a job's --snapshot-dir (default: the running job's, from a snapshot it "
+                      "takes now)");
   export_->add_option("-o,--out", export_out, "the checkpoint file to write")->required();
   export_->add_option("--step", export_step, "the snapshot's step (default: the newest whole one)");
+  export_->add_option("--coordinator", coordinator, coordinator_help);
+  export_
+      ->add_option("--wait", export_wait,
+                   "a running job's export: seconds to wait for every PS to write the "
+                   "snapshot (default 300)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
-  if (*export_) return Export(export_dir, export_out, export_step);
+  if (*export_ && !export_dir.empty()) return Export(export_dir, export_out, export_step, 0);
+  if (*export_ && !export_step.empty()) {
+    std::fprintf(stderr,
+                 "eenctl: export --step N reads the snapshots of --snapshot-dir DIR; a running "
+                 "job's export takes a new snapshot, of a step the job agrees on\n");
+    return 2;
+  }
   if (auto found = een::FindCoordinator(coordinator); found.ok()) {
     coordinator = *found;
   } else {
@@ -427,6 +447,22 @@ int main(int argc, char** argv) {
         });
   }
 
+  if (*export_) {
+    uint64_t step = 0;
+    std::string folder;
+    const int code = Ask(
+        coordinator, secret_file, [](een::wire::Header::Builder h) { h.setSnapshotRequest(); },
+        [&](een::wire::Header::Reader h) -> std::optional<std::string> {
+          if (!h.isSnapshotTaken()) return std::nullopt;
+          step = h.getSnapshotTaken().getStep();
+          folder = h.getSnapshotTaken().getFolder();
+          return std::string(h.getSnapshotTaken().getText().cStr());
+        });
+    if (code != 0) return code;
+    std::fflush(stdout);
+    return Export(folder, export_out, std::to_string(step), export_wait);
+  }
+
   if (*drain) {
     return Ask(
         coordinator, secret_file, [&](een::wire::Header::Builder h) { h.setDrain(ps); },
@@ -438,7 +474,7 @@ int main(int argc, char** argv) {
   return Ask(
       coordinator, secret_file, [](een::wire::Header::Builder h) { h.setSnapshotRequest(); },
       [](een::wire::Header::Reader h) -> std::optional<std::string> {
-        if (!h.isSnapshotReply()) return std::nullopt;
-        return std::string(h.getSnapshotReply().cStr());
+        if (!h.isSnapshotTaken()) return std::nullopt;
+        return std::string(h.getSnapshotTaken().getText().cStr());
       });
 }

@@ -572,7 +572,7 @@ struct Header {
     drainReply @25 :Text;          # coordinator -> eenctl: what moves where
     snapshotRequest @26 :Void;     # eenctl -> coordinator: a snapshot now (at a step
                                    # agreed with every PS, as for a membership change)
-    snapshotReply @27 :Text;       # coordinator -> eenctl: which step
+    obsoleteSnapshotReply @27 :Text;  # (eenctl of an earlier version: see snapshotTaken)
     workerExited @28 :WorkerExit;  # een-launch -> coordinator: a worker process ended
     normQuery @29 :NormQuery;      # worker -> PS (gradient clipping)
     normReply @30 :NormReply;      # PS -> worker
@@ -598,7 +598,16 @@ struct Header {
                                    # many steps, as `done`, and waits for the job's final
                                    # values (HeartbeatReply.finalStep); answered doneReply
     finalTaken @50 :Void;          # worker -> coordinator: it holds them now (doneReply)
+    snapshotTaken @51 :SnapshotTaken;  # coordinator -> eenctl: the snapshot it asked for
   }
+}
+
+# The answer to eenctl's snapshotRequest: every PS snapshots `step` into its
+# `folder`/ps-N store (on its own host).
+struct SnapshotTaken {
+  step @0 :UInt64;
+  folder @1 :Text;                 # the job's --snapshot-dir, as the coordinator names it
+  text @2 :Text;                   # what eenctl prints
 }
 
 # The `een` backend for torch.distributed (include/een/process_group.h):

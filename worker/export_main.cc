@@ -3,18 +3,22 @@
 // `eenctl export` runs it (a program of its own, so that eenctl does not
 // load LibTorch).
 //
-//   een-export --snapshot-dir DIR --out FILE [--step N]
+//   een-export --snapshot-dir DIR --out FILE [--step N] [--wait SECONDS]
+// --wait: a step not yet whole on every PS (a running job writing it) is
+// waited for, up to SECONDS.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "common/version.h"
 #include "worker/checkpoint_export.h"
@@ -34,6 +38,9 @@ int main(int argc, char** argv) {
                    ? std::string()
                    : "--step " + text + " is not a step number (0, 1, 2, ...)";
       });
+  int wait = 0;
+  app.add_option("--wait", wait, "seconds to wait for the step to be whole on every PS")
+      ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -43,9 +50,28 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "een-export: %s\n", why.c_str());
     return 1;
   };
-  een::Result<een::ExportedCheckpoint> exported = een::ExportCheckpoint(
-      dir, step ? std::optional<uint64_t>(static_cast<uint64_t>(*step)) : std::nullopt);
-  if (!exported.ok()) return fail(exported.status().message());
+  const auto wanted = step ? std::optional<uint64_t>(static_cast<uint64_t>(*step)) : std::nullopt;
+  een::Result<een::ExportedCheckpoint> exported = een::ExportCheckpoint(dir, wanted);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait);
+  bool said = false;
+  // Not whole yet: a running job is still writing it.
+  while (!exported.ok() && exported.status().code() == een::StatusCode::kNotFound &&
+         std::chrono::steady_clock::now() < deadline) {
+    if (!said) {
+      std::fprintf(stderr, "een-export: waiting up to %d s for every PS to write it (%s)\n", wait,
+                   exported.status().message().c_str());
+      said = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    exported = een::ExportCheckpoint(dir, wanted);
+  }
+  if (!exported.ok()) {
+    return fail(exported.status().message() +
+                (said ? " (after waiting " + std::to_string(wait) +
+                            " s: is the job still training? A PS on another host writes its "
+                            "ps-N folder there: export on a host that sees every one)"
+                      : ""));
+  }
   // Where torch.save would write: through a link to its file. Never into
   // the snapshots it reads, never over a device or a folder.
   std::error_code ec;

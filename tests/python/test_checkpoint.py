@@ -5,6 +5,7 @@ dp.load_state_dict() starts a job that ends where plain PyTorch (or the
 uninterrupted job) ends. And the model each worker ends with: with uneven
 data every rank ends with the job's final values (DDP's join())."""
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -129,6 +130,34 @@ class Checkpoint(unittest.TestCase):
                          path("link.pt")], timeout=60)
             self.assertTrue(os.path.islink(path("link.pt")))
             self.assertIn("model", torch.load(path("target.pt")))
+
+    def test_eenctl_export_of_a_running_job_takes_a_snapshot_and_writes_it(self):
+        """Without --snapshot-dir, `eenctl export` asks the running job for a
+        snapshot (as `eenctl snapshot`), waits until every PS wrote it, and
+        writes it: the optimizer state is of the step the job agreed on."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = lambda name: os.path.join(tmp, name)  # noqa: E731
+            run = job.Job(launch("--snapshot-every", "1000000", "--snapshot-dir",
+                                 path("snapshots")) +
+                          ["--optimizer", "adam", "--steps", "100000000", "--out", path("x.bin")])
+            try:
+                address = run.wait_for(r"coordinator at (\S+?);", 60)
+                self.assertIsNotNone(address, run.output)
+                self.assertIsNotNone(run.wait_for("job starts", 120), run.output)
+                code, out = job.run([os.path.join(job.BIN, "eenctl"), "export", "--coordinator",
+                                     address.group(1), "-o", path("live.pt")], timeout=180)
+                self.assertEqual(code, 0, out + run.output[-3000:])
+                taken = re.search(r"every PS snapshots step ([0-9]+) into " +
+                                  re.escape(path("snapshots")), out)
+                self.assertIsNotNone(taken, out)
+                self.assertIn("step %s of %s" % (taken.group(1), path("snapshots")), out)
+                exported = torch.load(path("live.pt"))
+                self.assertEqual(sorted(exported), ["model", "optimizer"])
+                self.assertEqual(float(exported["optimizer"]["state"][0]["step"]),
+                                 float(taken.group(1)))
+            finally:
+                run.proc.send_signal(signal.SIGINT)
+                run.wait(60)
 
     def test_sgd_momentum_trains_on_in_plain_torch_with_replicas(self):
         saved = self.job_to_plain("sgd", "--replicas", "2")

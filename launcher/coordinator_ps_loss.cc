@@ -165,7 +165,7 @@ void Coordinator::BeginRecovery(Node& lost, const std::string& why) {
   map_epoch_++;
   rollback_.Begin(snapshots_.complete(), map_epoch_, Clock::now());
   const uint64_t step = rollback_.step();
-  if (consistency_.per_arrival()) TakeUpBatchesAt(step);
+  // (ssp/async: NextBatch() deals on; each worker deals the batches of its undone steps again.)
   SendBackFromBarriers();
   spdlog::warn(
       "{}; rolling back to the snapshot of step {}: steps {}-{} are redone; shard map "

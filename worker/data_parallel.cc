@@ -842,10 +842,9 @@ void DataParallel::Impl::StepThroughRollback(std::optional<double> loss, int64_t
   try {
     Step(loss, samples);
   } catch (const RolledBack& back) {
-    // ssp/async: the batches dealt since the snapshot are not dealt again.
-    if (following_samplers_ == 0 || raise_rolled_back_ || client_->consistency().per_arrival()) {
-      throw;
-    }
+    // A loop over a following sampler gets the redone steps' batches from it (under ssp/async
+    // what it drew for this worker's steps from the snapshot's).
+    if (following_samplers_ == 0 || raise_rolled_back_) throw;
     spdlog::warn("{}; the sampler gives the batches from there again", back.what());
   }
 }
@@ -863,9 +862,39 @@ uint64_t DataParallel::NextBatch() {
         "every worker takes the same steps: use DistributedSampler (Batch(), PositionAfter())",
         Error::Code::kFailedPrecondition);
   }
-  Result<uint64_t> index = impl_->client_->ClaimBatch();
-  ThrowIfError(index.status(), "claiming the next batch");
-  return *index;
+  return impl_->DealBatch();
+}
+uint64_t DataParallel::Impl::DealBatch() {
+  // A rollback gave this worker back its steps from the snapshot's: the batches dealt for them
+  // come again, first (the coordinator deals on from where it was, so none comes twice).
+  if (dealt_rollbacks_ != rollbacks_) {
+    dealt_rollbacks_ = rollbacks_;
+    std::deque<uint64_t> again;
+    while (!dealt_.empty() && dealt_.back().first >= step_) {
+      again.push_front(dealt_.back().second);
+      dealt_.pop_back();
+    }
+    again.insert(again.end(), dealt_again_.begin(), dealt_again_.end());
+    dealt_again_ = std::move(again);
+    if (!dealt_again_.empty()) {
+      spdlog::info(
+          "rolled back to this worker's step {}: NextBatch() deals the {} batch(es) it "
+          "dealt for its steps since then again",
+          step_, dealt_again_.size());
+    }
+  }
+  uint64_t batch;
+  if (!dealt_again_.empty()) {
+    batch = dealt_again_.front();
+    dealt_again_.pop_front();
+  } else {
+    Result<uint64_t> index = client_->ClaimBatch();
+    ThrowIfError(index.status(), "claiming the next batch");
+    batch = *index;
+  }
+  dealt_.emplace_back(step_, batch);
+  if (dealt_.size() > kDealtKept) dealt_.pop_front();
+  return batch;
 }
 void DataParallel::PullParameters() {
   impl_->CheckNotLeft("PullParameters()");

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -76,7 +77,13 @@ class DataParallel::Impl {
   const void* training_sampler_ = nullptr;  // the JobSampler steps were taken in (one)
   bool raise_rolled_back_ = false;          // DataParallelOptions::raise_rolled_back
   uint64_t local_batches_ = 0;              // NextBatch() in local mode
-  void PullLatest() { JoinPull(); }         // PullParameters()
+  // NextBatch() under ssp/async: (this worker's step, the batch dealt for it), the newest
+  // kDealtKept; after a rollback those of the undone steps are dealt again first.
+  static constexpr size_t kDealtKept = 1 << 16;
+  std::deque<std::pair<uint64_t, uint64_t>> dealt_;
+  std::deque<uint64_t> dealt_again_;
+  uint64_t dealt_rollbacks_ = 0;     // rollbacks_ when dealt_ was last looked at
+  void PullLatest() { JoinPull(); }  // PullParameters()
   // Checkpoints (data_parallel_checkpoint.cc).
   std::vector<ParameterState> OptimizerState();
   void CopyStateTo(torch::optim::Optimizer& optimizer);
@@ -92,6 +99,8 @@ class DataParallel::Impl {
   // Waits at the job's barrier; throws RolledBack when a rollback sent this
   // worker back to redo its steps.
   void Barrier();
+  // NextBatch() under ssp/async: the batches of steps a rollback undid first, then the job's.
+  uint64_t DealBatch();
 
  private:
   struct BucketState {

@@ -52,6 +52,10 @@ const DistributedSampler& JobSampler::Order(uint64_t epoch) {
 }
 
 void JobSampler::Begin(uint64_t epoch) {
+  NoteRollback();  // one in the last pass's end (ssp/async): its steps' indices come again
+  // What this worker drew in the pass before the last is no longer redone by a rollback.
+  while (!log_.empty() && log_.front().first < log_begins_) log_.pop_front();
+  log_begins_ = dp_.step();
   epoch_ = epoch;
   drawn_ = 0;
   drawn_at_step1_.reset();
@@ -122,8 +126,46 @@ void JobSampler::Learn(uint64_t step_now) {
   }
 }
 
+void JobSampler::NoteRollback() {
+  if (dp_.rollbacks() == seen_rollbacks_) return;
+  seen_rollbacks_ = dp_.rollbacks();
+  // ssp/async: this worker goes on from its own step `from`; what it drew for that step and
+  // later ones comes again, before what it still had to give again.
+  const uint64_t from = dp_.step();
+  std::deque<size_t> again;
+  while (!log_.empty() && log_.back().first >= from) {
+    again.push_front(log_.back().second);
+    log_.pop_back();
+  }
+  again.insert(again.end(), replay_.begin(), replay_.end());
+  replay_ = std::move(again);
+  if (!replay_.empty()) {
+    spdlog::info(
+        "rolled back to this worker's step {}: the sampler gives the {} samples it drew "
+        "for its steps since then again",
+        from, replay_.size());
+  }
+}
+
+void JobSampler::Logged(size_t index) { log_.emplace_back(dp_.step(), index); }
+
+std::optional<size_t> JobSampler::Replayed() {
+  if (replay_.empty()) return std::nullopt;
+  const size_t index = replay_.front();
+  replay_.pop_front();
+  Logged(index);
+  return index;
+}
+
 std::optional<size_t> JobSampler::Next() {
   Claim();
+  if (PerArrival()) {
+    NoteRollback();
+    if (std::optional<size_t> again = Replayed()) {
+      ++drawn_;
+      return again;
+    }
+  }
   if (mode_ == Mode::kFixed) {
     if (bsp_ && follows_) {
       Learn(dp_.step());
@@ -141,16 +183,17 @@ std::optional<size_t> JobSampler::Next() {
     }
     if (mode_ == Mode::kFixed) {
       if (fixed_at_ == fixed_.size()) {
-        EndPass();
-        return std::nullopt;
+        if (EndPass()) return std::nullopt;
+        return Next();  // rolled back while the pass ended: its steps come again
       }
       ++drawn_;
+      if (PerArrival()) Logged(fixed_[fixed_at_]);
       return fixed_[fixed_at_++];
     }
   }
   if (mode_ != Mode::kDone && pending_at_ == pending_.size() &&
-      !(mode_ == Mode::kFollowing ? DrawBatch() : DrawDealt())) {
-    EndPass();
+      !(mode_ == Mode::kFollowing ? DrawBatch() : DrawDealt()) && !EndPass()) {
+    return Next();
   }
   if (mode_ == Mode::kDone) return std::nullopt;
   ++drawn_;
@@ -164,13 +207,21 @@ std::vector<size_t> JobSampler::NextBatch() {
   }
   Claim();
   std::vector<size_t> out;
+  if (PerArrival()) {
+    NoteRollback();
+    while (out.size() < batch_ && !replay_.empty()) out.push_back(*Replayed());
+    if (!out.empty()) return out;
+  }
   if (mode_ == Mode::kFixed) {
-    while (out.size() < batch_ && fixed_at_ < fixed_.size()) out.push_back(fixed_[fixed_at_++]);
-    if (out.empty()) EndPass();
+    while (out.size() < batch_ && fixed_at_ < fixed_.size()) {
+      if (PerArrival()) Logged(fixed_[fixed_at_]);
+      out.push_back(fixed_[fixed_at_++]);
+    }
+    if (out.empty() && !EndPass()) return NextBatch();
     return out;
   }
   if (mode_ == Mode::kDone || !(mode_ == Mode::kFollowing ? DrawBatch() : DrawDealt())) {
-    EndPass();
+    if (!EndPass()) return NextBatch();
     return out;
   }
   out.assign(pending_.begin(), pending_.end());
@@ -229,14 +280,30 @@ bool JobSampler::DrawDealt() {
   return true;
 }
 
-void JobSampler::EndPass() {
-  if (mode_ == Mode::kDone) return;
+bool JobSampler::EndPass() {
+  if (mode_ == Mode::kDone) return true;
+  const Mode was = mode_;
   mode_ = Mode::kDone;
-  if (bsp_ || !follows_) return;  // every worker ended the epoch at the same step
+  if (bsp_ || !follows_) return true;  // every worker ended the epoch at the same step
   // ssp/async: the epoch ends once every worker's gradients of it are in, so
-  // what the loop evaluates or saves next holds them all.
-  dp_.Barrier();
-  if (!dp_.impl_->SumMode()) dp_.PullParameters();
+  // what the loop evaluates or saves next holds them all. A rollback meanwhile
+  // gives this worker back steps: their indices come again first.
+  while (true) {
+    try {
+      dp_.Barrier();
+      if (!dp_.impl_->SumMode()) dp_.PullParameters();
+      return true;
+    } catch (const RolledBack& back) {
+      if (dp_.impl_->raise_rolled_back_) throw;
+      NoteRollback();
+      // Dealt batches: NextBatch() deals the undone steps' again.
+      if (!replay_.empty() || was == Mode::kDealt) {
+        spdlog::warn("{}; the sampler gives the batches from there again", back.what());
+        mode_ = was;
+        return false;
+      }
+    }
+  }
 }
 
 }  // namespace een

@@ -219,7 +219,10 @@ class DataParallel {
   // so use DistributedSampler's fixed slicing. A batch dealt to a worker
   // that is then lost is not trained.
   // A restarted coordinator deals on from the count it last saved (every
-  // 256 batches: up to 256 batches are then trained again).
+  // 256 batches: up to 256 batches are then trained again). After a rollback
+  // (a lost PS) this worker redoes its own steps from the snapshot's: the
+  // batches it was dealt for them come again first, so none is lost or
+  // trained twice.
   uint64_t NextBatch();
   // Pulls the newest parameters and buffers without a step. Under ssp or
   // async, after a Barrier(), these are the values every worker's

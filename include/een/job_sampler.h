@@ -21,13 +21,16 @@
 // is the same). The job keeps it (and --resume finds it next to the
 // snapshots), so a worker that starts mid-job finds it there; given
 // otherwise.
-// Known limits: a lost worker's share of the step(s) it did not finish is
-// not dealt again (at most two steps of its batch); a DataLoader that
+// Known limits: a DataLoader that
 // prefetches (num_workers > 0) draws batches ahead, so after a change the
 // batches it had drawn keep the old layout; the epoch's last step wraps
 // around to a whole global batch (padding, as torch's sampler pads).
-// A rollback under ssp/async still throws (the batches dealt since the
-// snapshot are not dealt again).
+// Under ssp/async each worker takes its own steps, and a rollback gives it
+// back its own steps from the snapshot's: the batches dealt for those steps
+// come again (NextBatch() deals them first), or without the batch size the
+// indices the sampler drew for them (before any new ones, also of an
+// earlier epoch's pass when the rollback reaches back there); Step() throws
+// nothing.
 // Under ssp/async, with the batch size given (or the job's), the job deals
 // batches (DataParallel::NextBatch(): a fast worker takes more, every batch
 // of an epoch once, each epoch's last batch short); without it each worker
@@ -41,7 +44,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "een/sampler.h"
@@ -74,12 +79,20 @@ class JobSampler {
   enum class Mode { kFixed, kFollowing, kDealt, kDone };
   bool DrawBatch();  // fills pending_ for step next_step_; false: the epoch is over
   bool DrawDealt();  // ssp/async: fills pending_ with the job's next dealt batch
-  void EndPass();    // ssp/async: waits for the others' gradients of the epoch
+  // ssp/async: waits for the others' gradients of the epoch; false: a rollback meanwhile left
+  // indices to give again (the pass goes on).
+  bool EndPass();
   void Learn(uint64_t step_now);
   uint64_t JobBatch() const;             // the job's batch size for samplers (0: not known)
   void TellJob();                        // this one's, for joiners and --resume
   void Claim();                          // a step was taken during this pass: it trains
   void TakeFixedShares(uint64_t epoch);  // this pass: torch's shares of the live workers
+  // ssp/async: what this worker drew for each of its steps, to give again after a rollback
+  // (dealt batches: DataParallel::NextBatch() gives them again).
+  bool PerArrival() const { return !bsp_ && follows_; }
+  void NoteRollback();               // a rollback since the last look: replay
+  void Logged(size_t index);         // drawn for the step the worker is at
+  std::optional<size_t> Replayed();  // the next index to give again, if any
   const DistributedSampler& Order(uint64_t epoch);
 
   DataParallel& dp_;
@@ -106,6 +119,12 @@ class JobSampler {
   uint64_t next_step_ = 0;
   uint64_t seen_rollbacks_ = 0;
   std::optional<uint64_t> held_;  // ssp/async: a dealt batch of a later epoch
+  // ssp/async: (this worker's step, the index drawn for it), oldest first, over this pass and the
+  // one before; and the indices to give again after a rollback.
+  std::deque<std::pair<uint64_t, size_t>> log_;
+  std::deque<size_t> replay_;
+  uint64_t log_begins_ = 0;  // the step this pass's first draw was for (older ones are dropped
+                             // at the next pass)
   bool warned_ = false;
 };
 

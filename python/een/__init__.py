@@ -449,12 +449,11 @@ class DistributedSampler(torch.utils.data.Sampler):
     (an evaluation's) keep the fixed shares. Under ssp/async, with
     batch_size given, the job deals the batches (a fast worker takes more),
     and each pass ends once every worker's gradients of the epoch are in.
-    Limits: a lost worker's share of the step(s) it did not finish is not
-    dealt again; a DataLoader with num_workers > 0 draws batches ahead,
-    which keep the layout they were drawn with after a change or a
-    rollback; the epoch's last step is padded to a whole batch by wrapping
-    around (drop_last is ignored there); a rollback under ssp/async still
-    raises een.RolledBack."""
+    A rollback under ssp/async raises nothing either: each worker redoes its
+    own steps with the batches it had for them. Limits: a DataLoader with
+    num_workers > 0 draws batches ahead, which keep the layout they were
+    drawn with after a change or a rollback; the epoch's last step is padded
+    to a whole batch by wrapping around (drop_last is ignored there)."""
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
                  drop_last=False, batch_size=None):

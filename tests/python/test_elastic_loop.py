@@ -156,6 +156,26 @@ class ElasticLoop(unittest.TestCase):
                     batches[os.path.basename(path).split("-")[0]] = len(f.readlines())
             self.assertGreater(batches["rank0"], batches["rank2"], "a fast worker takes more")
 
+    def test_under_async_a_rollback_gives_each_worker_its_steps_batches_again(self):
+        """A PS lost under async rolls the job back to a snapshot: each worker
+        goes on from its own steps there, and the sampler gives the batches it
+        drew for the undone steps again (dp.step() raises nothing). Every
+        sample is trained once per epoch over the run (a rollback that reaches
+        back into the last epoch gives those batches in the next pass)."""
+        # The job deals the batches (a slow worker takes fewer: the workers' own steps
+        # differ), or each worker takes its fixed share (no batch size given).
+        for give_batch, extra in ((True, ["--slow-rank", "2"]), (False, [])):
+            with tempfile.TemporaryDirectory() as tmp:
+                run = job.Job(self.args(tmp, 2, 3, "--consistency", "async", "--snapshot-every",
+                                        "10", "--snapshot-dir", os.path.join(tmp, "snapshots"),
+                                        give_batch=give_batch) + extra)
+                job.kill_when(self, run, r"snapshot of step [3-9]0 complete", "ps 1")
+                self.assertRegex(run.output, "NextBatch\\(\\) deals the [0-9]+ batch" if give_batch
+                                 else "the sampler gives the [0-9]+ samples it drew")
+                counts = collections.Counter(i for ids in trained(tmp).values() for i in ids)
+                self.assertEqual(dict(counts), {i: EPOCHS for i in range(SAMPLES)},
+                                 run.output[-3000:])
+
     def test_survivors_take_over_a_lost_workers_share(self):
         with tempfile.TemporaryDirectory() as tmp:
             run = job.Job(self.args(tmp, 1, 3, "--min-workers", "2"))

@@ -6,7 +6,8 @@
 // momentum, Adam), on 1..N apply threads. Bandwidth counts the bytes the
 // step reads or updates once each: gradients (per worker), values and
 // optimizer state; the reference is memcpy of the same number of bytes on
-// one core, in the same run.
+// one core, in the same run. Each case also runs without the PS's look for
+// NaN and infinite means ("no check"), for what that look costs.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,8 +29,9 @@ struct Measured {
 };
 
 Result<Measured> TimeOptimizer(const ShardMap& map, const OptimizerConfig& optimizer,
-                               const ApplyOptions& o, int threads) {
+                               const ApplyOptions& o, int threads, bool check_nonfinite) {
   EEN_ASSIGN_OR_RETURN(auto store, ps::ChunkStore::Create(map, 0, o.workers, optimizer));
+  store->SetNonFiniteCheck(check_nonfinite);
   ps::ApplyPool pool(threads);
   store->SetApplyPool(&pool);
   const size_t total = map.TotalNumel();
@@ -97,9 +99,11 @@ int RunApply(const ApplyOptions& o) {
   for (const Case& c : cases) {
     double per_core = 0;
     for (int t = 1; t <= o.threads; ++t) {
-      auto m = TimeOptimizer(*map, c.config, o, t);
-      if (!m.ok()) {
-        std::fprintf(stderr, "een-bench: %s\n", m.status().message().c_str());
+      auto m = TimeOptimizer(*map, c.config, o, t, true);
+      auto unchecked = TimeOptimizer(*map, c.config, o, t, false);
+      if (!m.ok() || !unchecked.ok()) {
+        std::fprintf(stderr, "een-bench: %s\n",
+                     (m.ok() ? unchecked.status() : m.status()).message().c_str());
         return 1;
       }
       if (t == 1) {
@@ -111,6 +115,10 @@ int RunApply(const ApplyOptions& o) {
       const double gbs = m->bytes / (m->time.median / 1000) / 1e9;
       std::printf("%-22s %7d %9.2f %9.2f %9.2f %9.2f %13.0f%%\n", c.name, t, m->time.median,
                   m->time.p10, m->time.p90, gbs, 100 * gbs / t / per_core);
+      std::printf("%-22s %7d %9.2f %9.2f %9.2f %9.2f %13s   checked / not: %.3f\n", "  no check", t,
+                  unchecked->time.median, unchecked->time.p10, unchecked->time.p90,
+                  m->bytes / (unchecked->time.median / 1000) / 1e9, "",
+                  m->time.median / unchecked->time.median);
     }
   }
   return 0;

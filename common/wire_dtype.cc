@@ -1,5 +1,8 @@
 #include "common/wire_dtype.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "common/vector_clones.h"
 
 // GCC only: clang 14 has no __builtin_cpu_supports("f16c") (a clang build, such as
@@ -99,6 +102,63 @@ EEN_VECTOR_CLONES void DecodeWire(WireType t, const void* src, float* __restrict
     if (HaveF16c()) return DecodeF16c(in, dst, n);
 #endif
     for (size_t i = 0; i < n; ++i) dst[i] = F16ToFloat(in[i]);
+  }
+}
+
+namespace {
+
+// Whether any of `n` words at `bytes` has every exponent bit of `mask` set
+// (a NaN or an infinity), read in blocks of any alignment.
+constexpr size_t kScanBlock = 1024;
+
+EEN_VECTOR_CLONES bool AnyExponentFull32(const unsigned char* bytes, size_t n, uint32_t mask) {
+  for (size_t b = 0; b < n; b += kScanBlock) {
+    const size_t m = std::min(kScanBlock, n - b);
+    uint32_t words[kScanBlock];
+    std::memcpy(words, bytes + b * 4, m * 4);
+    unsigned any = 0;
+    for (size_t i = 0; i < m; ++i) any |= (words[i] & mask) == mask;
+    if (any) return true;
+  }
+  return false;
+}
+
+EEN_VECTOR_CLONES bool AnyExponentFull16(const unsigned char* bytes, size_t n, uint16_t mask) {
+  for (size_t b = 0; b < n; b += kScanBlock) {
+    const size_t m = std::min(kScanBlock, n - b);
+    uint16_t words[kScanBlock];
+    std::memcpy(words, bytes + b * 2, m * 2);
+    unsigned any = 0;
+    for (size_t i = 0; i < m; ++i) any |= (words[i] & mask) == mask;
+    if (any) return true;
+  }
+  return false;
+}
+
+template <typename Word>
+size_t FirstExponentFull(const unsigned char* bytes, size_t n, Word mask) {
+  const bool any = sizeof(Word) == 4 ? AnyExponentFull32(bytes, n, mask)
+                                     : AnyExponentFull16(bytes, n, static_cast<uint16_t>(mask));
+  if (!any) return n;
+  for (size_t i = 0; i < n; ++i) {
+    Word w;
+    std::memcpy(&w, bytes + i * sizeof(Word), sizeof w);
+    if ((w & mask) == mask) return i;
+  }
+  return n;
+}
+
+}  // namespace
+
+size_t FirstNonFinite(WireType t, const void* data, size_t n) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  switch (t) {
+    case WireType::kF32:
+      return FirstExponentFull<uint32_t>(bytes, n, 0x7f800000u);
+    case WireType::kBF16:
+      return FirstExponentFull<uint16_t>(bytes, n, 0x7f80u);
+    default:  // fp16
+      return FirstExponentFull<uint16_t>(bytes, n, 0x7c00u);
   }
 }
 

@@ -314,6 +314,9 @@ const Coordinator::ControlMessage* Coordinator::ControlMessageOf(wire::Header::W
         [](C c, E e, H h) { return c.HandleDone(e.from, h.getAwaitFinal(), true); }}},
       {wire::Header::FINAL_TAKEN,
        {From::kAnyone, [](C c, E e, H) { return c.HandleFinalTaken(e.from); }}},
+      {wire::Header::PS_FAULT,
+       {From::kAnyone,
+        [](C c, E e, H h) { return c.HandlePsFault(e.from, h.getPsFault().cStr()); }}},
       {wire::Header::LEAVE,
        {From::kAnyone,
         [](C c, E e, H) {
@@ -1114,6 +1117,17 @@ bool Coordinator::GaveUpOnAwaiting(Node& w, Clock::time_point now) {
   spdlog::warn("worker {} waited for the final values and went silent; the job ends without it",
                w.rank);
   return true;
+}
+
+Status Coordinator::HandlePsFault(const transport::PeerId& peer, const std::string& reason) {
+  const Node* ps = NodeByControl(peer);
+  if (!ps || ps->role != wire::Role::PS) {
+    return InvalidArgument("a PS's fault report from a process that is no PS of the job");
+  }
+  if (state_ == wire::JobState::STARTING || state_ == wire::JobState::RUNNING) {
+    Abort(fmt::format("ps {}: {}", ps->rank, reason));
+  }
+  return Status::Ok();
 }
 
 void Coordinator::HandleLeave(const transport::PeerId& peer) {

@@ -259,6 +259,8 @@ class Coordinator {
   // (replicas 2), or the job rolls back (snapshots), or the job ends.
   void PsLost(Node& lost, const std::string& why);
   void HandleLeave(const transport::PeerId& peer);
+  // A PS found a worker's NaN or infinite gradient (not applied): the job ends for it.
+  Status HandlePsFault(const transport::PeerId& peer, const std::string& reason);
   // A PS whose Join() failed once the job had started: the job ends with its reason.
   Status HandlePsCannotStart(const transport::PeerId& peer, wire::Error::Reader error);
   Status StartJob();

@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <memory>
 
+#include "common/wire_dtype.h"
 #include "ps/step_kernel.h"
 
 namespace een::ps {
@@ -433,7 +436,8 @@ std::vector<int> ChunkStore::LiveWorkers() const {
   return out;
 }
 
-void ChunkStore::Run(const std::vector<StepInputs>& inputs, const std::vector<uint32_t>& chunks) {
+std::vector<bool> ChunkStore::Run(std::vector<StepInputs>& inputs,
+                                  const std::vector<uint32_t>& chunks) {
   // Work items of at most kPiece elements, so one large chunk spreads over
   // every apply thread too.
   constexpr size_t kPiece = 1 << 16;
@@ -447,12 +451,48 @@ void ChunkStore::Run(const std::vector<StepInputs>& inputs, const std::vector<ui
     for (size_t b = 0; b < n; b += kPiece)
       pieces.push_back({k, b, std::min<size_t>(n, b + kPiece)});
   }
+  std::unique_ptr<std::atomic<bool>[]> nonfinite(new std::atomic<bool>[chunks.size()]);
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    nonfinite[k] = false;
+    if (check_nonfinite_ && Kind(chunks[k]) == TensorKind::kParameter) {
+      inputs[k].nonfinite = &nonfinite[k];
+    }
+  }
   auto run = [&](size_t i) { StepRange(inputs[pieces[i].input], pieces[i].begin, pieces[i].end); };
   if (pool_) {
     pool_->ParallelFor(pieces.size(), run);
   } else {
     for (size_t i = 0; i < pieces.size(); ++i) run(i);
   }
+  std::vector<bool> found(chunks.size(), false);
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    found[k] = nonfinite[k].load();
+    if (found[k] && nonfinite_.empty()) nonfinite_ = DescribeNonFinite(chunks[k]);
+  }
+  return found;
+}
+
+std::string ChunkStore::DescribeNonFinite(uint32_t chunk) const {
+  const Slot& s = slots_[slot_of_[chunk]];
+  const Chunk& where = map_.chunks()[chunk];
+  const std::string tensor = map_.tensors()[where.tensor].name;
+  const uint32_t n = Numel(chunk);
+  const int arrived = consistency_.per_arrival() ? ArrivedFrom(s) : -1;
+  for (size_t w = 0; w < s.contributions.size(); ++w) {
+    if (s.contributions[w].data() == nullptr || (arrived >= 0 && static_cast<int>(w) != arrived))
+      continue;
+    const size_t bad = FirstNonFinite(s.contribution_types[w], s.contributions[w].data(), n);
+    if (bad == n) continue;
+    const uint64_t step = arrived >= 0 ? s.worker_steps[w] : s.version;
+    return "worker " + std::to_string(w) + "'s gradient of step " + std::to_string(step) +
+           " for tensor '" + tensor + "' (element " + std::to_string(where.offset + bad) +
+           ") is NaN or infinite: not applied, and the job ends (a NaN or infinite loss? "
+           "torch's GradScaler skips such steps; clip the gradients or lower the learning "
+           "rate)";
+  }
+  return "the mean gradient of step " + std::to_string(s.version) + " for tensor '" + tensor +
+         "' overflows to infinity (every worker's gradient is finite, their sum is not): not "
+         "applied, and the job ends (clip the gradients or lower the learning rate)";
 }
 
 void ChunkStore::TakeContributions(const Slot& s, StepInputs* in) {
@@ -543,15 +583,18 @@ std::vector<uint32_t> ChunkStore::ApplySteps(const std::vector<uint32_t>& chunks
       in.wire_out = WireBuffer(s, n);
     }
   }
-  Run(inputs, chunks);
+  const std::vector<bool> nonfinite = Run(inputs, chunks);
+  std::vector<uint32_t> applied;
   for (size_t k = 0; k < chunks.size(); ++k) {
+    if (nonfinite[k]) continue;  // not applied: the step stays unpublished (nonfinite())
     Slot& s = slots_[slot_of_[chunks[k]]];
     if (IsBuffer(s.kind)) {
       std::memcpy(s.values, inputs[k].mean_out, size_t{Numel(chunks[k])} * sizeof(float));
     }
     Advance(s, inputs[k]);
+    applied.push_back(chunks[k]);
   }
-  return chunks;
+  return applied;
 }
 
 void ChunkStore::Aggregate(const std::vector<uint32_t>& chunks) {
@@ -563,8 +606,9 @@ void ChunkStore::Aggregate(const std::vector<uint32_t>& chunks) {
     TakeContributions(s, &in);
     in.mean_out = MeanBuffer(s, Numel(chunks[k]));  // no optimizer: the mean only
   }
-  Run(inputs, chunks);
+  const std::vector<bool> nonfinite = Run(inputs, chunks);
   for (size_t k = 0; k < chunks.size(); ++k) {
+    if (nonfinite[k]) continue;  // held as it is: its norm never comes (nonfinite())
     Slot& s = slots_[slot_of_[chunks[k]]];
     for (auto& f : s.contributions) f = transport::Frame();
     s.awaiting_clip = true;

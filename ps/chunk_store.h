@@ -181,6 +181,14 @@ class ChunkStore {
   bool clipping() const { return optimizer_ && max_norm_ > 0; }
   // Threads for ApplySteps (null: the caller's thread only). Must outlive the store.
   void SetApplyPool(ApplyPool* pool) { pool_ = pool; }
+  // A worker's NaN or infinite gradient is never applied: a parameter chunk whose step's mean
+  // holds one keeps its version (ApplySteps leaves it out; blocks of it may have been updated,
+  // so the step must not be published: the job ends). The first one found, said for the
+  // job's verdict ("worker 1's gradient of step 3 for tensor 'fc.bias' (element 2) is NaN or
+  // infinite: ..."); empty while none was.
+  const std::string& nonfinite() const { return nonfinite_; }
+  // Off: no look at the means (een-bench apply measures what the look costs).
+  void SetNonFiniteCheck(bool on) { check_nonfinite_ = on; }
   // The lowest version over every chunk held here (the step all have reached).
   uint64_t MinVersion() const;
   uint64_t MaxVersion() const;
@@ -292,8 +300,11 @@ class ChunkStore {
   int LowestLive() const;  // -1: none
   int LiveCount() const;
   // The pieces of `inputs` (one per chunk; those with no gradient skipped)
-  // on the apply threads.
-  void Run(const std::vector<StepInputs>& inputs, const std::vector<uint32_t>& chunks);
+  // on the apply threads. Returns, per chunk, whether its mean held a NaN or an infinity
+  // (parameter chunks, when checked; nonfinite() then says whose).
+  std::vector<bool> Run(std::vector<StepInputs>& inputs, const std::vector<uint32_t>& chunks);
+  // Which worker's gradient (or the sum) made the chunk's mean non-finite, for nonfinite().
+  std::string DescribeNonFinite(uint32_t chunk) const;
   // The slot's contributions as the step's gradients (rank order; a
   // broadcast buffer: the lowest live rank's only) and their count.
   void TakeContributions(const Slot& slot, StepInputs* in);
@@ -305,6 +316,8 @@ class ChunkStore {
   std::vector<uint32_t> ApplyHeld(const std::vector<uint32_t>& chunks);
 
   ShardMap map_;
+  bool check_nonfinite_ = true;
+  std::string nonfinite_;
   int num_workers_;
   std::vector<bool> live_;
   std::vector<bool> parked_;         // ssp: waiting at a barrier (see Park)

@@ -311,6 +311,13 @@ Status ParameterServer::Serve(const std::atomic<bool>& stop) {
     } else if (envelope.status().code() != StatusCode::kDeadlineExceeded) {
       spdlog::warn("dropped a message that could not be read: {}", envelope.status().message());
     }
+    // A worker's NaN or infinite gradient, not applied: the coordinator ends the job for it.
+    if (!fault_said_ && !store_->nonfinite().empty()) {
+      fault_said_ = true;
+      spdlog::error("{}", store_->nonfinite());
+      Ignored(control_->Send(ps_messages::Fault(env_.rank, store_->nonfinite())),
+              "telling the coordinator of a NaN or infinite gradient");
+    }
     const auto now = Clock::now();
     if (now >= next_wait_check_) {  // what waits, ten times a second
       next_wait_check_ = now + milliseconds(100);

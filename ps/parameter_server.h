@@ -221,6 +221,7 @@ class ParameterServer {
   // threshold (once per step), so a slow worker never stalls unexplained.
   void ReportStall();
   std::chrono::steady_clock::time_point next_wait_check_;  // ExpirePulls, ReportStall
+  bool fault_said_ = false;  // the store's nonfinite() went to the coordinator
   // What the heartbeat tells eenctl status, as of the last wait check: the
   // step waiting longest for gradients, and how far backups lag. Written
   // by Serve()'s thread (NoteWaits), read by the heartbeat's.

@@ -52,6 +52,12 @@ Message Leave(int rank) {
   return b.Take();
 }
 
+Message Fault(int rank, const std::string& reason) {
+  wire::Outgoing b(wire::Role::PS, rank);
+  b.header().setPsFault(reason);
+  return b.Take();
+}
+
 Message MembershipPrepared(int rank, uint64_t epoch, uint64_t max_version,
                            const std::vector<UnfinishedSteps>& unfinished) {
   wire::Outgoing b(wire::Role::PS, rank);

@@ -33,6 +33,8 @@ Message Register(int rank, const std::string& host, int pid, const std::string& 
                  const std::string& local_address, bool spare, const SnapshotsFound& snapshots);
 Message Hello(int rank);  // to a restarted coordinator: here is this PS's control connection
 Message Leave(int rank);
+// To the coordinator: end the job for `reason` (a worker's NaN or infinite gradient).
+Message Fault(int rank, const std::string& reason);
 Message ProbeReply(int rank, uint64_t round, int worker);  // eenctl status --probe
 // `unfinished`: bsp, each lost worker's first step missing here.
 Message MembershipPrepared(int rank, uint64_t epoch, uint64_t max_version,

@@ -10,6 +10,18 @@ namespace een::ps {
 namespace {
 constexpr size_t kBlock = 2048;  // 8 KiB of fp32: the mean block stays in L1
 constexpr size_t kMaxState = 4;
+
+// Whether any of the m floats is a NaN or an infinity (every exponent bit set): the largest
+// magnitude's bits, an integer max that vectorises.
+EEN_VECTOR_CLONES bool AnyNonFinite(const float* __restrict x, size_t m) {
+  uint32_t largest = 0;
+  for (size_t i = 0; i < m; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    largest = std::max(largest, bits & 0x7fffffffu);
+  }
+  return largest >= 0x7f800000u;
+}
 }  // namespace
 
 EEN_VECTOR_CLONES void StepRange(const StepInputs& in, size_t begin, size_t end) {
@@ -53,6 +65,10 @@ EEN_VECTOR_CLONES void StepRange(const StepInputs& in, size_t begin, size_t end)
         for (size_t i = 0; i < m; ++i) out[i] /= d;
       }
       mean = out;
+    }
+    if (in.nonfinite && AnyNonFinite(mean, m)) {
+      in.nonfinite->store(true, std::memory_order_relaxed);
+      return;
     }
     if (in.optimizer) {
       for (size_t s = 0; s < slots; ++s) state[s] = in.state[s] + b;

@@ -599,6 +599,8 @@ struct Header {
                                    # values (HeartbeatReply.finalStep); answered doneReply
     finalTaken @50 :Void;          # worker -> coordinator: it holds them now (doneReply)
     snapshotTaken @51 :SnapshotTaken;  # coordinator -> eenctl: the snapshot it asked for
+    psFault @52 :Text;             # PS -> coordinator: end the job for this reason (a
+                                   # worker's NaN or infinite gradient, never applied)
   }
 }
 

@@ -276,16 +276,26 @@ TEST_F(Semantics, LocalModeTrainsInProcessLikeTorch) {
   EXPECT_NE(unset.output.find("EEN_LOCAL=1"), std::string::npos) << unset.output;
 }
 
-// A NaN gradient under clipping ends the job with the step named, instead
-// of NaN parameters on every rank.
-TEST_F(Semantics, ANanGradientNormEndsTheJobNamingTheStep) {
-  auto r = testing::Run(Job(2, 2, "nan", {"--steps", "10", "--clip", "0.2", "--nan-at", "3"}),
-                        seconds(60));
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_TRUE(std::regex_search(LastLine(r.output),
-                                std::regex("the total gradient norm of step 3 is -?nan \\(a NaN "
-                                           "or infinite gradient\\)")))
-      << r.output;
+// A NaN gradient is never applied (every rank's parameters would turn NaN,
+// silently): the PS keeps the step unpublished, and the job ends naming the
+// worker, the tensor and the step; under every consistency mode, and with
+// clipping.
+TEST_F(Semantics, ANanGradientIsNeverAppliedAndTheJobEndsNamingWorkerTensorAndStep) {
+  const std::regex said(
+      "job failed: ps [01]: worker 0's gradient of step 3 for tensor '[a-z0-9_.]+' \\(element "
+      "[0-9]+\\) is NaN or infinite: not applied, and the job ends");
+  using Flags = std::vector<std::string>;
+  for (const auto& [launch, extra] :
+       std::vector<std::pair<Flags, Flags>>{{{}, {}},
+                                            {{}, {"--clip", "0.2"}},  // (clipping is bsp's only)
+                                            {{"--consistency", "ssp:2"}, {}},
+                                            {{"--consistency", "async"}, {}}}) {
+    Flags flags = {"--steps", "10", "--nan-at", "3"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    auto r = testing::Run(Job(2, 2, "nan", flags, launch), seconds(60));
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_TRUE(std::regex_search(LastLine(r.output), said)) << r.output;
+  }
 }
 
 // The progress line shows the loss the program gave, NaN as nan (not as

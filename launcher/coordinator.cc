@@ -662,6 +662,12 @@ Status Coordinator::StartJob() {
         "job starts: {} workers of torch.distributed's een backend; their collectives go "
         "through the {} PS",
         workers_.size(), ps_.size());
+    if (options_.job.snapshot_every > 0) {
+      spdlog::warn(
+          "--snapshot-every: the PS of torch.distributed's een backend hold no model (the "
+          "workers do), so no snapshot is written; save checkpoints from the program "
+          "(torch.save on rank 0), as with torchrun");
+    }
   } else {
     spdlog::info(
         "job starts: {} tensors, {} parameters in {} chunks; bytes per PS {}; optimizer "
@@ -1162,14 +1168,15 @@ void Coordinator::CheckLiveness() {
   };
   auto why = [&](const Node& n) {
     const long allowance = allowance_of(n);
-    return fmt::format("{} silent for {} ms > {}, last at step {}", Describe(n),
-                       n.liveness.SilentMs(now),
+    // (A worker of torch.distributed's een backend takes no steps of the job's.)
+    const bool steps = !(ServesProcessGroups() && n.role == wire::Role::WORKER);
+    return fmt::format("{} silent for {} ms > {}{}", Describe(n), n.liveness.SilentMs(now),
                        allowance == threshold.count()
                            ? fmt::format("failover threshold {} ms", allowance)
                            : fmt::format("its allowance {} ms (failover threshold {} ms, raised "
                                          "for its irregular heartbeats)",
                                          allowance, threshold.count()),
-                       n.step);
+                       steps ? fmt::format(", last at step {}", n.step) : "");
   };
   // A finished worker waiting for the final values that went silent (its
   // heartbeats stop when it exits): the job ends without waiting for it.

@@ -732,6 +732,8 @@ int JobSupervisor::Run() {
               " workers (--min-workers " + std::to_string(config().MinWorkers()) + ")");
           continue;
         }
+        // Per-node launch: it ended because the job is starting again (said once, there).
+        if (link_ && link_->restart_every_worker()) return RestartEveryWorker(CoordinatorVerdict());
         Say(what);
         // The coordinator ended the job first (a bad model, a lost PS, ...):
         // this process only stopped because of it, and the verdict names the cause.

@@ -63,6 +63,16 @@ std::string WritableFolderProblem(const std::filesystem::path& dir, const std::s
   return "";
 }
 
+// --snapshot-dir alone keeps no snapshots: said, as a user who gives a folder expects some.
+void WarnOfSnapshotFolderAlone(const een::JobConfig& config, const std::string& flag) {
+  if (flag.empty() || config.snapshot_every > 0 || config.resume) return;
+  std::fprintf(stderr,
+               "[een-launch] warning: --snapshot-dir %s without --snapshot-every N: the job keeps "
+               "no snapshots there (no rollback after a lost PS, no `eenctl snapshot` or "
+               "export); add --snapshot-every N\n",
+               flag.c_str());
+}
+
 // Snapshots need a folder that takes files: said before anything starts,
 // not by every PS once the job runs; so do flight records, not at the
 // first stall. Empty when they do.
@@ -556,6 +566,7 @@ int main(int argc, char** argv) {
     if (std::string problem = FolderProblem(config); !problem.empty()) {
       return Usage(problem);
     }
+    WarnOfSnapshotFolderAlone(config, snapshot_dir);
     if (command.empty()) return Usage("no program to run: put the worker command after --");
     return een::RunNodeJob(config, *node, command, BinaryDir());
   }
@@ -566,6 +577,7 @@ int main(int argc, char** argv) {
   }
   if (een::Status s = config.Validate(); !s.ok()) return Usage(s.message());
   if (std::string problem = FolderProblem(config); !problem.empty()) return Usage(problem);
+  WarnOfSnapshotFolderAlone(config, snapshot_dir);
   if (std::string problem = EarlierSnapshotsProblem(config); !problem.empty()) {
     return Usage(problem);
   }

@@ -255,6 +255,16 @@ TEST(Launch, BadFlagsNameTheFieldAndTheFix) {
   EXPECT_NE(bad_config.output.find("field 'failover_treshold' is unknown"), std::string::npos)
       << bad_config.output;
 
+  // A snapshot folder alone keeps nothing: said before the job starts.
+  auto folder_alone = testing::Run(
+      LaunchCommand({"--ps", "1", "--workers", "1", "--snapshot-dir", "/tmp/een-launch-test-snaps"},
+                    {"true"}),
+      seconds(60));
+  EXPECT_NE(folder_alone.output.find("--snapshot-dir /tmp/een-launch-test-snaps without "
+                                     "--snapshot-every N: the job keeps no snapshots"),
+            std::string::npos)
+      << folder_alone.output;
+
   auto bad_backend = testing::Run(
       LaunchCommand({"--ps", "1", "--workers", "1", "--backend", "ssh"}, {"true"}), seconds(10));
   EXPECT_EQ(bad_backend.exit_code, 2);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -221,6 +222,9 @@ class CollectiveSession {
  private:
   CollectiveSession() {
     auto env = JobEnvironment::FromProcess("this program");
+    if (!env.ok() && std::getenv("EEN_RANK") != nullptr) {
+      ThrowIfError(env.status(), "cannot join the job");  // under een-launch: the cause as is
+    }
     if (!env.ok()) {
       // (EEN_LOCAL=1, which the message may suggest, is een.DataParallel's.)
       ThrowIfError(env.status(),

@@ -142,6 +142,13 @@ class Torchrun(unittest.TestCase):
         code, out = run([launch, "--ps", "0", "--workers", "2", "--"] + SCRIPT, timeout=240)
         self.assertEqual(code, 1, out)
         self.assertIn("this job runs without parameter servers (een-launch --ps 0)", out)
+        # init_process_group("een") too: the cause, not "run it under een-launch".
+        code, out = run([launch, "--ps", "0", "--workers", "1", "--", sys.executable, "-c",
+                         "import een, torch.distributed as d; d.init_process_group('een')"],
+                        timeout=120)
+        self.assertEqual(code, 1, out)
+        self.assertIn("cannot join the job: this job runs without parameter servers", out)
+        self.assertNotIn("one-process mode", out)
 
     def test_torchrun_habits_get_een_launchs_spelling(self):
         launch = os.path.join(BIN, "een-launch")

@@ -107,39 +107,10 @@ EEN_VECTOR_CLONES void DecodeWire(WireType t, const void* src, float* __restrict
 
 namespace {
 
-// Whether any of `n` words at `bytes` has every exponent bit of `mask` set
-// (a NaN or an infinity), read in blocks of any alignment.
-constexpr size_t kScanBlock = 1024;
-
-EEN_VECTOR_CLONES bool AnyExponentFull32(const unsigned char* bytes, size_t n, uint32_t mask) {
-  for (size_t b = 0; b < n; b += kScanBlock) {
-    const size_t m = std::min(kScanBlock, n - b);
-    uint32_t words[kScanBlock];
-    std::memcpy(words, bytes + b * 4, m * 4);
-    unsigned any = 0;
-    for (size_t i = 0; i < m; ++i) any |= (words[i] & mask) == mask;
-    if (any) return true;
-  }
-  return false;
-}
-
-EEN_VECTOR_CLONES bool AnyExponentFull16(const unsigned char* bytes, size_t n, uint16_t mask) {
-  for (size_t b = 0; b < n; b += kScanBlock) {
-    const size_t m = std::min(kScanBlock, n - b);
-    uint16_t words[kScanBlock];
-    std::memcpy(words, bytes + b * 2, m * 2);
-    unsigned any = 0;
-    for (size_t i = 0; i < m; ++i) any |= (words[i] & mask) == mask;
-    if (any) return true;
-  }
-  return false;
-}
-
+// The first of `n` words at `bytes` with every exponent bit of `mask` set (a NaN or an
+// infinity), or n. (Looked for only once the PS's apply found one: no need to be fast.)
 template <typename Word>
 size_t FirstExponentFull(const unsigned char* bytes, size_t n, Word mask) {
-  const bool any = sizeof(Word) == 4 ? AnyExponentFull32(bytes, n, mask)
-                                     : AnyExponentFull16(bytes, n, static_cast<uint16_t>(mask));
-  if (!any) return n;
   for (size_t i = 0; i < n; ++i) {
     Word w;
     std::memcpy(&w, bytes + i * sizeof(Word), sizeof w);

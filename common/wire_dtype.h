@@ -75,8 +75,8 @@ void EncodeWire(WireType t, const float* src, void* dst, size_t n);
 void DecodeWire(WireType t, const void* src, float* dst, size_t n);
 
 // The index of the first NaN or infinity among `n` elements of type `t` at
-// `data` (any alignment), or n when every one is finite. One pass that
-// only reads; the index is searched only once one is there.
+// `data` (any alignment), or n when every one is finite (element by
+// element: for naming a value already known to be there).
 size_t FirstNonFinite(WireType t, const void* data, size_t n);
 
 }  // namespace een

@@ -869,32 +869,21 @@ uint64_t DataParallel::Impl::DealBatch() {
   // come again, first (the coordinator deals on from where it was, so none comes twice).
   if (dealt_rollbacks_ != rollbacks_) {
     dealt_rollbacks_ = rollbacks_;
-    std::deque<uint64_t> again;
-    while (!dealt_.empty() && dealt_.back().first >= step_) {
-      again.push_front(dealt_.back().second);
-      dealt_.pop_back();
-    }
-    again.insert(again.end(), dealt_again_.begin(), dealt_again_.end());
-    dealt_again_ = std::move(again);
-    if (!dealt_again_.empty()) {
+    if (const size_t again = dealt_.Rollback(step_); again > 0) {
       spdlog::info(
           "rolled back to this worker's step {}: NextBatch() deals the {} batch(es) it "
           "dealt for its steps since then again",
-          step_, dealt_again_.size());
+          step_, again);
     }
   }
-  uint64_t batch;
-  if (!dealt_again_.empty()) {
-    batch = dealt_again_.front();
-    dealt_again_.pop_front();
-  } else {
+  std::optional<uint64_t> batch = dealt_.Again();
+  if (!batch) {
     Result<uint64_t> index = client_->ClaimBatch();
     ThrowIfError(index.status(), "claiming the next batch");
     batch = *index;
   }
-  dealt_.emplace_back(step_, batch);
-  if (dealt_.size() > kDealtKept) dealt_.pop_front();
-  return batch;
+  dealt_.Note(step_, *batch);
+  return *batch;
 }
 void DataParallel::PullParameters() {
   impl_->CheckNotLeft("PullParameters()");

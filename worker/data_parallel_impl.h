@@ -19,6 +19,7 @@
 
 #include "common/status.h"
 #include "een/data_parallel.h"
+#include "een/redo_log.h"
 #include "worker/bucket_layout.h"
 #include "worker/device/device_copies.h"
 #include "worker/device/gradient_stager.h"
@@ -77,11 +78,9 @@ class DataParallel::Impl {
   const void* training_sampler_ = nullptr;  // the JobSampler steps were taken in (one)
   bool raise_rolled_back_ = false;          // DataParallelOptions::raise_rolled_back
   uint64_t local_batches_ = 0;              // NextBatch() in local mode
-  // NextBatch() under ssp/async: (this worker's step, the batch dealt for it), the newest
-  // kDealtKept; after a rollback those of the undone steps are dealt again first.
-  static constexpr size_t kDealtKept = 1 << 16;
-  std::deque<std::pair<uint64_t, uint64_t>> dealt_;
-  std::deque<uint64_t> dealt_again_;
+  // NextBatch() under ssp/async: the batch dealt for each of this worker's steps (the newest
+  // 65536); after a rollback those of the undone steps are dealt again first.
+  RedoLog<uint64_t> dealt_{1 << 16};
   uint64_t dealt_rollbacks_ = 0;     // rollbacks_ when dealt_ was last looked at
   void PullLatest() { JoinPull(); }  // PullParameters()
   // Checkpoints (data_parallel_checkpoint.cc).

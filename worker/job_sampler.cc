@@ -54,7 +54,7 @@ const DistributedSampler& JobSampler::Order(uint64_t epoch) {
 void JobSampler::Begin(uint64_t epoch) {
   NoteRollback();  // one in the last pass's end (ssp/async): its steps' indices come again
   // What this worker drew in the pass before the last is no longer redone by a rollback.
-  while (!log_.empty() && log_.front().first < log_begins_) log_.pop_front();
+  drawn_log_.Forget(log_begins_);
   log_begins_ = dp_.step();
   epoch_ = epoch;
   drawn_ = 0;
@@ -132,28 +132,19 @@ void JobSampler::NoteRollback() {
   // ssp/async: this worker goes on from its own step `from`; what it drew for that step and
   // later ones comes again, before what it still had to give again.
   const uint64_t from = dp_.step();
-  std::deque<size_t> again;
-  while (!log_.empty() && log_.back().first >= from) {
-    again.push_front(log_.back().second);
-    log_.pop_back();
-  }
-  again.insert(again.end(), replay_.begin(), replay_.end());
-  replay_ = std::move(again);
-  if (!replay_.empty()) {
+  if (const size_t again = drawn_log_.Rollback(from); again > 0) {
     spdlog::info(
         "rolled back to this worker's step {}: the sampler gives the {} samples it drew "
         "for its steps since then again",
-        from, replay_.size());
+        from, again);
   }
 }
 
-void JobSampler::Logged(size_t index) { log_.emplace_back(dp_.step(), index); }
+void JobSampler::Logged(size_t index) { drawn_log_.Note(dp_.step(), index); }
 
 std::optional<size_t> JobSampler::Replayed() {
-  if (replay_.empty()) return std::nullopt;
-  const size_t index = replay_.front();
-  replay_.pop_front();
-  Logged(index);
+  std::optional<size_t> index = drawn_log_.Again();
+  if (index) Logged(*index);
   return index;
 }
 
@@ -209,7 +200,7 @@ std::vector<size_t> JobSampler::NextBatch() {
   std::vector<size_t> out;
   if (PerArrival()) {
     NoteRollback();
-    while (out.size() < batch_ && !replay_.empty()) out.push_back(*Replayed());
+    while (out.size() < batch_ && drawn_log_.redoing()) out.push_back(*Replayed());
     if (!out.empty()) return out;
   }
   if (mode_ == Mode::kFixed) {
@@ -297,7 +288,7 @@ bool JobSampler::EndPass() {
       if (dp_.impl_->raise_rolled_back_) throw;
       NoteRollback();
       // Dealt batches: NextBatch() deals the undone steps' again.
-      if (!replay_.empty() || was == Mode::kDealt) {
+      if (drawn_log_.redoing() || was == Mode::kDealt) {
         spdlog::warn("{}; the sampler gives the batches from there again", back.what());
         mode_ = was;
         return false;

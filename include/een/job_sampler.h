@@ -44,11 +44,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <optional>
-#include <utility>
 #include <vector>
 
+#include "een/redo_log.h"
 #include "een/sampler.h"
 
 namespace een {
@@ -119,10 +118,9 @@ class JobSampler {
   uint64_t next_step_ = 0;
   uint64_t seen_rollbacks_ = 0;
   std::optional<uint64_t> held_;  // ssp/async: a dealt batch of a later epoch
-  // ssp/async: (this worker's step, the index drawn for it), oldest first, over this pass and the
-  // one before; and the indices to give again after a rollback.
-  std::deque<std::pair<uint64_t, size_t>> log_;
-  std::deque<size_t> replay_;
+  // ssp/async without the batch size: the index drawn for each of this worker's steps, over this
+  // pass and the one before, given again after a rollback.
+  RedoLog<size_t> drawn_log_;
   uint64_t log_begins_ = 0;  // the step this pass's first draw was for (older ones are dropped
                              // at the next pass)
   bool warned_ = false;

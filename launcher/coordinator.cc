@@ -306,7 +306,10 @@ const Coordinator::ControlMessage* Coordinator::ControlMessageOf(wire::Header::W
         }}},
       {wire::Header::BATCH_CLAIM,
        {From::kAnyone,
-        [](C c, E e, H h) { return c.HandleBatchClaim(e.from, h.getBatchClaim().getSequence()); }}},
+        [](C c, E e, H h) {
+          return c.HandleBatchClaim(e.from, h.getBatchClaim().getSequence(),
+                                    h.getBatchClaim().getStep());
+        }}},
       {wire::Header::DONE,
        {From::kAnyone, [](C c, E e, H h) { return c.HandleDone(e.from, h.getDone()); }}},
       {wire::Header::AWAIT_FINAL,
@@ -872,13 +875,31 @@ Status Coordinator::HandleBarrier(const transport::PeerId& peer, uint64_t sequen
   return Status::Ok();
 }
 
-Status Coordinator::HandleBatchClaim(const transport::PeerId& peer, uint64_t sequence) {
+Status Coordinator::HandleBatchClaim(const transport::PeerId& peer, uint64_t sequence,
+                                     uint64_t step) {
   Node* n = NodeByControl(peer);
   if (!n || n->role != wire::Role::WORKER) return InvalidArgument("batch claim from a non-worker");
+  uint64_t batch;
+  if (!deal_again_.empty()) {
+    batch = deal_again_.front();
+    deal_again_.pop_front();
+  } else {
+    batch = next_batch_++;
+  }
+  dealt_.try_emplace(n->rank, 4096).first->second.Note(step, batch);
   EEN_RETURN_IF_ERROR(
-      listener_->Send(peer, coordinator_messages::BatchClaimReply(sequence, next_batch_++)));
+      listener_->Send(peer, coordinator_messages::BatchClaimReply(sequence, batch)));
   if (++batches_since_save_ >= kBatchesPerSave) SaveState();  // resets the count
   return Status::Ok();
+}
+
+size_t Coordinator::DealAgain(int worker, uint64_t from) {
+  auto it = dealt_.find(worker);
+  if (it == dealt_.end()) return 0;
+  const size_t again = it->second.Rollback(from);
+  while (std::optional<uint64_t> batch = it->second.Again()) deal_again_.push_back(*batch);
+  dealt_.erase(it);
+  return again;
 }
 
 transport::Message Coordinator::SentBackFromBarrier(uint64_t sequence) const {

@@ -37,6 +37,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -51,6 +52,7 @@
 #include "common/shard_map.h"
 #include "common/transport/device.h"
 #include "een/optimizer.h"
+#include "een/redo_log.h"
 #include "launcher/coordinator_messages.h"
 #include "launcher/elastic_nodes.h"
 #include "launcher/event_store.h"
@@ -218,7 +220,9 @@ class Coordinator {
   // DataParallel::NextBatch(): the next batch number, once each. Saved with
   // the state every kBatchesPerSave batches: a restarted coordinator deals
   // on from the last saved number (up to that many batches come again).
-  Status HandleBatchClaim(const transport::PeerId& peer, uint64_t sequence);
+  Status HandleBatchClaim(const transport::PeerId& peer, uint64_t sequence, uint64_t step);
+  // ssp/async: a lost worker's batches of its steps from `from` on are dealt again; how many.
+  size_t DealAgain(int worker, uint64_t from);
   // ssp/async, resumed or rolled back to the snapshot of `step`:
   // NextBatch() deals from step x live workers on, as if each worker took
   // one batch a step (a faster worker's batches past `step` come again).
@@ -478,6 +482,10 @@ class Coordinator {
   std::map<int, BarrierAgainstStep> barrier_against_step_;  // by PS rank
   uint64_t data_batch_ = 0;  // the samplers' batch size, once a worker said it
   uint64_t next_batch_ = 0;  // the batch NextBatch() hands out next
+  // ssp/async: the batches dealt to each worker by its own step (the newest 4096), and those of
+  // a lost worker's steps not applied everywhere, dealt again before next_batch_.
+  std::map<int, RedoLog<uint64_t>> dealt_;
+  std::deque<uint64_t> deal_again_;
   static constexpr uint64_t kBatchesPerSave = 256;
   uint64_t batches_since_save_ = 0;  // dealt since the last SaveState()
   uint64_t start_step_ = 0;

@@ -235,6 +235,16 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
   if (!commit) return Status::Ok();  // more answers to come, or not this round's
   const uint64_t step = commit->step;
   for (const UnfinishedSteps& u : commit->unfinished) {
+    if (consistency_.per_arrival()) {  // its own steps: each worker takes its own
+      const size_t again = DealAgain(u.worker, u.from_step);
+      spdlog::info(
+          "worker {}'s batches of steps {}-{} were not trained (lost before its gradients "
+          "arrived everywhere): {}",
+          u.worker, u.from_step, u.from_step + std::max<size_t>(again, 1) - 1,
+          again == 0 ? std::string("it had been dealt none of them yet")
+                     : fmt::format("NextBatch() deals those {} batch(es) again first", again));
+      continue;
+    }
     spdlog::info(
         "worker {}'s batches of steps {}-{} were not trained (lost before its gradients "
         "arrived): the live workers' samplers draw them first",

@@ -510,7 +510,7 @@ int JobSupervisor::Run() {
   }
 
   bool workers_done = false;
-  Clock::time_point workers_done_at, failure_at, coordinator_done_at;
+  Clock::time_point workers_done_at, failure_at, coordinator_done_at, consequences_since;
   std::string failure;
   // The failure is a PS's exit, a replacement's (one that came too late:
   // the job ended while it started) or a killed worker's; moot if the
@@ -611,6 +611,20 @@ int JobSupervisor::Run() {
       std::stable_partition(ended.begin(), ended.end(), [&](size_t i) {
         return !IsWorker(i) || !ReadsAsAPeersLoss(slots_[i]->last_line());
       });
+      // Workers that failed only for a peer's loss: the peer that failed first may take a
+      // moment longer to end (its teardown closed the connections), or be on another node
+      // (whose een-launch tells the coordinator). Up to 2 s for that cause to show.
+      const bool only_consequences =
+          !ended.empty() && std::all_of(ended.begin(), ended.end(), [&](size_t i) {
+            return IsWorker(i) && !slots_[i]->succeeded() &&
+                   ReadsAsAPeersLoss(slots_[i]->last_line());
+          });
+      if (!only_consequences) {
+        consequences_since = Clock::time_point{};
+      } else if (CoordinatorVerdict().empty()) {
+        if (consequences_since == Clock::time_point{}) consequences_since = Clock::now();
+        if (MillisSince(consequences_since) < 2000) continue;
+      }
       for (size_t i : ended) {
         const RoleProcess& c = *slots_[i];
         reported[i] = true;
@@ -661,13 +675,7 @@ int JobSupervisor::Run() {
         // --ps 0 (the program moves its own gradients: gloo, nccl): no
         // worker can be replaced alone.
         if (is_worker && config().ps == 0 && config().max_restarts > 0 && !workers_done) {
-          // Per-node launch: one that failed for a peer's loss gives the cause's node a moment
-          // to tell the coordinator first, so that every node names the cause.
-          const auto asked = Clock::now();
-          while (link_ && ReadsAsAPeersLoss(c.last_line()) &&
-                 link_->state() != wire::JobState::ABORTED && MillisSince(asked) < 2000) {
-            link_->Refresh(milliseconds(200));
-          }
+          // (Per-node launch: another node's cause, told to the coordinator, goes first.)
           const std::string verdict = link_ ? CoordinatorVerdict() : "";
           return RestartEveryWorker(verdict.empty() ? what : verdict);
         }

@@ -331,7 +331,10 @@ std::optional<uint64_t> ChunkStore::FirstStepMissing(int worker) const {
     if (slot_of_[c] < 0) continue;
     const Slot& s = slots_[slot_of_[c]];
     if (!s.primary || !s.initialized) continue;
-    const uint64_t missing = s.version + (HasContribution(c, worker) ? 1 : 0);
+    // ssp/async: its own next step there (each gradient is applied as it comes).
+    const uint64_t missing = consistency_.per_arrival()
+                                 ? s.worker_steps[worker]
+                                 : s.version + (HasContribution(c, worker) ? 1 : 0);
     first = first ? std::min(*first, missing) : missing;
   }
   return first;

@@ -436,7 +436,7 @@ Status ParameterServer::HandleMembershipPrepare(wire::MembershipPrepare::Reader 
       bool lost = false;
       for (int l : prepare.getLostWorkers()) lost |= l == w;
       const std::optional<uint64_t> missing = store_->FirstStepMissing(w);
-      if (lost && missing && !store_->consistency().per_arrival()) {
+      if (lost && missing) {
         unfinished.push_back({w, *missing});
       }
       const std::vector<uint32_t> done = store_->RemoveWorker(w);

@@ -373,6 +373,8 @@ struct Barrier {
 struct BatchClaim {
   sequence @0 :UInt64;             # the worker's request number (echoed)
   index @1 :UInt64;                # reply: the batch
+  step @2 :UInt64;                 # request: the worker's own step the batch is for (a lost
+                                   # worker's batches of steps not applied are dealt again)
 }
 
 enum PushKind {

@@ -878,7 +878,7 @@ uint64_t DataParallel::Impl::DealBatch() {
   }
   std::optional<uint64_t> batch = dealt_.Again();
   if (!batch) {
-    Result<uint64_t> index = client_->ClaimBatch();
+    Result<uint64_t> index = client_->ClaimBatch(step_);
     ThrowIfError(index.status(), "claiming the next batch");
     batch = *index;
   }

@@ -944,11 +944,11 @@ Status WorkerClient::Barrier() {
   return s;
 }
 
-Result<uint64_t> WorkerClient::ClaimBatch() {
+Result<uint64_t> WorkerClient::ClaimBatch(uint64_t step) {
   const uint64_t sequence = ++claim_sequence_;
   uint64_t index = 0;
   EEN_RETURN_IF_ERROR(Request(
-      worker_messages::BatchClaim(rank_, sequence),
+      worker_messages::BatchClaim(rank_, sequence, step),
       [&](wire::Header::Reader h) {
         if (!h.isBatchClaimReply() || h.getBatchClaimReply().getSequence() != sequence) {
           return false;

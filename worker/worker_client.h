@@ -196,8 +196,9 @@ class WorkerClient {
   // PS rolled the job back meanwhile (Recover(), redo the steps from the
   // snapshot, then Barrier() again: it asks for the same barrier).
   Status Barrier();
-  // The next batch number of the job nobody has taken (see DataParallel::NextBatch).
-  Result<uint64_t> ClaimBatch();
+  // The next batch number of the job nobody has taken (see DataParallel::NextBatch), for this
+  // worker's own step `step`.
+  Result<uint64_t> ClaimBatch(uint64_t step);
   Status Finish();  // tells the coordinator this worker is done; idempotent
   // Done training, as Finish(), but heartbeats go on and the job does not
   // end before FinalTaken(): AwaitFinal() then waits until every worker

@@ -41,9 +41,11 @@ Message Barrier(int rank, uint64_t sequence, uint64_t map_epoch) {
   return b.Take();
 }
 
-Message BatchClaim(int rank, uint64_t sequence) {
+Message BatchClaim(int rank, uint64_t sequence, uint64_t step) {
   wire::Outgoing b(wire::Role::WORKER, rank);
-  b.header().initBatchClaim().setSequence(sequence);
+  auto claim = b.header().initBatchClaim();
+  claim.setSequence(sequence);
+  claim.setStep(step);
   return b.Take();
 }
 

@@ -216,8 +216,9 @@ class DataParallel {
   //   for (uint64_t k; (k = dp.NextBatch()) < epochs * B;) train(k / B, k % B);
   // Not reproducible (who takes which batch depends on timing). Under bsp
   // it throws (kFailedPrecondition): every worker must take the same steps,
-  // so use DistributedSampler's fixed slicing. A batch dealt to a worker
-  // that is then lost is not trained.
+  // so use DistributedSampler's fixed slicing. The batches dealt to a
+  // worker that is then lost, for its steps whose gradients did not reach
+  // every PS, are dealt again to the live workers, first.
   // A restarted coordinator deals on from the count it last saved (every
   // 256 batches: up to 256 batches are then trained again). After a rollback
   // (a lost PS) this worker redoes its own steps from the snapshot's: the

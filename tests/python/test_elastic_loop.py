@@ -186,5 +186,21 @@ class ElasticLoop(unittest.TestCase):
             self.assert_once_but_the_padding(trained(tmp, output=run.output), run.output, 2)
 
 
+    def test_under_async_a_lost_workers_unfinished_batches_are_dealt_again(self):
+        """Under async the job deals the batches; a worker lost mid-epoch had
+        been dealt some it never finished: NextBatch() deals those again to
+        the live workers, so every sample is still trained once per epoch
+        over the run (the lost worker's steps not applied everywhere do not
+        count, as the job's log says)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            run = job.Job(self.args(tmp, 1, 3, "--consistency", "async", "--min-workers", "2",
+                                    give_batch=True))
+            job.kill_when(self, run, r"epoch 1 step", "worker 2")
+            self.assertRegex(run.output, r"worker 2's batches of steps \d+-\d+ were not trained")
+            counts = collections.Counter(
+                i for ids in trained(tmp, output=run.output).values() for i in ids)
+            self.assertEqual(dict(counts), {i: EPOCHS for i in range(SAMPLES)},
+                             run.output[-3000:])
+
 if __name__ == "__main__":
     unittest.main()

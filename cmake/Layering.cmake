@@ -15,7 +15,7 @@ set(_een_allowed_common_transport_backend "common/status.h;common/logging.h;comm
 set(_een_allowed_common_transport "common/status.h;common/logging.h;common/private_file.h;common/transport/")
 set(_een_allowed_common "common/;schema/;een/optimizer.h;een/error.h;een/sampler.h;een/membership.h")
 set(_een_allowed_ps "ps/;common/;schema/;een/optimizer.h;een/error.h;een/sampler.h;een/membership.h")
-set(_een_allowed_launcher "launcher/;common/;schema/;een/optimizer.h;een/error.h;een/sampler.h;een/membership.h")
+set(_een_allowed_launcher "launcher/;common/;schema/;een/optimizer.h;een/error.h;een/sampler.h;een/membership.h;een/redo_log.h")
 set(_een_allowed_worker "worker/;common/;schema/;een/")
 set(_een_allowed_samples "samples/;een/")
 set(_een_backends "zmq;shm;mem;rdma")

@@ -454,7 +454,11 @@ std::vector<bool> ChunkStore::Run(std::vector<StepInputs>& inputs,
     for (size_t b = 0; b < n; b += kPiece)
       pieces.push_back({k, b, std::min<size_t>(n, b + kPiece)});
   }
-  std::unique_ptr<std::atomic<bool>[]> nonfinite(new std::atomic<bool>[chunks.size()]);
+  if (nonfinite_flags_size_ < chunks.size()) {
+    nonfinite_flags_.reset(new std::atomic<bool>[chunks.size()]);
+    nonfinite_flags_size_ = chunks.size();
+  }
+  std::atomic<bool>* nonfinite = nonfinite_flags_.get();
   for (size_t k = 0; k < chunks.size(); ++k) {
     nonfinite[k] = false;
     if (check_nonfinite_ && Kind(chunks[k]) == TensorKind::kParameter) {

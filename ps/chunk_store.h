@@ -35,6 +35,7 @@
 // Thread safety: single-threaded (the PS event loop).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -318,6 +319,9 @@ class ChunkStore {
   ShardMap map_;
   bool check_nonfinite_ = true;
   std::string nonfinite_;
+  // Run()'s per-chunk flags, kept between calls (an apply call must not allocate them).
+  std::unique_ptr<std::atomic<bool>[]> nonfinite_flags_;
+  size_t nonfinite_flags_size_ = 0;
   int num_workers_;
   std::vector<bool> live_;
   std::vector<bool> parked_;         // ssp: waiting at a barrier (see Park)

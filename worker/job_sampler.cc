@@ -259,10 +259,14 @@ bool JobSampler::DrawBatch() {
 
 bool JobSampler::DrawDealt() {
   const uint64_t per_epoch = (size_ + batch_ - 1) / batch_;
+  // A rollback since a batch was held undid the step it was dealt at: NextBatch() deals it
+  // again in its place among the undone steps' batches (taking it here too trained it twice).
+  if (held_ && held_rollbacks_ != dp_.rollbacks()) held_.reset();
   const uint64_t k = held_ ? *held_ : dp_.NextBatch();
   held_.reset();
   if (k / per_epoch > epoch_) {
     held_ = k;  // the next epoch's: its pass takes it
+    held_rollbacks_ = dp_.rollbacks();
     return false;
   }
   const uint64_t position = (k % per_epoch) * batch_;
@@ -276,6 +280,8 @@ bool JobSampler::EndPass() {
   const Mode was = mode_;
   mode_ = Mode::kDone;
   if (bsp_ || !follows_) return true;  // every worker ended the epoch at the same step
+  spdlog::info("epoch {}'s data is all drawn: waiting until every worker's steps of it are in",
+               epoch_);
   // ssp/async: the epoch ends once every worker's gradients of it are in, so
   // what the loop evaluates or saves next holds them all. A rollback meanwhile
   // gives this worker back steps: their indices come again first.

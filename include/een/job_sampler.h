@@ -118,6 +118,7 @@ class JobSampler {
   uint64_t next_step_ = 0;
   uint64_t seen_rollbacks_ = 0;
   std::optional<uint64_t> held_;  // ssp/async: a dealt batch of a later epoch
+  uint64_t held_rollbacks_ = 0;   // dp.rollbacks() when held_ was dealt
   // ssp/async without the batch size: the index drawn for each of this worker's steps, over this
   // pass and the one before, given again after a rollback.
   RedoLog<size_t> drawn_log_;

@@ -26,7 +26,9 @@ parser.add_argument("--give-batch-size", action="store_true")
 parser.add_argument("--step-ms", type=float, default=0)
 parser.add_argument("--short-ms", type=float, default=0,
                     help="each step's pause while a worker is missing (time for a replacement)")
-parser.add_argument("--slow-rank", type=int, default=-1, help="this rank pauses 4x as long")
+parser.add_argument("--slow-rank", type=int, default=-1,
+                    help="this rank pauses --slow-factor times as long")
+parser.add_argument("--slow-factor", type=float, default=4)
 parser.add_argument("--evaluate", action="store_true",
                     help="after each epoch, a pass over an evaluation loader of its own sampler")
 parser.add_argument("--out", required=True)
@@ -67,7 +69,7 @@ for epoch in range(args.epochs):
             print("epoch %d step %d" % (epoch, dp.global_step), flush=True)
         short = dp.live_count < dp.world_size
         pause = (args.short_ms if short else args.step_ms) / 1000
-        time.sleep(4 * pause if dp.rank == args.slow_rank else pause)
+        time.sleep(args.slow_factor * pause if dp.rank == args.slow_rank else pause)
     if args.evaluate:
         with torch.no_grad():
             seen = sum(len(ids) for (ids,) in evaluation)

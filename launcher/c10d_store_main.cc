@@ -12,7 +12,7 @@
 // serves until SIGTERM/SIGINT or until its parent (een-launch) dies. Like
 // torchrun's store it is unauthenticated: anyone who reaches the port can
 // read and write its keys (gloo's addresses), so the job's hosts should be
-// on a private network (README, "Coming from torchrun").
+// on a private network (docs/user-guide.md, "Coming from torchrun").
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>

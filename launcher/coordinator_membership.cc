@@ -175,7 +175,7 @@ void Coordinator::MaybeReslice() {
       spdlog::warn(
           "--dynamic-slicing auto is on, but worker(s) {} never called batch_slice(): their "
           "batches are not sliced and the shares stay equal (take each step's slice with "
-          "dp.batch_slice(b) and DistributedSampler::Slice, see README)",
+          "dp.batch_slice(b) and DistributedSampler::Slice, see docs/user-guide.md)",
           fmt::join(never, ","));
       warned_unsliced_ = true;
     }

@@ -35,7 +35,7 @@
 // the request, 1 when it refused it (with its reason), 2 on a usage error
 // or when the coordinator did not answer.
 // (A PS or worker is added by starting it with the job's EEN_* environment
-// and the next rank; see README.)
+// and the next rank; see docs/reference.md.)
 #include <fmt/format.h>
 #include <unistd.h>
 

@@ -19,6 +19,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
+#include <torch/torch.h>
 
 #include <memory>
 #include <optional>

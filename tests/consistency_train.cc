@@ -21,6 +21,7 @@
 // on from dp.step() after een::RolledBack (a lost PS with one replica),
 // from Step() or from the barrier.
 #include <een/data_parallel.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>

@@ -10,6 +10,7 @@
 // the step trains (StepDataAt).
 #include <een/data_parallel.h>
 #include <een/job_sampler.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>

@@ -15,6 +15,7 @@
 //   --load PREFIX: under een-launch, the job starts from such a checkpoint
 //   (torch::load of both, then DataParallel::LoadStateFrom).
 #include <een/data_parallel.h>
+#include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>

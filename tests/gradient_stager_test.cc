@@ -8,6 +8,7 @@
 #include "worker/device/gradient_stager.h"
 
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include <atomic>
 #include <mutex>

@@ -29,6 +29,7 @@
 // Worker r's batch at step s is samples (s*W + r)*b ... +b (mod n): the
 // reference can take the union of the live workers' batches.
 #include <een/data_parallel.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>

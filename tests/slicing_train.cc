@@ -16,6 +16,7 @@
 //   gradient over its slice, weighted by its share of the samples and
 //   summed in rank order as the PS does, then plain SGD; writes --out.reference.
 #include <een/data_parallel.h>
+#include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>

@@ -1,5 +1,6 @@
 #include "worker/checkpoint_export.h"
 
+#include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -234,7 +235,7 @@ Result<ExportedCheckpoint> ExportCheckpoint(const std::string& snapshot_dir,
     torch_optimizer.insert("param_groups", groups);
     checkpoint.insert("optimizer", torch_optimizer);
   }
-  return ExportedCheckpoint{checkpoint, at, map.tensors().size()};
+  return ExportedCheckpoint{torch::jit::pickle_save(checkpoint), at, map.tensors().size()};
 }
 
 }  // namespace een

@@ -13,20 +13,21 @@
 // Parameters are numbered as module.parameters() numbers them, frozen ones
 // included (a parameter with no elements, which EEN does not register,
 // would shift the numbers after it).
+// The checkpoint comes back as the bytes torch.save writes (pickled here,
+// so that this header needs no LibTorch headers).
 #pragma once
-
-#include <torch/csrc/jit/serialization/pickle.h>
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
 namespace een {
 
 struct ExportedCheckpoint {
-  c10::IValue value;  // what torch.save / torch::pickle_save writes
+  std::vector<char> bytes;  // what torch.save / torch::pickle_save writes
   uint64_t step = 0;
   size_t tensors = 0;  // in "model"
 };

@@ -851,6 +851,17 @@ void DataParallel::Impl::StepThroughRollback(std::optional<double> loss, int64_t
 void DataParallel::set_learning_rate(double lr) { impl_->SetLearningRate(lr); }
 double DataParallel::learning_rate() const { return impl_->LearningRate(); }
 double DataParallel::grad_norm() const { return impl_->grad_norm_; }
+void DataParallel::AddFollowingSampler(int change) { impl_->following_samplers_ += change; }
+const void* DataParallel::training_sampler() const { return impl_->training_sampler_; }
+void DataParallel::set_training_sampler(const void* sampler) { impl_->training_sampler_ = sampler; }
+uint64_t DataParallel::job_data_batch() const {
+  return impl_->client_ ? impl_->client_->data_batch() : 0;
+}
+void DataParallel::NoteJobDataBatch(uint64_t batch) {
+  if (impl_->client_) impl_->client_->NoteDataBatch(batch);
+}
+bool DataParallel::sum_mode() const { return impl_->SumMode(); }
+bool DataParallel::raises_rolled_back() const { return impl_->raise_rolled_back_; }
 uint64_t DataParallel::NextBatch() {
   impl_->CheckNotLeft("NextBatch()");
   if (!impl_->client_) return impl_->local_batches_++;

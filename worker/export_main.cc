@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
                 ", which export only reads: give it a path outside");
   }
 
-  const std::vector<char> bytes = torch::jit::pickle_save(exported->value);
+  const std::vector<char>& bytes = exported->bytes;
   // Whole or not at all: a temporary file renamed over the target.
   const std::string temporary = target.string() + ".tmp-" + std::to_string(getpid());
   {

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <string>
 
-#include "data_parallel_impl.h"
 #include "een/data_parallel.h"
 #include "een/error.h"
 
@@ -15,30 +14,26 @@ JobSampler::JobSampler(DataParallel& dp, size_t dataset_size, bool shuffle, uint
                        size_t batch)
     : dp_(dp), size_(dataset_size), shuffle_(shuffle), seed_(seed), batch_(batch) {
   if (dataset_size == 0) throw Error("een: JobSampler: the dataset is empty");
-  ++dp_.impl_->following_samplers_;
+  dp_.AddFollowingSampler(1);
   if (batch_ != 0) TellJob();
 }
 
-uint64_t JobSampler::JobBatch() const {
-  return dp_.impl_->client_ ? dp_.impl_->client_->data_batch() : 0;
-}
+uint64_t JobSampler::JobBatch() const { return dp_.job_data_batch(); }
 
 void JobSampler::TellJob() {
-  if (dp_.impl_->client_ && dp_.impl_->client_->data_batch() == 0) {
-    dp_.impl_->client_->NoteDataBatch(batch_);
-  }
+  if (dp_.job_data_batch() == 0) dp_.NoteJobDataBatch(batch_);
 }
 
 JobSampler::~JobSampler() {
-  --dp_.impl_->following_samplers_;
-  if (dp_.impl_->training_sampler_ == this) dp_.impl_->training_sampler_ = nullptr;
+  dp_.AddFollowingSampler(-1);
+  if (dp_.training_sampler() == this) dp_.set_training_sampler(nullptr);
 }
 
 void JobSampler::Claim() {
   // The sampler a step is taken in trains; others (an evaluation's) keep
   // their fixed shares while it lives.
-  if (dp_.impl_->training_sampler_ == nullptr && dp_.step() != begun_at_) {
-    dp_.impl_->training_sampler_ = this;
+  if (dp_.training_sampler() == nullptr && dp_.step() != begun_at_) {
+    dp_.set_training_sampler(this);
   }
 }
 
@@ -65,7 +60,7 @@ void JobSampler::Begin(uint64_t epoch) {
   fixed_at_ = 0;
   seen_rollbacks_ = dp_.rollbacks();
   next_step_ = begun_at_ = dp_.step();
-  const void* training = dp_.impl_->training_sampler_;
+  const void* training = dp_.training_sampler();
   follows_ = training == nullptr || training == this;
   if (batch_ == 0) batch_ = JobBatch();  // another worker's sampler learned it
   bsp_ = dp_.consistency() == "bsp";
@@ -288,10 +283,10 @@ bool JobSampler::EndPass() {
   while (true) {
     try {
       dp_.Barrier();
-      if (!dp_.impl_->SumMode()) dp_.PullParameters();
+      if (!dp_.sum_mode()) dp_.PullParameters();
       return true;
     } catch (const RolledBack& back) {
-      if (dp_.impl_->raise_rolled_back_) throw;
+      if (dp_.raises_rolled_back()) throw;
       NoteRollback();
       // Dealt batches: NextBatch() deals the undone steps' again.
       if (drawn_log_.redoing() || was == Mode::kDealt) {

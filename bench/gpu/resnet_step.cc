@@ -9,6 +9,7 @@
 // GPU memory the caching allocator handed out (CUDA builds).
 #include <een/data_parallel.h>
 #include <torch/cuda.h>
+#include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>

@@ -55,7 +55,10 @@
 // Thread safety: one DataParallel per process, used from the training thread.
 #pragma once
 
-#include <torch/torch.h>
+// Only the tensor type and declarations of LibTorch's module and optimizer:
+// a training program includes <torch/torch.h> itself, as every LibTorch
+// program does (at::Tensor is torch::Tensor).
+#include <ATen/core/Tensor.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -68,6 +71,15 @@
 #include "een/error.h"
 #include "een/optimizer.h"
 #include "een/sampler.h"
+
+namespace torch {
+namespace nn {
+class Module;
+}  // namespace nn
+namespace optim {
+class Optimizer;
+}  // namespace optim
+}  // namespace torch
 
 namespace een {
 
@@ -83,14 +95,14 @@ enum class BufferSync {
 // One trainable parameter's training state: what a checkpoint holds for it
 // (DataParallel::optimizer_state()).
 struct ParameterState {
-  std::string name;     // as the module's named_parameters() names it
-  torch::Tensor value;  // float32 on the CPU: the values `state` goes with
-  int64_t step = 0;     // optimizer steps applied to it (torch.optim's "step")
+  std::string name;  // as the module's named_parameters() names it
+  at::Tensor value;  // float32 on the CPU: the values `state` goes with
+  int64_t step = 0;  // optimizer steps applied to it (torch.optim's "step")
   // By torch.optim's names: "exp_avg" and "exp_avg_sq" (Adam, AdamW),
   // "momentum_buffer" (SGD with momentum), "sum" (Adagrad); float32 on the
   // CPU, the parameter's shape. Empty before the parameter's first step
   // (Adagrad's "sum" is there from the start, as torch's is).
-  std::map<std::string, torch::Tensor> state;
+  std::map<std::string, at::Tensor> state;
 };
 
 struct DataParallelOptions {
@@ -290,7 +302,14 @@ class DataParallel {
   void Abandon();
 
  private:
-  friend class JobSampler;  // follows the job (job_sampler.h)
+  friend class JobSampler;  // follows the job (job_sampler.h), through these:
+  void AddFollowingSampler(int change);
+  const void* training_sampler() const;
+  void set_training_sampler(const void* sampler);
+  uint64_t job_data_batch() const;  // 0: no sampler of the job has said it yet
+  void NoteJobDataBatch(uint64_t batch);
+  bool sum_mode() const;
+  bool raises_rolled_back() const;
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

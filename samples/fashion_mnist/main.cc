@@ -23,6 +23,7 @@
 // sleep X ms before a random quarter of its steps (stragglers that come and
 // go).
 #include <een/data_parallel.h>
+#include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>

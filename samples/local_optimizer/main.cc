@@ -4,6 +4,7 @@
 //
 //   een-launch --ps 1 --workers 2 -- build/bin/local_optimizer
 #include <een/data_parallel.h>
+#include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>

@@ -3,6 +3,7 @@
 // pkg-config). It fits y = 3x - 1 through the job's parameter servers and
 // prints each worker's result; every worker must end with the same values.
 #include <een/data_parallel.h>
+#include <torch/torch.h>
 
 #include <cstdio>
 

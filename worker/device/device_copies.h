@@ -20,7 +20,10 @@
 // except Pending::Wait/Done, which the completer thread calls.
 #pragma once
 
-#include <torch/torch.h>
+// The narrow headers: this seam needs only the tensor and device types, and
+// LibTorch's whole <torch/torch.h> is most of a translation unit's compile time.
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <memory>
 
@@ -38,9 +41,9 @@ class DeviceCopies {
   virtual ~DeviceCopies() = default;
   // `source`: a contiguous device tensor of any floating dtype; `dest`:
   // host memory for source.numel() floats.
-  virtual std::unique_ptr<Pending> ToHost(const torch::Tensor& source, float* dest) = 0;
+  virtual std::unique_ptr<Pending> ToHost(const at::Tensor& source, float* dest) = 0;
   // `source`: host memory of dest.numel() floats; `dest`: a contiguous device tensor.
-  virtual void ToDevice(const float* source, const torch::Tensor& dest) = 0;
+  virtual void ToDevice(const float* source, const at::Tensor& dest) = 0;
   virtual void FenceCurrentStream() = 0;
   virtual void WaitToDevice() = 0;
 };

@@ -1,5 +1,8 @@
 #include "worker/device/fake_device_copies.h"
 
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/from_blob.h>
+
 #include <cstring>
 
 namespace een {
@@ -29,23 +32,23 @@ FakeDeviceCopies::~FakeDeviceCopies() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::unique_ptr<DeviceCopies::Pending> FakeDeviceCopies::ToHost(const torch::Tensor& source,
+std::unique_ptr<DeviceCopies::Pending> FakeDeviceCopies::ToHost(const at::Tensor& source,
                                                                 float* dest) {
   // The job holds the source, as the real copy's Pending does; it reads it
   // only when it runs.
-  torch::Tensor held = source;
+  at::Tensor held = source;
   const uint64_t ticket = Enqueue([held, dest] {
-    torch::Tensor values = held.reshape({-1}).to(torch::kFloat).contiguous();
+    at::Tensor values = held.reshape({-1}).to(at::kFloat).contiguous();
     std::memcpy(dest, values.data_ptr<float>(), static_cast<size_t>(values.numel()) * 4);
   });
   return std::make_unique<FakePending>(this, ticket);
 }
 
-void FakeDeviceCopies::ToDevice(const float* source, const torch::Tensor& dest) {
-  torch::Tensor held = dest;
+void FakeDeviceCopies::ToDevice(const float* source, const at::Tensor& dest) {
+  at::Tensor held = dest;
   const uint64_t ticket = Enqueue([held, source] {
-    torch::NoGradGuard no_grad;
-    held.copy_(torch::from_blob(const_cast<float*>(source), held.sizes(), torch::kFloat));
+    at::NoGradGuard no_grad;
+    held.copy_(at::from_blob(const_cast<float*>(source), held.sizes(), at::kFloat));
   });
   std::lock_guard<std::mutex> lock(mu_);
   last_to_device_ = ticket;

@@ -30,8 +30,8 @@ class FakeDeviceCopies : public DeviceCopies {
                             std::chrono::microseconds delay = std::chrono::microseconds(200));
   ~FakeDeviceCopies() override;
 
-  std::unique_ptr<Pending> ToHost(const torch::Tensor& source, float* dest) override;
-  void ToDevice(const float* source, const torch::Tensor& dest) override;
+  std::unique_ptr<Pending> ToHost(const at::Tensor& source, float* dest) override;
+  void ToDevice(const float* source, const at::Tensor& dest) override;
   void FenceCurrentStream() override;  // the host is the "current stream": waits
   void WaitToDevice() override;
 

@@ -20,12 +20,12 @@ GradientStager::~GradientStager() {
   thread_.join();
 }
 
-void GradientStager::Stage(uint32_t t, const torch::Tensor& grad) {
-  const torch::Tensor flat = grad.reshape({-1});
+void GradientStager::Stage(uint32_t t, const at::Tensor& grad) {
+  const at::Tensor flat = grad.reshape({-1});
   Staged staged{t, {}};
   for (const BucketLayout::Segment& s : layout_.segments(t)) {
-    const torch::Tensor piece = flat.slice(0, static_cast<int64_t>(s.tensor_offset),
-                                           static_cast<int64_t>(s.tensor_offset + s.numel));
+    const at::Tensor piece = flat.slice(0, static_cast<int64_t>(s.tensor_offset),
+                                        static_cast<int64_t>(s.tensor_offset + s.numel));
     staged.copies.push_back(copies_.ToHost(piece, buckets_[s.bucket] + s.bucket_offset));
   }
   {

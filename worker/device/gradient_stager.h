@@ -38,7 +38,7 @@ class GradientStager {
   GradientStager& operator=(const GradientStager&) = delete;
 
   // `grad`: tensor t's gradient on the device (its shape; any floating dtype).
-  void Stage(uint32_t t, const torch::Tensor& grad);
+  void Stage(uint32_t t, const at::Tensor& grad);
   void Drain();
   size_t in_flight() const;  // staged, not yet arrived
 

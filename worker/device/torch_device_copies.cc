@@ -5,6 +5,8 @@
 // StreamGuard: into pinned (cudaHostRegister'ed) host memory they are
 // asynchronous; dtype conversion (bf16/fp16 <-> float32) happens on the
 // device, on the copy's stream.
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/from_blob.h>
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -31,13 +33,13 @@ void HostWait(c10::Event& event) {
 
 class TorchPending : public DeviceCopies::Pending {
  public:
-  TorchPending(torch::Tensor source, c10::Event done)
+  TorchPending(at::Tensor source, c10::Event done)
       : source_(std::move(source)), done_(std::move(done)) {}
   bool Done() override { return done_.query(); }
   void Wait() override { HostWait(done_); }
 
  private:
-  torch::Tensor source_;  // held until the copy completed
+  at::Tensor source_;  // held until the copy completed
   c10::Event done_;
 };
 
@@ -50,11 +52,11 @@ class TorchDeviceCopies : public DeviceCopies {
         to_device_(impl_.getStreamFromGlobalPool(device)),
         to_device_done_(device.type()) {}
 
-  std::unique_ptr<Pending> ToHost(const torch::Tensor& source, float* dest) override {
+  std::unique_ptr<Pending> ToHost(const at::Tensor& source, float* dest) override {
     After(impl_.getStream(device_), to_host_);
     {
       c10::StreamGuard on(to_host_);
-      torch::from_blob(dest, {source.numel()}, torch::kFloat)
+      at::from_blob(dest, {source.numel()}, at::kFloat)
           .copy_(source.reshape({-1}), /*non_blocking=*/true);
     }
     // The allocator keeps the source's memory until this stream's work is
@@ -65,14 +67,14 @@ class TorchDeviceCopies : public DeviceCopies {
     return std::make_unique<TorchPending>(source, std::move(done));
   }
 
-  void ToDevice(const float* source, const torch::Tensor& dest) override {
+  void ToDevice(const float* source, const at::Tensor& dest) override {
     if (!to_device_open_) {  // the first copy of a pull: after the queued reads of `dest`
       After(impl_.getStream(device_), to_device_);
       to_device_open_ = true;
     }
     c10::StreamGuard on(to_device_);
-    torch::NoGradGuard no_grad;
-    dest.copy_(torch::from_blob(const_cast<float*>(source), dest.sizes(), torch::kFloat),
+    at::NoGradGuard no_grad;
+    dest.copy_(at::from_blob(const_cast<float*>(source), dest.sizes(), at::kFloat),
                /*non_blocking=*/true);
   }
 

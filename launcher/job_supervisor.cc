@@ -577,7 +577,7 @@ int JobSupervisor::Run() {
       return RestartEveryWorker(CoordinatorVerdict());
     }
     // Per-node launch: the coordinator ended the job for every node to do so.
-    if (link_ && link_->restart_every_worker()) return RestartEveryWorker(CoordinatorVerdict());
+    if (ToldToRestartEveryWorker()) return RestartEveryWorker(CoordinatorVerdict());
     if (failure.empty() && !workers_done && HostsCoordinator() && slots_[0]->killed_by_signal() &&
         !reported[0] && coordinator_restarts_ < 3) {
       ++coordinator_restarts_;
@@ -741,7 +741,7 @@ int JobSupervisor::Run() {
           continue;
         }
         // Per-node launch: it ended because the job is starting again (said once, there).
-        if (link_ && link_->restart_every_worker()) return RestartEveryWorker(CoordinatorVerdict());
+        if (ToldToRestartEveryWorker()) return RestartEveryWorker(CoordinatorVerdict());
         Say(what);
         // The coordinator ended the job first (a bad model, a lost PS, ...):
         // this process only stopped because of it, and the verdict names the cause.
@@ -780,7 +780,7 @@ int JobSupervisor::Run() {
                                                        : threshold + 1500;
       // (--ps 0: nothing else knows more than this process's own end.)
       // Per-node launch: this node's loss may come from the job's end for a restart.
-      if (link_ && link_->restart_every_worker()) return RestartEveryWorker(CoordinatorVerdict());
+      if (ToldToRestartEveryWorker()) return RestartEveryWorker(CoordinatorVerdict());
       if (coordinator_gone || config().ps == 0 || MillisSince(failure_at) > patience) {
         // A node but 0 whose coordinator fell silent: its roles stopped
         // because of that (they wait for it as long), and that is the cause.

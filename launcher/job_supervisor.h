@@ -116,6 +116,9 @@ class JobSupervisor {
   // stops everything and sets wants_restart() when restarts are left, else
   // fails.
   int RestartEveryWorker(const std::string& reason);
+  // Per-node launch: the coordinator ended the job for every node to start
+  // its workers again (checked wherever a role's end may come from that).
+  bool ToldToRestartEveryWorker() const { return link_ && link_->restart_every_worker(); }
   Status CreateSecret();
   std::string CoordinatorVerdict() const;
   // Whether the coordinator declared this worker process lost.

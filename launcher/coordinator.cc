@@ -308,7 +308,7 @@ const Coordinator::ControlMessage* Coordinator::ControlMessageOf(wire::Header::W
        {From::kAnyone,
         [](C c, E e, H h) {
           return c.HandleBatchClaim(e.from, h.getBatchClaim().getSequence(),
-                                    h.getBatchClaim().getStep());
+                                    h.getBatchClaim().getStep(), h.getBatchClaim().getNotBefore());
         }}},
       {wire::Header::DONE,
        {From::kAnyone, [](C c, E e, H h) { return c.HandleDone(e.from, h.getDone()); }}},
@@ -876,7 +876,7 @@ Status Coordinator::HandleBarrier(const transport::PeerId& peer, uint64_t sequen
 }
 
 Status Coordinator::HandleBatchClaim(const transport::PeerId& peer, uint64_t sequence,
-                                     uint64_t step) {
+                                     uint64_t step, uint64_t not_before) {
   Node* n = NodeByControl(peer);
   if (!n || n->role != wire::Role::WORKER) return InvalidArgument("batch claim from a non-worker");
   uint64_t batch;
@@ -884,6 +884,9 @@ Status Coordinator::HandleBatchClaim(const transport::PeerId& peer, uint64_t seq
     batch = deal_again_.front();
     deal_again_.pop_front();
   } else {
+    // The epochs before the sampler's were trained in fixed shares (it
+    // learned the batch size in the first): none of their batches is dealt.
+    next_batch_ = std::max(next_batch_, not_before);
     batch = next_batch_++;
   }
   dealt_.try_emplace(n->rank, 4096).first->second.Note(step, batch);

@@ -220,7 +220,8 @@ class Coordinator {
   // DataParallel::NextBatch(): the next batch number, once each. Saved with
   // the state every kBatchesPerSave batches: a restarted coordinator deals
   // on from the last saved number (up to that many batches come again).
-  Status HandleBatchClaim(const transport::PeerId& peer, uint64_t sequence, uint64_t step);
+  Status HandleBatchClaim(const transport::PeerId& peer, uint64_t sequence, uint64_t step,
+                          uint64_t not_before);
   // ssp/async: a lost worker's batches of its steps from `from` on are dealt again; how many.
   size_t DealAgain(int worker, uint64_t from);
   // ssp/async, resumed or rolled back to the snapshot of `step`:

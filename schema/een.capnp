@@ -375,6 +375,9 @@ struct BatchClaim {
   index @1 :UInt64;                # reply: the batch
   step @2 :UInt64;                 # request: the worker's own step the batch is for (a lost
                                    # worker's batches of steps not applied are dealt again)
+  notBefore @3 :UInt64;            # request: a batch never dealt is at least this one (the
+                                   # first of the epoch the sampler is in: the epochs before
+                                   # it were trained in fixed shares)
 }
 
 enum PushKind {

@@ -862,9 +862,13 @@ void DataParallel::NoteJobDataBatch(uint64_t batch) {
 }
 bool DataParallel::sum_mode() const { return impl_->SumMode(); }
 bool DataParallel::raises_rolled_back() const { return impl_->raise_rolled_back_; }
-uint64_t DataParallel::NextBatch() {
+uint64_t DataParallel::NextBatch() { return DealtBatchFrom(0); }
+uint64_t DataParallel::DealtBatchFrom(uint64_t not_before) {
   impl_->CheckNotLeft("NextBatch()");
-  if (!impl_->client_) return impl_->local_batches_++;
+  if (!impl_->client_) {
+    impl_->local_batches_ = std::max(impl_->local_batches_, not_before);
+    return impl_->local_batches_++;
+  }
   if (!impl_->client_->consistency().per_arrival()) {
     // Under bsp every worker must take the same steps: dealt batches would
     // leave one worker a step short while the others wait for it.
@@ -873,9 +877,9 @@ uint64_t DataParallel::NextBatch() {
         "every worker takes the same steps: use DistributedSampler (Batch(), PositionAfter())",
         Error::Code::kFailedPrecondition);
   }
-  return impl_->DealBatch();
+  return impl_->DealBatch(not_before);
 }
-uint64_t DataParallel::Impl::DealBatch() {
+uint64_t DataParallel::Impl::DealBatch(uint64_t not_before) {
   // A rollback gave this worker back its steps from the snapshot's: the batches dealt for them
   // come again, first (the coordinator deals on from where it was, so none comes twice).
   if (dealt_rollbacks_ != rollbacks_) {
@@ -889,7 +893,7 @@ uint64_t DataParallel::Impl::DealBatch() {
   }
   std::optional<uint64_t> batch = dealt_.Again();
   if (!batch) {
-    Result<uint64_t> index = client_->ClaimBatch(step_);
+    Result<uint64_t> index = client_->ClaimBatch(step_, not_before);
     ThrowIfError(index.status(), "claiming the next batch");
     batch = *index;
   }

@@ -99,7 +99,7 @@ class DataParallel::Impl {
   // worker back to redo its steps.
   void Barrier();
   // NextBatch() under ssp/async: the batches of steps a rollback undid first, then the job's.
-  uint64_t DealBatch();
+  uint64_t DealBatch(uint64_t not_before = 0);
 
  private:
   struct BucketState {

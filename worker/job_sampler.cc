@@ -76,9 +76,10 @@ void JobSampler::Begin(uint64_t epoch) {
   if (!bsp_ && !warned_) {
     warned_ = true;
     spdlog::warn(
-        "under {} the sampler deals the job's batches (a fast worker takes more) only when it "
-        "is given the batch size (een.DistributedSampler(dataset, batch_size=B)); without it "
-        "each worker takes its fixed share of each epoch",
+        "under {} the sampler deals the job's batches (a fast worker takes more) once it knows "
+        "the batch size: until then each worker takes its fixed share of each epoch, and it "
+        "learns the batch size from the loop in the first epoch; give it "
+        "(een.DistributedSampler(dataset, batch_size=B)) to deal from the start",
         dp_.consistency());
   }
   if (next_step_ > 0 && bsp_) {
@@ -167,6 +168,10 @@ std::optional<size_t> JobSampler::Next() {
             "size (een.DistributedSampler(dataset, batch_size=B))");
       }
     }
+    // ssp/async: learned in a pass from the job's start (no rollback in
+    // between), the batch size makes the job deal the batches from the next
+    // pass on.
+    if (!bsp_ && follows_ && begun_at_ == 0 && dp_.rollbacks() == 0) Learn(dp_.step());
     if (mode_ == Mode::kFixed) {
       if (fixed_at_ == fixed_.size()) {
         if (EndPass()) return std::nullopt;
@@ -257,7 +262,10 @@ bool JobSampler::DrawDealt() {
   // A rollback since a batch was held undid the step it was dealt at: NextBatch() deals it
   // again in its place among the undone steps' batches (taking it here too trained it twice).
   if (held_ && held_rollbacks_ != dp_.rollbacks()) held_.reset();
-  const uint64_t k = held_ ? *held_ : dp_.NextBatch();
+  // (Epochs before this one may have been trained in fixed shares, the batch
+  // size not known yet: the job deals from this epoch's first batch.)
+  const uint64_t first = epoch_ > UINT64_MAX / per_epoch ? UINT64_MAX : epoch_ * per_epoch;
+  const uint64_t k = held_ ? *held_ : dp_.DealtBatchFrom(first);
   held_.reset();
   if (k / per_epoch > epoch_) {
     held_ = k;  // the next epoch's: its pass takes it

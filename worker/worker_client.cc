@@ -944,11 +944,11 @@ Status WorkerClient::Barrier() {
   return s;
 }
 
-Result<uint64_t> WorkerClient::ClaimBatch(uint64_t step) {
+Result<uint64_t> WorkerClient::ClaimBatch(uint64_t step, uint64_t not_before) {
   const uint64_t sequence = ++claim_sequence_;
   uint64_t index = 0;
   EEN_RETURN_IF_ERROR(Request(
-      worker_messages::BatchClaim(rank_, sequence, step),
+      worker_messages::BatchClaim(rank_, sequence, step, not_before),
       [&](wire::Header::Reader h) {
         if (!h.isBatchClaimReply() || h.getBatchClaimReply().getSequence() != sequence) {
           return false;

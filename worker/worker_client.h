@@ -198,7 +198,7 @@ class WorkerClient {
   Status Barrier();
   // The next batch number of the job nobody has taken (see DataParallel::NextBatch), for this
   // worker's own step `step`.
-  Result<uint64_t> ClaimBatch(uint64_t step);
+  Result<uint64_t> ClaimBatch(uint64_t step, uint64_t not_before = 0);
   Status Finish();  // tells the coordinator this worker is done; idempotent
   // Done training, as Finish(), but heartbeats go on and the job does not
   // end before FinalTaken(): AwaitFinal() then waits until every worker

@@ -41,11 +41,12 @@ Message Barrier(int rank, uint64_t sequence, uint64_t map_epoch) {
   return b.Take();
 }
 
-Message BatchClaim(int rank, uint64_t sequence, uint64_t step) {
+Message BatchClaim(int rank, uint64_t sequence, uint64_t step, uint64_t not_before) {
   wire::Outgoing b(wire::Role::WORKER, rank);
   auto claim = b.header().initBatchClaim();
   claim.setSequence(sequence);
   claim.setStep(step);
+  claim.setNotBefore(not_before);
   return b.Take();
 }
 

@@ -27,7 +27,7 @@ Message MapRequest(int rank);
 // `map_epoch`: the worker's shard map (one older than the latest rollback's
 // is sent back to redo its steps).
 Message Barrier(int rank, uint64_t sequence, uint64_t map_epoch);
-Message BatchClaim(int rank, uint64_t sequence, uint64_t step);
+Message BatchClaim(int rank, uint64_t sequence, uint64_t step, uint64_t not_before);
 Message Done(int rank, uint64_t steps);
 // Done, and this worker waits for the job's final values; then: it has them.
 Message AwaitFinal(int rank, uint64_t steps);

@@ -310,6 +310,8 @@ class DataParallel {
   void NoteJobDataBatch(uint64_t batch);
   bool sum_mode() const;
   bool raises_rolled_back() const;
+  // NextBatch(), where a batch never dealt is at least `not_before`.
+  uint64_t DealtBatchFrom(uint64_t not_before);
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -176,7 +176,9 @@ class ElasticLoop(unittest.TestCase):
             os.kill(run.newest_pid("ps 1"), signal.SIGKILL)
             self.assert_each_sample_once_per_epoch_over_the_run(
                 tmp, run, "NextBatch\\(\\) deals the [0-9]+ batch")
-        # Each worker takes its fixed share (no batch size given); killed mid-epoch.
+        # No batch size given: each worker takes its fixed share of the first epoch,
+        # the job deals the later ones; killed mid-epoch (the rollback may reach
+        # back into the first epoch: the sampler gives the indices it drew again).
         with tempfile.TemporaryDirectory() as tmp:
             run = job.Job(self.args(tmp, 2, 3, "--consistency", "async", "--snapshot-every", "10",
                                     "--snapshot-dir", os.path.join(tmp, "snapshots")))
@@ -184,7 +186,29 @@ class ElasticLoop(unittest.TestCase):
                                  run.output[-3000:])
             os.kill(run.newest_pid("ps 1"), signal.SIGKILL)
             self.assert_each_sample_once_per_epoch_over_the_run(
-                tmp, run, "the sampler gives the [0-9]+ samples it drew")
+                tmp, run, "the sampler gives the [0-9]+ samples it drew|"
+                "NextBatch\\(\\) deals the [0-9]+ batch")
+
+    def test_under_async_without_the_batch_size_the_job_deals_from_the_second_epoch(self):
+        """The sampler learns the batch size from the loop in the first epoch
+        (each worker takes its fixed share there); from the second the job
+        deals the batches, so a fast worker takes more."""
+        with tempfile.TemporaryDirectory() as tmp:
+            code, output = job.run(self.args(tmp, 1, 3, "--consistency", "async")
+                                   + ["--slow-rank", "2"], timeout=180)
+            self.assertEqual(code, 0, output[-3000:])
+            self.assert_exactly_once(trained(tmp), output)
+            batches = collections.Counter()
+            for path in glob.glob(os.path.join(tmp, "rank*.log")):
+                rank = os.path.basename(path).split("-")[0]
+                with open(path) as f:
+                    for line in f:
+                        if line.startswith("try"):
+                            batches[rank, int(line.split()[1])] += 1
+            per_share = SAMPLES // 3 // BATCH
+            self.assertEqual((batches["rank0", 0], batches["rank2", 0]), (per_share, per_share))
+            for epoch in (1, 2):
+                self.assertGreater(batches["rank0", epoch], batches["rank2", epoch], output[-3000:])
 
     def assert_each_sample_once_per_epoch_over_the_run(self, tmp, run, redone):
         self.assertEqual(run.wait(180), 0, run.output[-4000:])

@@ -58,7 +58,7 @@ void JobSampler::Begin(uint64_t epoch) {
   pending_at_ = 0;
   fixed_.clear();
   fixed_at_ = 0;
-  seen_rollbacks_ = dp_.rollbacks();
+  seen_rollbacks_ = pass_rollbacks_ = dp_.rollbacks();
   next_step_ = begun_at_ = dp_.step();
   const void* training = dp_.training_sampler();
   follows_ = training == nullptr || training == this;
@@ -104,12 +104,12 @@ void JobSampler::TakeFixedShares(uint64_t epoch) {
   mode_ = Mode::kFixed;
 }
 
-void JobSampler::Learn(uint64_t step_now) {
+void JobSampler::Learn(uint64_t steps_this_pass) {
   if (batch_ != 0) return;
-  if (step_now >= 1 && !drawn_at_step1_) drawn_at_step1_ = drawn_;
-  // Between steps 1 and 2 the loop drew one batch, however far ahead a
-  // prefetching DataLoader draws.
-  if (step_now >= 2 && drawn_at_step1_ && drawn_ > *drawn_at_step1_) {
+  if (steps_this_pass >= 1 && !drawn_at_step1_) drawn_at_step1_ = drawn_;
+  // Between the pass's steps 1 and 2 the loop drew one batch, however far
+  // ahead a prefetching DataLoader draws.
+  if (steps_this_pass >= 2 && drawn_at_step1_ && drawn_ > *drawn_at_step1_) {
     batch_ = drawn_ - *drawn_at_step1_;
     spdlog::debug("the sampler learned the batch size: {}", batch_);
     TellJob();
@@ -155,7 +155,7 @@ std::optional<size_t> JobSampler::Next() {
   }
   if (mode_ == Mode::kFixed) {
     if (bsp_ && follows_) {
-      Learn(dp_.step());
+      Learn(dp_.step() - begun_at_);  // (bsp: the pass begun at step 0)
       if (batch_ != 0 && drawn_ % batch_ == 0) {
         mode_ = Mode::kFollowing;  // the same layout, drawn per step from here
         next_step_ = drawn_ / batch_;
@@ -168,10 +168,9 @@ std::optional<size_t> JobSampler::Next() {
             "size (een.DistributedSampler(dataset, batch_size=B))");
       }
     }
-    // ssp/async: learned in a pass from the job's start (no rollback in
-    // between), the batch size makes the job deal the batches from the next
-    // pass on.
-    if (!bsp_ && follows_ && begun_at_ == 0 && dp_.rollbacks() == 0) Learn(dp_.step());
+    // ssp/async: learned in this pass (no rollback in between), the batch
+    // size makes the job deal the batches from the next pass on.
+    if (!bsp_ && follows_ && dp_.rollbacks() == pass_rollbacks_) Learn(dp_.step() - begun_at_);
     if (mode_ == Mode::kFixed) {
       if (fixed_at_ == fixed_.size()) {
         if (EndPass()) return std::nullopt;

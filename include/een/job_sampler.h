@@ -81,7 +81,7 @@ class JobSampler {
   // ssp/async: waits for the others' gradients of the epoch; false: a rollback meanwhile left
   // indices to give again (the pass goes on).
   bool EndPass();
-  void Learn(uint64_t step_now);
+  void Learn(uint64_t steps_this_pass);  // the batch size, from what the loop drew
   uint64_t JobBatch() const;             // the job's batch size for samplers (0: not known)
   void TellJob();                        // this one's, for joiners and --resume
   void Claim();                          // a step was taken during this pass: it trains
@@ -117,6 +117,7 @@ class JobSampler {
   size_t pending_at_ = 0;
   uint64_t next_step_ = 0;
   uint64_t seen_rollbacks_ = 0;
+  uint64_t pass_rollbacks_ = 0;   // dp.rollbacks() when this pass began
   std::optional<uint64_t> held_;  // ssp/async: a dealt batch of a later epoch
   uint64_t held_rollbacks_ = 0;   // dp.rollbacks() when held_ was dealt
   // ssp/async without the batch size: the index drawn for each of this worker's steps, over this

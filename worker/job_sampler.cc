@@ -154,8 +154,11 @@ std::optional<size_t> JobSampler::Next() {
     }
   }
   if (mode_ == Mode::kFixed) {
+    // The batch size, learned from the loop in this pass (under ssp/async not
+    // across a rollback): under bsp the pass follows the job from the next
+    // step on; under ssp/async the job deals the batches from the next pass.
+    if (follows_ && (bsp_ || dp_.rollbacks() == pass_rollbacks_)) Learn(dp_.step() - begun_at_);
     if (bsp_ && follows_) {
-      Learn(dp_.step() - begun_at_);  // (bsp: the pass begun at step 0)
       if (batch_ != 0 && drawn_ % batch_ == 0) {
         mode_ = Mode::kFollowing;  // the same layout, drawn per step from here
         next_step_ = drawn_ / batch_;
@@ -168,9 +171,6 @@ std::optional<size_t> JobSampler::Next() {
             "size (een.DistributedSampler(dataset, batch_size=B))");
       }
     }
-    // ssp/async: learned in this pass (no rollback in between), the batch
-    // size makes the job deal the batches from the next pass on.
-    if (!bsp_ && follows_ && dp_.rollbacks() == pass_rollbacks_) Learn(dp_.step() - begun_at_);
     if (mode_ == Mode::kFixed) {
       if (fixed_at_ == fixed_.size()) {
         if (EndPass()) return std::nullopt;

@@ -59,15 +59,11 @@ cmake -S "$source_dir" -B "$build" -DCMAKE_BUILD_TYPE=Release -DEEN_BUILD_TESTS=
   -DEEN_WERROR=ON -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" > "$build/configure.log"
 cmake --build "$build" -j2 "${targets[@]}" > "$build/build.log"
 end=$(date +%s)
-awk -v wall=$((end - start)) -v top="$top" '
-  { ms[NR] = $1; name[NR] = $2; total += $1; if ($3 == "torch") { torch += $1; nt++ } }
+awk -v wall=$((end - start)) '
+  { total += $1; if ($3 == "torch") { torch += $1; nt++ } }
   END {
     printf "build (configure and compile, -j2): %d s wall\n", wall
     printf "compiling: %d units, %.0f s in all; the %d that include LibTorch headers: %.0f s (%.0f %%)\n",
            NR, total / 1000, nt, torch / 1000, total ? 100 * torch / total : 0
-    n = 0
-    for (i = 1; i <= NR; i++) order[++n] = i
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
-      if (ms[order[j]] > ms[order[i]]) { t = order[i]; order[i] = order[j]; order[j] = t }
-    for (i = 1; i <= n && i <= top; i++) printf "%6.1f s  %s\n", ms[order[i]] / 1000, name[order[i]]
   }' "$log"
+sort -rn "$log" | head -n "$top" | awk '{ printf "%6.1f s  %s\n", $1 / 1000, $2 }'

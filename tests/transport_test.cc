@@ -14,6 +14,7 @@
 #include "common/transport/shm/shm_device.h"
 #include "common/transport/shm/shm_manifest.h"
 #include "common/transport/shm/shm_memory.h"
+#include "common/transport/zmq/zmq_parts.h"
 #include "support/subprocess.h"
 
 namespace een::transport {
@@ -86,6 +87,37 @@ TEST_P(TransportTest, LargeBorrowedPayloadArrivesIntact) {
   const Frame& f = got->message.payload(0);
   ASSERT_EQ(f.size(), data->size() * 4);
   EXPECT_EQ(0, std::memcmp(f.data(), data->data(), f.size()));
+}
+
+// ZeroMQ moves a frame of kMaxPart bytes or more as parts (zmq_parts.h):
+// each size around a part's edge arrives whole, in its place, on every backend.
+TEST_P(TransportTest, FramesOnEitherSideOfAPartsEdgeArriveIntact) {
+  auto conn = Connect();
+  const std::vector<size_t> sizes = {0, kMaxPart - 1,     kMaxPart, kMaxPart + 1, 7, 2 * kMaxPart,
+                                     0, 3 * kMaxPart + 5, kMaxPart, 256};
+  std::vector<Frame> payloads;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    auto bytes = std::make_shared<std::vector<uint8_t>>(sizes[k]);
+    for (size_t i = 0; i < bytes->size(); ++i) bytes->at(i) = static_cast<uint8_t>(i * 31 + k);
+    payloads.push_back(Frame::Borrow(bytes->data(), bytes->size(), bytes));
+  }
+  ASSERT_TRUE(conn->Send(Make("edges", payloads)).ok());
+  auto got = listener_->Receive(milliseconds(10000));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->message.payload_count(), sizes.size());
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const Frame& f = got->message.payload(k);
+    ASSERT_EQ(f.size(), sizes[k]) << "frame " << k;
+    EXPECT_EQ(0, f.size() == 0 ? 0 : std::memcmp(f.data(), payloads[k].data(), f.size()))
+        << "frame " << k;
+  }
+  // And back, from the listener.
+  ASSERT_TRUE(listener_->Send(got->from, Make("back", {payloads[3], payloads[5]})).ok());
+  auto reply = conn->Receive(milliseconds(10000));
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_EQ(reply->payload_count(), 2u);
+  EXPECT_EQ(reply->payload(0).size(), kMaxPart + 1);
+  EXPECT_EQ(0, std::memcmp(reply->payload(1).data(), payloads[5].data(), 2 * kMaxPart));
 }
 
 TEST_P(TransportTest, RepliesReachTheRightPeer) {

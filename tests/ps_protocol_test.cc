@@ -321,6 +321,29 @@ TEST(Coordinator, AHeartbeatWithBadMetricsIsStillAnswered) {
   EXPECT_TRUE(answered);
 }
 
+// A worker that claims a batch near 2^64 (lying or broken) is refused; the
+// count does not wrap back to epoch 0's batches, and dealing goes on.
+TEST(Coordinator, ABatchClaimBeyondAnyDatasetIsRefusedAndDealingGoesOn) {
+  InProcessCluster cluster(1, 1);
+  auto workers = JoinOrDie(cluster, 1, OptimizerConfig::SGD(0.1));
+  ASSERT_EQ(workers.size(), 1u);
+  auto first = workers[0]->ClaimBatch(0);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(*first, 0u);
+  for (uint64_t lie : {UINT64_MAX, UINT64_MAX - 1, uint64_t{1} << 62}) {
+    auto refused = workers[0]->ClaimBatch(1, lie);
+    ASSERT_FALSE(refused.ok()) << "dealt " << *refused << " from " << lie;
+    EXPECT_NE(refused.status().message().find("beyond any dataset"), std::string::npos)
+        << refused.status().ToString();
+  }
+  auto next = workers[0]->ClaimBatch(1, 5);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(*next, 5u);
+  auto after = workers[0]->ClaimBatch(2);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(*after, 6u);
+}
+
 TEST(Coordinator, RefusesAWorkerWithADifferentModelAndEndsTheJob) {
   InProcessCluster cluster(1, 2);
   const auto start = std::chrono::steady_clock::now();

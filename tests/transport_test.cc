@@ -281,6 +281,49 @@ TEST(TransportListenerSet, SharedMemoryPeersOfTheSetAreServedToo) {
             StatusCode::kInvalidArgument);
 }
 
+// What a peer's parts can make of a message (zmq_parts.h): whole frames,
+// or a refusal, never a frame cut short or one over kMaxFrame.
+TEST(FrameParts, APeersPartsMakeWholeFramesOrTheMessageIsRefused) {
+  auto big = std::make_shared<std::vector<uint8_t>>(kMaxPart, 7);
+  const Frame full = Frame::Borrow(big->data(), big->size(), big);
+  const Frame small = Frame::Copy("abc", 3);
+  {
+    FrameAssembler a;
+    std::vector<Frame> frames;
+    for (const Frame& f : {small, full, full, small, Frame::Copy("", 0)}) a.Add(f, &frames);
+    ASSERT_TRUE(a.Finish().ok());
+    ASSERT_EQ(frames.size(), 3u);
+    EXPECT_EQ(frames[0].ToString(), "abc");
+    EXPECT_EQ(frames[1].size(), 2 * kMaxPart + 3);
+    EXPECT_EQ(frames[1].ToString().substr(2 * kMaxPart), "abc");
+    EXPECT_EQ(frames[2].size(), 0u);
+  }
+  {  // the message ends inside a frame
+    FrameAssembler a;
+    std::vector<Frame> frames;
+    a.Add(small, &frames);
+    a.Add(full, &frames);
+    Status s = a.Finish();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("ended inside a frame"), std::string::npos) << s.ToString();
+  }
+  {  // parts that would make a frame over kMaxFrame: refused at once, the rest only consumed
+    FrameAssembler a;
+    std::vector<Frame> frames;
+    const size_t parts = kMaxFrame / kMaxPart + 2;
+    for (size_t i = 0; i < parts; ++i) a.Add(full, &frames);
+    a.Add(small, &frames);
+    Status s = a.Finish();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("frame of over"), std::string::npos) << s.ToString();
+    EXPECT_TRUE(frames.empty());
+  }
+  EXPECT_EQ(PartsOf(0), 1u);
+  EXPECT_EQ(PartsOf(kMaxPart - 1), 1u);
+  EXPECT_EQ(PartsOf(kMaxPart), 2u);
+  EXPECT_EQ(PartsOf(2 * kMaxPart + 1), 3u);
+}
+
 TEST(TransportAddress, UnknownSchemeIsRejected) {
   auto d = DeviceFor("udp://127.0.0.1:5");
   EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);

@@ -883,16 +883,10 @@ Status Coordinator::HandleBatchClaim(const transport::PeerId& peer, uint64_t seq
   // worker) would wrap the count back to epoch 0's batches.
   constexpr uint64_t kMaxBatch = uint64_t{1} << 62;
   if (not_before >= kMaxBatch || (deal_again_.empty() && next_batch_ >= kMaxBatch)) {
-    spdlog::warn(
-        "worker {} claimed a batch from {} on (the next dealt is {}): refused, as no "
-        "dataset has 2^62 batches",
-        n->rank, not_before, next_batch_);
-    return listener_->Send(
-        peer, wire::MakeError(wire::ErrorCode::INVALID_ARGUMENT,
-                              fmt::format("batch claim {}: a batch from {} on is beyond any "
-                                          "dataset (2^62 batches); nothing dealt",
-                                          sequence, not_before),
-                              sequence));
+    return InvalidArgument(fmt::format(
+        "batch claim {} of worker {}: a batch from {} on (the next dealt is {}) is beyond any "
+        "dataset (2^62 batches); nothing dealt",
+        sequence, n->rank, not_before, next_batch_));
   }
   uint64_t batch;
   if (!deal_again_.empty()) {

@@ -13,11 +13,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/resource_usage.h"
 #include "common/transport/auth.h"
 #include "common/transport/registry.h"
 
@@ -25,16 +25,6 @@ namespace een::transport {
 namespace {
 
 using std::chrono::milliseconds;
-
-// This process's resident memory in bytes (/proc/self/status).
-int64_t ResidentBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  return -1;
-}
 
 // A stranger: a ZMTP 3.0 greeting asking for PLAIN, then a command frame
 // declaring `declared` bytes, then up to `stream` bytes of it. True when the
@@ -110,13 +100,14 @@ TEST(PreAuthentication, ADeclaredGibibyteFrameCostsAListenerNoMemoryAndAMemberIs
   };
   ASSERT_TRUE(ask());
 
-  const int64_t before = ResidentBytes();
+  auto resident = [] { return static_cast<int64_t>(ResourceUsage::CurrentRssBytes()); };
+  const int64_t before = resident();
   ASSERT_GT(before, 0);
   std::atomic<int64_t> peak{before};
   std::atomic<bool> attacking{true};
   std::thread sampler([&] {
     while (attacking) {
-      peak = std::max<int64_t>(peak, ResidentBytes());
+      peak = std::max<int64_t>(peak, resident());
       std::this_thread::sleep_for(milliseconds(5));
     }
   });
@@ -130,7 +121,7 @@ TEST(PreAuthentication, ADeclaredGibibyteFrameCostsAListenerNoMemoryAndAMemberIs
     });
   }
   for (auto& t : strangers) t.join();
-  peak = std::max<int64_t>(peak, ResidentBytes());
+  peak = std::max<int64_t>(peak, resident());
   attacking = false;
   sampler.join();
 

@@ -83,6 +83,7 @@ MembershipChange MembershipFromWire(Membership::Reader m) {
   for (int w : m.getLiveWorkers()) change.live.push_back(w);
   for (uint32_t s : m.getBatchShares()) change.shares.push_back(s);
   change.unfinished = UnfinishedFromWire(m.getUnfinished());
+  change.data_step = m.getDataStep();
   return change;
 }
 
@@ -94,6 +95,7 @@ void MembershipToWire(const MembershipChange& change, Membership::Builder m) {
   auto shares = m.initBatchShares(change.shares.size());
   for (size_t j = 0; j < change.shares.size(); ++j) shares.set(j, change.shares[j]);
   UnfinishedToWire(change.unfinished, m.initUnfinished(change.unfinished.size()));
+  m.setDataStep(change.data_step);
 }
 
 void UnfinishedToWire(const std::vector<een::UnfinishedSteps>& unfinished,

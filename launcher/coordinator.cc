@@ -684,7 +684,10 @@ Status Coordinator::StartJob() {
     auto saved = ReadMembershipLog(options_.snapshot_dir);
     if (saved.ok()) {
       for (MembershipChange& e : *saved) {
-        if (e.step < start_step_) before.push_back(std::move(e));  // ours replaces one at it
+        if (e.step >= start_step_) continue;  // ours replaces one at it
+        // No loader drew past the snapshot in this run: a loss's data follow by its step.
+        if (e.data_step > start_step_) e.data_step = start_step_;
+        before.push_back(std::move(e));
       }
     } else {
       spdlog::warn("{}: workers start as if every one had trained every step",
@@ -755,6 +758,9 @@ Status Coordinator::HandleHeartbeat(const transport::PeerId& peer, wire::Heartbe
     n.staleness = hb.getStaleness();
     if (role == wire::Role::WORKER && hb.getDataBatch() > 0 && data_batch_ == 0) {
       NoteDataBatch(hb.getDataBatch());
+    }
+    if (role == wire::Role::WORKER && hb.getDataLookAhead() > data_look_ahead_) {
+      NoteDataLookAhead(rank, hb.getDataLookAhead());
     }
     if (role == wire::Role::WORKER && options_.job.dynamic_slicing == "auto") {
       slices_.Observe(rank, n.step, n.compute_micros, hb.getBatchShare(), hb.getGlobalBatch());

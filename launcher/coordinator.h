@@ -393,6 +393,9 @@ class Coordinator {
   // A worker said its sampler's batch size (heartbeat dataBatch): kept, saved
   // and told to every worker that starts from now on (JobStart.dataBatch).
   void NoteDataBatch(uint64_t batch);
+  // A worker's loop drew its data further ahead than any before (heartbeat
+  // dataLookAhead): later changes of the data's layout take effect past it.
+  void NoteDataLookAhead(int rank, uint64_t steps);
 
   CoordinatorOptions options_;
   Consistency consistency_;  // options_.job.consistency, parsed (een-coordinator checks it)
@@ -481,8 +484,9 @@ class Coordinator {
     Clock::time_point since;
   };
   std::map<int, BarrierAgainstStep> barrier_against_step_;  // by PS rank
-  uint64_t data_batch_ = 0;  // the samplers' batch size, once a worker said it
-  uint64_t next_batch_ = 0;  // the batch NextBatch() hands out next
+  uint64_t data_batch_ = 0;       // the samplers' batch size, once a worker said it
+  uint64_t data_look_ahead_ = 0;  // the most steps ahead any worker's loop drew its data
+  uint64_t next_batch_ = 0;       // the batch NextBatch() hands out next
   // ssp/async: the batches dealt to each worker by its own step (the newest 4096), and those of
   // a lost worker's steps not applied everywhere, dealt again before next_batch_.
   std::map<int, RedoLog<uint64_t>> dealt_;

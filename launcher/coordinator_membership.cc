@@ -230,8 +230,10 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
       return InvalidArgument("membership answer names an unknown worker");
     }
   }
+  // bsp: the data's layout changes past what the workers' loops drew already.
+  const uint64_t look_ahead = consistency_.per_arrival() ? 0 : data_look_ahead_;
   const std::optional<MembershipRound::Commit> commit = membership_.Prepared(
-      n->rank, prepared.getEpoch(), prepared.getMaxVersion(), ServingPs(), unfinished);
+      n->rank, prepared.getEpoch(), prepared.getMaxVersion(), ServingPs(), unfinished, look_ahead);
   if (!commit) return Status::Ok();  // more answers to come, or not this round's
   const uint64_t step = commit->step;
   for (const UnfinishedSteps& u : commit->unfinished) {
@@ -245,10 +247,17 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
                      : fmt::format("NextBatch() deals those {} batch(es) again first", again));
       continue;
     }
+    const uint64_t data_step = std::max(step, commit->data_step);
+    const std::string why =
+        u.from_step < step ? "lost before its gradients arrived" : "it left the job";
     spdlog::info(
-        "worker {}'s batches of steps {}-{} were not trained (lost before its gradients "
-        "arrived): the live workers' samplers draw them first",
-        u.worker, u.from_step, step - 1);
+        "worker {}'s batches of steps {}-{} were not trained ({}{}): the live workers' "
+        "samplers draw them first",
+        u.worker, u.from_step, data_step - 1, why,
+        data_step > step ? fmt::format("; from step {} the others' loaders had drawn theirs "
+                                       "ahead in the old layout",
+                                       std::max(step, u.from_step))
+                         : "");
   }
   if (commit->changed && !commit->shares.empty() && !commit->live.empty() &&
       membership_.history().back().live == commit->live) {
@@ -265,16 +274,22 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
     for (int r : commit->live) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
     spdlog::info(
         "membership {}: from step {} the {} live workers ({}) share the rest of each "
-        "epoch's data (re-sharded: a lost worker's share included, a joiner takes part)",
-        commit->epoch, step, commit->live.size(), ranks);
+        "epoch's data{} (re-sharded: a lost worker's share included, a joiner takes part)",
+        commit->epoch, step, commit->live.size(), ranks,
+        commit->data_step > step ? fmt::format(" from step {}", commit->data_step) : "");
   }
-  const uint64_t snapshot_step = snapshots_.StepFor(step);
-  if (snapshot_step > 0) spdlog::info("snapshot on demand: every PS snapshots step {}", step);
+  // An on-demand snapshot: of the step the PS stopped at (a join may take effect later).
+  const uint64_t snapshot_step = snapshots_.StepFor(commit->frozen_at);
+  if (snapshot_step > 0) {
+    spdlog::info("snapshot on demand: every PS snapshots step {}", commit->frozen_at);
+  }
   EEN_RETURN_IF_ERROR(SendToPs(
       ServingPs(),
       [&] {
         return coordinator_messages::MembershipCommit(
-            {step, commit->live, commit->epoch, commit->shares, commit->unfinished}, snapshot_step);
+            {step, commit->live, commit->epoch, commit->shares, commit->unfinished,
+             commit->data_step},
+            snapshot_step);
       },
       "the membership commit"));
   // New batch shares alone (--dynamic-slicing) are no change of who trains.
@@ -285,12 +300,13 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
   std::error_code ec;
   const std::string folder = std::filesystem::absolute(options_.snapshot_dir, ec).string();
   for (const transport::PeerId& requester : snapshots_.Served()) {
+    const uint64_t at = commit->frozen_at;
     Ignored(listener_->Send(requester, coordinator_messages::SnapshotTaken(
-                                           step, folder,
+                                           at, folder,
                                            fmt::format("every PS snapshots step {} into {}; the "
                                                        "job's log says 'snapshot of step {} "
                                                        "complete' once it is written everywhere",
-                                                       step, folder, step))),
+                                                       at, folder, at))),
             "answering a snapshot request");
   }
   if (commit->changed) SaveHistory();

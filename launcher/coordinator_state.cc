@@ -2,6 +2,7 @@
 // the membership history it keeps next to the snapshots. See coordinator.h.
 #include <capnp/serialize.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/logging.h"
@@ -56,6 +57,7 @@ void Coordinator::SaveState() {
   st.setWorkerReplacements(worker_replacements_);
   st.setNextBatch(next_batch_);
   st.setDataBatch(data_batch_);
+  st.setDataLookAhead(static_cast<uint32_t>(data_look_ahead_));
   batches_since_save_ = 0;
   const std::vector<MembershipChange>& history = membership_.history();
   auto saved_history = st.initHistory(history.size());
@@ -143,6 +145,7 @@ Status Coordinator::RestoreState() {
     worker_replacements_ = st.getWorkerReplacements();
     next_batch_ = st.getNextBatch();
     data_batch_ = st.getDataBatch();
+    data_look_ahead_ = std::min<uint64_t>(st.getDataLookAhead(), kMaxDataLookAhead);
   } catch (const kj::Exception& e) {
     return DataLoss("the saved coordinator state is corrupt: " +
                     std::string(e.getDescription().cStr()));
@@ -158,6 +161,25 @@ Status Coordinator::RestoreState() {
                                      "{} batches dealt since come again)",
                                      next_batch_, kBatchesPerSave));
   return Status::Ok();
+}
+
+void Coordinator::NoteDataLookAhead(int rank, uint64_t steps) {
+  if (data_look_ahead_ == kMaxDataLookAhead) return;
+  if (steps > kMaxDataLookAhead) {
+    spdlog::warn(
+        "worker {}'s loop draws its data {} steps ahead of the one it trains; the job keeps "
+        "each epoch exact for at most {} (a DataLoader draws num_workers * prefetch_factor "
+        "batches ahead): past that, after a lost or added worker some samples may be trained "
+        "twice or not at all",
+        rank, steps, kMaxDataLookAhead);
+    steps = kMaxDataLookAhead;
+  }
+  data_look_ahead_ = steps;
+  spdlog::info(
+      "worker {}'s loop draws its data up to {} step(s) ahead (a DataLoader with workers): "
+      "under bsp a change of the workers reaches the data {} step(s) after the change",
+      rank, steps, steps);
+  SaveState();
 }
 
 void Coordinator::NoteDataBatch(uint64_t batch) {

@@ -45,6 +45,8 @@ Status WriteMembershipLog(const std::string& dir, const std::vector<MembershipCh
     for (size_t i = 0; i < e.unfinished.size(); ++i) {
       text << (i ? "," : " ") << e.unfinished[i].worker << '@' << e.unfinished[i].from_step;
     }
+    // The data follow later (data drawn ahead): data=STEP.
+    if (e.data_step > e.step) text << " data=" << e.data_step;
     text << '\n';
   }
   return WriteWhole(dir, PathIn(dir), text.str());
@@ -71,18 +73,33 @@ Result<std::vector<MembershipChange>> ReadMembershipLog(const std::string& dir) 
       }
     }
     std::string owed;
-    if (fields >> owed) {
+    if ((fields >> owed) && owed.rfind("data=", 0) != 0) {
       std::istringstream items(owed);
       for (std::string item; std::getline(items, item, ',');) {
         UnfinishedSteps u;
         char at = 0;
         std::istringstream one(item);
-        if (!(one >> u.worker >> at >> u.from_step) || at != '@' || u.worker < 0 ||
-            u.from_step >= e.step) {
+        if (!(one >> u.worker >> at >> u.from_step) || at != '@' || u.worker < 0) {
           return DataLoss(PathIn(dir) + " line " + std::to_string(n) + ": bad unfinished steps '" +
                           item + "' (WORKER@STEP, before the change's step)");
         }
         e.unfinished.push_back(u);
+      }
+      if (!(fields >> owed)) owed.clear();
+    }
+    if (owed.rfind("data=", 0) == 0) {
+      std::istringstream data(owed.substr(5));
+      if (!(data >> e.data_step) || !data.eof() || e.data_step <= e.step ||
+          e.data_step - e.step > kMaxDataLookAhead) {
+        return DataLoss(PathIn(dir) + " line " + std::to_string(n) + ": bad data step '" + owed +
+                        "' (data=STEP, after the change's step and at most " +
+                        std::to_string(kMaxDataLookAhead) + " steps later)");
+      }
+    }
+    for (const UnfinishedSteps& u : e.unfinished) {
+      if (u.from_step >= e.layout_step()) {
+        return DataLoss(PathIn(dir) + " line " + std::to_string(n) + ": unfinished steps from " +
+                        std::to_string(u.from_step) + " are not before the change's (data) step");
       }
     }
     history.push_back(std::move(e));

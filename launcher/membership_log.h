@@ -4,7 +4,8 @@
 // workers had been lost or had joined before it (een::PositionAfter).
 // One line per change, oldest first: "EPOCH EFFECTIVE_STEP RANK,RANK,..."
 // and, for a change that lost workers with steps unfinished,
-// " WORKER@FROM_STEP,..." (een/membership.h UnfinishedSteps).
+// " WORKER@FROM_STEP,..." (een/membership.h UnfinishedSteps), and, for one
+// whose data follow later (loaders drew ahead), " data=DATA_STEP".
 // Written whole to a temporary file and renamed over the old one, so a
 // crash leaves the previous or the new history, never a torn one.
 // Beside it, DIR/data-batch: the batch size the samplers draw (JobSampler),

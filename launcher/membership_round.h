@@ -17,6 +17,14 @@
 // For each worker lost, the PS say the first step its gradients are
 // missing from (bsp): the commit carries the earliest of them, across the
 // rounds begun again too (een/membership.h UnfinishedSteps).
+// Data drawn ahead (bsp, `look_ahead` > 0: the workers' loops had drawn up
+// to that many steps past the one they train, in the old layout): a change
+// that loses workers takes effect at once, its data from `look_ahead` steps
+// later (data_step; the lost workers' batches up to there are owed); one
+// that only adds workers or new shares takes effect `look_ahead` steps
+// later (nobody waits for the joiners before). A round that would do both
+// commits the loss alone: its joiners wait for the next round (Outdated()).
+// A commit never takes effect before the last one did.
 // The history is what a joining
 // worker and --resume need to place the data: every committed change,
 // oldest first, the job's start included.
@@ -44,7 +52,9 @@ class MembershipRound {
     std::vector<int> live;         // worker ranks, ascending
     std::vector<uint32_t> shares;  // of the global batch, in `live`'s order (empty: equal)
     std::vector<UnfinishedSteps> unfinished;  // workers lost, with their unfinished steps
-    bool changed = false;  // the live set or the shares differ from the last committed
+    bool changed = false;    // the live set or the shares differ from the last committed
+    uint64_t data_step = 0;  // the first step whose data follow the change (0: `step`)
+    uint64_t frozen_at = 0;  // the step after the PS' newest versions (a snapshot's)
   };
 
   // Taken up from a restarted coordinator's saved state. `interrupted`: a
@@ -62,9 +72,11 @@ class MembershipRound {
   // answered this round; an answer to another round, with none pending, or
   // from a PS not serving (lost, or drained and gone), is ignored.
   // `unfinished`: the lost workers' first steps missing on that PS.
+  // `look_ahead`: the steps the workers' loops draw ahead (bsp; 0: none).
   std::optional<Commit> Prepared(int ps, uint64_t epoch, uint64_t max_version,
                                  const std::vector<int>& serving,
-                                 const std::vector<UnfinishedSteps>& unfinished = {});
+                                 const std::vector<UnfinishedSteps>& unfinished = {},
+                                 uint64_t look_ahead = 0);
   // Every PS was sent `commit`: the round is over.
   void Committed(const Commit& commit);
   // A round was interrupted by a restart and has not been begun again.

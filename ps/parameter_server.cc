@@ -141,6 +141,7 @@ Status ParameterServer::Join(const std::atomic<bool>& stop) {
   if (!history.empty()) {
     batch_shares_ = history.back().shares;
     membership_unfinished_ = history.back().unfinished;
+    membership_data_step_ = history.back().data_step;
   }
   if (consistency.per_arrival()) {
     spdlog::info(
@@ -488,6 +489,7 @@ Status ParameterServer::HandleMembershipCommit(wire::Membership::Reader commit) 
   EEN_RETURN_IF_ERROR(store_->AddBatchShares(change));
   batch_shares_ = change.shares;
   membership_unfinished_ = change.unfinished;
+  membership_data_step_ = change.data_step;
   membership_epoch_ = commit.getEpoch();
   membership_step_ = commit.getEffectiveStep();
   live_workers_.clear();
@@ -1091,6 +1093,7 @@ void ParameterServer::AnswerState(const PendingPull& p) {
                                       .version = version,
                                       .membership_epoch = membership_epoch_,
                                       .membership_step = membership_step_,
+                                      .membership_data_step = membership_data_step_,
                                       .live_workers = &live_workers_,
                                       .batch_shares = &batch_shares_,
                                       .unfinished = &membership_unfinished_,
@@ -1131,6 +1134,7 @@ void ParameterServer::Answer(const PendingPull& p) {
                                       .version = p.chunks.empty() ? 0 : version,
                                       .membership_epoch = membership_epoch_,
                                       .membership_step = membership_step_,
+                                      .membership_data_step = membership_data_step_,
                                       .live_workers = &live_workers_,
                                       .batch_shares = &batch_shares_,
                                       .unfinished = &membership_unfinished_,

@@ -199,6 +199,7 @@ class ParameterServer {
   // agreed (`frozen_`), no answer goes beyond `freeze_above_`.
   uint64_t membership_epoch_ = 0;
   uint64_t membership_step_ = 0;
+  uint64_t membership_data_step_ = 0;  // of the newest membership (0: membership_step_)
   std::vector<int> live_workers_;
   std::vector<uint32_t> batch_shares_;  // of the newest membership (--dynamic-slicing)
   std::vector<UnfinishedSteps> membership_unfinished_;  // of the newest membership

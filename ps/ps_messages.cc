@@ -87,6 +87,7 @@ Message PullReply(const PullReplyFields& f, const std::vector<uint32_t>& chunks,
   auto membership = reply.initMembership();
   membership.setEpoch(f.membership_epoch);
   membership.setEffectiveStep(f.membership_step);
+  membership.setDataStep(f.membership_data_step);
   SetAll(membership.initLiveWorkers(f.live_workers->size()), *f.live_workers);
   if (f.batch_shares && !f.batch_shares->empty()) {
     SetAll(membership.initBatchShares(f.batch_shares->size()), *f.batch_shares);

@@ -51,6 +51,7 @@ struct PullReplyFields {
   // on the hot path).
   uint64_t membership_epoch = 0;
   uint64_t membership_step = 0;
+  uint64_t membership_data_step = 0;  // its data_step (0: membership_step)
   const std::vector<int>* live_workers = nullptr;
   const std::vector<uint32_t>* batch_shares = nullptr;       // null or empty: equal shares
   const std::vector<UnfinishedSteps>* unfinished = nullptr;  // its lost workers' (or null)

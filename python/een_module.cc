@@ -230,6 +230,7 @@ PYBIND11_MODULE(_een, m) {
       .def_readonly("live", &een::MembershipChange::live)
       .def_readonly("epoch", &een::MembershipChange::epoch)
       .def_readonly("shares", &een::MembershipChange::shares)
+      .def_property_readonly("data_step", &een::MembershipChange::layout_step)
       .def_property_readonly("unfinished",
                              [](const een::MembershipChange& c) {
                                std::vector<std::pair<int, uint64_t>> out;
@@ -245,7 +246,8 @@ PYBIND11_MODULE(_een, m) {
           return "[" + out + "]";
         };
         return "MembershipChange(step=" + std::to_string(c.step) + ", live=" + list(c.live) +
-               ", epoch=" + std::to_string(c.epoch) + ", shares=" + list(c.shares) + ")";
+               ", epoch=" + std::to_string(c.epoch) + ", shares=" + list(c.shares) +
+               ", data_step=" + std::to_string(c.layout_step()) + ")";
       });
 
   py::class_<een::DistributedSampler>(m, "DistributedSampler")
@@ -266,7 +268,9 @@ PYBIND11_MODULE(_een, m) {
            py::keep_alive<1, 2>())
       .def("begin", &een::JobSampler::Begin)
       .def("next", &een::JobSampler::Next)
-      .def("batch", &een::JobSampler::batch);
+      .def("batch", &een::JobSampler::batch)
+      .def("give_batch", &een::JobSampler::GiveBatch)
+      .def("data_epoch", &een::JobSampler::data_epoch);
   m.def("position_after",
         [](uint64_t steps, int world_size, const std::vector<een::MembershipChange>& changes,
            uint64_t dataset_size, uint64_t batch) {

@@ -175,6 +175,10 @@ struct Heartbeat {
                                    # program (an evaluation), not for EEN
   dataBatch @25 :UInt64;           # worker: the batch size its sampler draws per step
                                    # (JobSampler; 0: not known), kept by the job
+  dataLookAhead @26 :UInt32;       # worker: the most steps past the one it trains that
+                                   # its loop had drawn (a DataLoader with num_workers
+                                   # > 0; 0: none): changes of the data's layout take
+                                   # effect past the job's largest
 }
 
 # A worker's measure of its link to one PS: `bytes` sent to it, all
@@ -490,6 +494,9 @@ struct Membership {
                                    # empty: every worker its own batch (equal shares)
   unfinished @5 :List(UnfinishedSteps);  # the workers lost at this change whose
                                    # batches from `fromStep` on were not trained
+  dataStep @6 :UInt64;             # the first step whose data follow the change (0: the
+                                   # effective step): workers' loaders had drawn the
+                                   # steps before it (een/membership.h)
 }
 
 # A lost worker's gradients are missing from step `fromStep` on (on at
@@ -829,4 +836,5 @@ struct CoordinatorState {
   nextBatch @16 :UInt64;           # NextBatch(): the next batch to deal, as of this save
                                    # (saved every 256 batches dealt)
   dataBatch @17 :UInt64;           # the samplers' batch size (JobStart.dataBatch)
+  dataLookAhead @18 :UInt32;       # the workers' largest (Heartbeat.dataLookAhead)
 }

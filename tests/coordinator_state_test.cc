@@ -174,5 +174,34 @@ TEST(MembershipLog, KeepsUnfinishedStepsAndReadsTheOlderForm) {
   EXPECT_NE(back.status().message().find("line 2"), std::string::npos) << back.status().message();
 }
 
+// A change whose data follow later (the workers' loaders drew ahead) keeps
+// its data step, with or without unfinished steps; a data step that is not
+// after the change's step, or too far after it, is refused.
+TEST(MembershipLog, KeepsADataStepAndRefusesOneThatDoesNotFitItsChange) {
+  testing::ScratchFolder dir("membership-log-data");
+  std::vector<MembershipChange> history = {{0, {0, 1, 2}, 0},
+                                           {13, {0, 2}, 1, {}, {{1, 11}}, 16},
+                                           {20, {0}, 2, {}, {{2, 20}}, 23},
+                                           {30, {0, 1}, 3}};
+  ASSERT_TRUE(WriteMembershipLog(dir.path(), history).ok());
+  Result<std::vector<MembershipChange>> back = ReadMembershipLog(dir.path());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_EQ(back->size(), 4u);
+  EXPECT_EQ((*back)[1].data_step, 16u);
+  EXPECT_EQ((*back)[1].unfinished[0], (UnfinishedSteps{1, 11}));
+  EXPECT_EQ((*back)[2].data_step, 23u);
+  EXPECT_EQ((*back)[2].unfinished[0], (UnfinishedSteps{2, 20})) << "from the change's own step";
+  EXPECT_EQ((*back)[3].layout_step(), 30u);
+  for (const char* line : {"1 13 0,2 data=13\n", "1 13 0,2 1@11 data=900\n", "1 13 0,2 data=x\n",
+                           "1 13 0,2 2@16 data=15\n"}) {
+    {
+      std::ofstream bad(dir.path() + "/membership-history", std::ios::trunc);
+      bad << "0 0 0,1,2\n" << line;
+    }
+    back = ReadMembershipLog(dir.path());
+    EXPECT_FALSE(back.ok()) << line;
+  }
+}
+
 }  // namespace
 }  // namespace een

@@ -151,5 +151,66 @@ TEST(MembershipRound, ACommitOwesALostWorkersEarliestUnfinishedStep) {
   EXPECT_TRUE(commit->unfinished.empty()) << "step 31 is not before the change at 31";
 }
 
+// Loops that draw their data 3 steps ahead (bsp): a loss takes effect at
+// once and its data 3 steps later, every worker that left owing its share
+// of the steps between; a join or new shares take effect 3 steps later (no
+// worker drew for those steps yet); a round that both loses and adds
+// workers commits the loss alone; no change takes effect before the last.
+TEST(MembershipRound, WithDataDrawnAheadALossesDataAndAJoinFollowPastIt) {
+  MembershipRound round = StartedWith({0, 1, 2});
+  round.Begin({0, 2});  // worker 1 lost, its gradients of step 10 missing
+  auto commit = round.Prepared(0, 1, 10, {0}, {{1, 10}}, 3);
+  ASSERT_TRUE(commit.has_value());
+  EXPECT_EQ(commit->step, 11u) << "the loss at once: nobody waits for the lost worker";
+  EXPECT_EQ(commit->data_step, 14u);
+  EXPECT_EQ(commit->frozen_at, 11u);
+  ASSERT_EQ(commit->unfinished.size(), 1u);
+  EXPECT_EQ(commit->unfinished[0], (UnfinishedSteps{1, 10}));
+  round.Committed(*commit);
+  EXPECT_EQ(round.history().back().layout_step(), 14u);
+
+  round.Begin({0});  // worker 2 left with no step missing: still owes steps 21-23
+  commit = round.Prepared(0, 2, 20, {0}, {}, 3);
+  ASSERT_TRUE(commit.has_value());
+  EXPECT_EQ(commit->step, 21u);
+  EXPECT_EQ(commit->data_step, 24u);
+  ASSERT_EQ(commit->unfinished.size(), 1u);
+  EXPECT_EQ(commit->unfinished[0], (UnfinishedSteps{2, 21}));
+  round.Committed(*commit);
+
+  round.Begin({0, 1});  // a replacement joins
+  commit = round.Prepared(0, 3, 30, {0}, {}, 3);
+  ASSERT_TRUE(commit.has_value());
+  EXPECT_EQ(commit->step, 34u) << "the join 3 steps later";
+  EXPECT_EQ(commit->data_step, 0u);
+  EXPECT_EQ(commit->frozen_at, 31u) << "an on-demand snapshot is of the step the PS stopped at";
+  EXPECT_TRUE(commit->unfinished.empty());
+  round.Committed(*commit);
+
+  round.Begin({1, 2});  // worker 0 lost before step 34, worker 2 joins: the loss alone
+  commit = round.Prepared(0, 4, 31, {0}, {{0, 31}}, 3);
+  ASSERT_TRUE(commit.has_value());
+  EXPECT_EQ(commit->live, (std::vector<int>{1})) << "worker 2 waits for the next round";
+  EXPECT_EQ(commit->step, 34u) << "not before the join it follows";
+  EXPECT_EQ(commit->data_step, 35u);
+  round.Committed(*commit);
+  EXPECT_TRUE(round.Outdated({1, 2})) << "a round for the joiner is due";
+}
+
+TEST(MembershipRound, WithoutDataDrawnAheadNothingMoves) {
+  MembershipRound round = StartedWith({0, 1, 2});
+  round.Begin({0, 1, 2, 3});
+  auto commit = round.Prepared(0, 1, 10, {0}, {}, 0);
+  ASSERT_TRUE(commit.has_value());
+  EXPECT_EQ(commit->step, 11u);
+  EXPECT_EQ(commit->data_step, 0u);
+  round.Committed(*commit);
+  round.Begin({0, 2, 3});
+  commit = round.Prepared(0, 2, 20, {0}, {}, 0);
+  ASSERT_TRUE(commit.has_value());
+  EXPECT_EQ(commit->step, 21u);
+  EXPECT_TRUE(commit->unfinished.empty()) << "no step of the lost worker's is owed";
+}
+
 }  // namespace
 }  // namespace een

@@ -191,6 +191,30 @@ TEST(StepDataAt, TheLiveWorkersFirstTrainALostWorkersUnfinishedSteps) {
       << "only step 5's, of the epoch the change is in";
 }
 
+// The others' loaders had drawn 2 steps ahead when worker 3 was lost at
+// step 2 (4 workers, batch 5, 100 samples): steps 2 and 3 keep the old
+// layout, and at step 4 the live workers first train worker 3's share of
+// steps 2 and 3.
+TEST(StepDataAt, ALossesDataFollowAtItsDataStepWithTheStepsBetweenOwed) {
+  MembershipChange change{2, {0, 1, 2}, 1, {}, {{3, 2}}};
+  change.data_step = 4;
+  const std::vector<MembershipChange> changes = {change};
+  for (uint64_t step : {2, 3}) {
+    const StepData at = StepDataAt(step, 4, changes, 100, 5);
+    EXPECT_EQ(at.live, (std::vector<int>{0, 1, 2, 3})) << "step " << step;
+    EXPECT_TRUE(at.owed.empty());
+    EXPECT_EQ(at.position, 20 * step);
+  }
+  const StepData at4 = StepDataAt(4, 4, changes, 100, 5);
+  EXPECT_EQ(at4.live, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(at4.position, 80u);
+  EXPECT_EQ(at4.owed, (std::vector<uint64_t>{43, 47, 51, 55, 59, 63, 67, 71, 75, 79}));
+  // A data step past what the job keeps exact is held to it.
+  change.data_step = 2 + kMaxDataLookAhead + 50;
+  EXPECT_EQ(StepDataAt(1 + kMaxDataLookAhead, 4, {change}, 1000000, 5).live.size(), 4u);
+  EXPECT_EQ(StepDataAt(2 + kMaxDataLookAhead, 4, {change}, 1000000, 5).live.size(), 3u);
+}
+
 // Any history of losses (each with up to two unfinished steps), joins and
 // epochs: every epoch trains every sample once, but for the last step's
 // padding and a lost worker's steps of an epoch that ended before its loss
@@ -205,13 +229,14 @@ TEST(StepDataAt, EveryEpochTrainsEverySampleOnceThroughLossesAndJoins) {
     std::vector<MembershipChange> changes;
     uint64_t step = 0;
     for (int c = 0; c < 4; ++c) {
-      step += 3 + rng() % 12;
+      step += 4 + rng() % 12;  // past the last change's data step
       MembershipChange change{step, live, static_cast<uint64_t>(c + 1)};
       if (live.size() > 1 && rng() % 3 != 0) {  // one lost, 0-2 steps unfinished
         const int lost = live[rng() % live.size()];
         change.live.erase(std::find(change.live.begin(), change.live.end(), lost));
         change.unfinished.push_back({lost, step - rng() % 3});
-        if (change.unfinished.back().from_step == step) change.unfinished.clear();
+        change.data_step = step + rng() % 4;  // loaders drew 0-3 steps ahead
+        if (change.unfinished.back().from_step >= change.layout_step()) change.unfinished.clear();
       } else {  // one joins
         change.live.push_back(world + c);
       }
@@ -234,9 +259,9 @@ TEST(StepDataAt, EveryEpochTrainsEverySampleOnceThroughLossesAndJoins) {
         bool unfinished = false, dropped = false;
         for (const MembershipChange& c : changes) {
           for (const UnfinishedSteps& u : c.unfinished) {
-            if (u.worker != w || t < u.from_step || t >= c.step) continue;
+            if (u.worker != w || t < u.from_step || t >= c.layout_step()) continue;
             unfinished = true;
-            dropped = StepDataAt(c.step, world, changes, size, batch).epoch != at.epoch;
+            dropped = StepDataAt(c.layout_step(), world, changes, size, batch).epoch != at.epoch;
           }
         }
         for (uint64_t p : at.PositionsOf(w, batch, size)) {

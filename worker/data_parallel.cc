@@ -639,6 +639,8 @@ void DataParallel::Impl::RollBack(uint64_t step) {
   client_->LeaveStep();
   last_step_end_.reset();
   ++rollbacks_;
+  rollback_steps_.push_back(step_);
+  if (rollback_steps_.size() > 64) rollback_steps_.pop_front();
   throw RolledBack(step_);
 }
 
@@ -839,6 +841,10 @@ void DataParallel::Step() {
   impl_->StepThroughRollback(std::nullopt, 0);
 }
 void DataParallel::Impl::StepThroughRollback(std::optional<double> loss, int64_t samples) {
+  constexpr size_t kCallsKept = 4096;
+  call_log_.push_back({step_, rollbacks_});
+  if (call_log_.size() > kCallsKept) call_log_.pop_front();
+  ++steps_called_;
   try {
     Step(loss, samples);
   } catch (const RolledBack& back) {
@@ -862,8 +868,26 @@ void DataParallel::NoteJobDataBatch(uint64_t batch) {
 }
 bool DataParallel::sum_mode() const { return impl_->SumMode(); }
 bool DataParallel::raises_rolled_back() const { return impl_->raise_rolled_back_; }
-uint64_t DataParallel::NextBatch() { return DealtBatchFrom(0); }
-uint64_t DataParallel::DealtBatchFrom(uint64_t not_before) {
+uint64_t DataParallel::steps_called() const { return impl_->steps_called_; }
+std::optional<DataParallel::StepCall> DataParallel::step_call(uint64_t call) const {
+  const uint64_t first = impl_->steps_called_ - impl_->call_log_.size();
+  if (call < first || call >= impl_->steps_called_) return std::nullopt;
+  return impl_->call_log_[call - first];
+}
+std::optional<uint64_t> DataParallel::rolled_back_to(uint64_t rollback) const {
+  const uint64_t first = impl_->rollbacks_ - impl_->rollback_steps_.size() + 1;
+  if (rollback < first || rollback > impl_->rollbacks_) return std::nullopt;
+  return impl_->rollback_steps_[rollback - first];
+}
+std::vector<MembershipChange> DataParallel::known_membership_changes() const {
+  if (!impl_->client_) return {};
+  return impl_->client_->known_changes();
+}
+void DataParallel::NoteDataLookAhead(uint64_t steps) {
+  if (impl_->client_) impl_->client_->NoteDataLookAhead(steps);
+}
+uint64_t DataParallel::NextBatch() { return DealtBatchFrom(0, impl_->step_); }
+uint64_t DataParallel::DealtBatchFrom(uint64_t not_before, uint64_t for_step) {
   impl_->CheckNotLeft("NextBatch()");
   if (!impl_->client_) {
     impl_->local_batches_ = std::max(impl_->local_batches_, not_before);
@@ -877,9 +901,9 @@ uint64_t DataParallel::DealtBatchFrom(uint64_t not_before) {
         "every worker takes the same steps: use DistributedSampler (Batch(), PositionAfter())",
         Error::Code::kFailedPrecondition);
   }
-  return impl_->DealBatch(not_before);
+  return impl_->DealBatch(not_before, for_step);
 }
-uint64_t DataParallel::Impl::DealBatch(uint64_t not_before) {
+uint64_t DataParallel::Impl::DealBatch(uint64_t not_before, uint64_t for_step) {
   // A rollback gave this worker back its steps from the snapshot's: the batches dealt for them
   // come again, first (the coordinator deals on from where it was, so none comes twice).
   if (dealt_rollbacks_ != rollbacks_) {
@@ -893,11 +917,11 @@ uint64_t DataParallel::Impl::DealBatch(uint64_t not_before) {
   }
   std::optional<uint64_t> batch = dealt_.Again();
   if (!batch) {
-    Result<uint64_t> index = client_->ClaimBatch(step_, not_before);
+    Result<uint64_t> index = client_->ClaimBatch(std::max(for_step, step_), not_before);
     ThrowIfError(index.status(), "claiming the next batch");
     batch = *index;
   }
-  dealt_.Note(step_, *batch);
+  dealt_.Note(std::max(for_step, step_), *batch);
   return *batch;
 }
 void DataParallel::PullParameters() {

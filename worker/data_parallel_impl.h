@@ -73,11 +73,14 @@ class DataParallel::Impl {
   double grad_norm_ = NAN;  // the last step's total gradient norm (clipping only)
   uint64_t step_ = 0;
   uint64_t samples_ = 0;
-  uint64_t rollbacks_ = 0;                  // RollBack()s so far
-  int following_samplers_ = 0;              // JobSamplers following this worker
-  const void* training_sampler_ = nullptr;  // the JobSampler steps were taken in (one)
-  bool raise_rolled_back_ = false;          // DataParallelOptions::raise_rolled_back
-  uint64_t local_batches_ = 0;              // NextBatch() in local mode
+  uint64_t rollbacks_ = 0;                       // RollBack()s so far
+  uint64_t steps_called_ = 0;                    // Step() calls so far
+  std::deque<DataParallel::StepCall> call_log_;  // the newest Step() calls'
+  std::deque<uint64_t> rollback_steps_;          // where the newest rollbacks went back to
+  int following_samplers_ = 0;                   // JobSamplers following this worker
+  const void* training_sampler_ = nullptr;       // the JobSampler steps were taken in (one)
+  bool raise_rolled_back_ = false;               // DataParallelOptions::raise_rolled_back
+  uint64_t local_batches_ = 0;                   // NextBatch() in local mode
   // NextBatch() under ssp/async: the batch dealt for each of this worker's steps (the newest
   // 65536); after a rollback those of the undone steps are dealt again first.
   RedoLog<uint64_t> dealt_{1 << 16};
@@ -99,7 +102,7 @@ class DataParallel::Impl {
   // worker back to redo its steps.
   void Barrier();
   // NextBatch() under ssp/async: the batches of steps a rollback undid first, then the job's.
-  uint64_t DealBatch(uint64_t not_before = 0);
+  uint64_t DealBatch(uint64_t not_before, uint64_t for_step);
 
  private:
   struct BucketState {

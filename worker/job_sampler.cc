@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "een/data_parallel.h"
@@ -15,13 +16,16 @@ JobSampler::JobSampler(DataParallel& dp, size_t dataset_size, bool shuffle, uint
     : dp_(dp), size_(dataset_size), shuffle_(shuffle), seed_(seed), batch_(batch) {
   if (dataset_size == 0) throw Error("een: JobSampler: the dataset is empty");
   dp_.AddFollowingSampler(1);
-  if (batch_ != 0) TellJob();
 }
 
 uint64_t JobSampler::JobBatch() const { return dp_.job_data_batch(); }
 
 void JobSampler::TellJob() {
   if (dp_.job_data_batch() == 0) dp_.NoteJobDataBatch(batch_);
+}
+
+void JobSampler::GiveBatch(size_t batch) {
+  if (batch_ == 0) batch_ = batch;
 }
 
 JobSampler::~JobSampler() {
@@ -34,6 +38,7 @@ void JobSampler::Claim() {
   // their fixed shares while it lives.
   if (dp_.training_sampler() == nullptr && dp_.step() != begun_at_) {
     dp_.set_training_sampler(this);
+    if (batch_ != 0) TellJob();  // the job keeps the training sampler's (not an evaluation's)
   }
 }
 
@@ -48,10 +53,20 @@ const DistributedSampler& JobSampler::Order(uint64_t epoch) {
 
 void JobSampler::Begin(uint64_t epoch) {
   NoteRollback();  // one in the last pass's end (ssp/async): its steps' indices come again
+  if (dp_.consistency() == "bsp") {
+    TakeBackUndone();  // one in the last pass's end, after its last draw
+    // Drawn in the last pass and never trained (the loop left it early): drawn again.
+    const uint64_t calls = dp_.steps_called();
+    while (!draws_.empty() && draws_.back().call >= calls) {
+      redo_.push_front(draws_.back().data_step);
+      draws_.pop_back();
+    }
+  }
+  calls_at_begin_ = dp_.steps_called();
   // What this worker drew in the pass before the last is no longer redone by a rollback.
   drawn_log_.Forget(log_begins_);
   log_begins_ = dp_.step();
-  epoch_ = epoch;
+  epoch_ = data_epoch_ = epoch;
   drawn_ = 0;
   drawn_at_step1_.reset();
   pending_.clear();
@@ -59,7 +74,8 @@ void JobSampler::Begin(uint64_t epoch) {
   fixed_.clear();
   fixed_at_ = 0;
   seen_rollbacks_ = pass_rollbacks_ = dp_.rollbacks();
-  next_step_ = begun_at_ = dp_.step();
+  begun_at_ = dp_.step();
+  next_step_ = std::max(next_step_, begun_at_);  // past what an earlier pass drew
   const void* training = dp_.training_sampler();
   follows_ = training == nullptr || training == this;
   if (batch_ == 0) batch_ = JobBatch();  // another worker's sampler learned it
@@ -82,9 +98,9 @@ void JobSampler::Begin(uint64_t epoch) {
         "(een.DistributedSampler(dataset, batch_size=B)) to deal from the start",
         dp_.consistency());
   }
-  if (next_step_ > 0 && bsp_) {
+  if (begun_at_ > 0 && bsp_) {
     throw Error(
-        "een: the sampler starts at step " + std::to_string(next_step_) +
+        "een: the sampler starts at step " + std::to_string(begun_at_) +
             " of a running job (a replacement, an added worker, --resume, or an epoch of "
             "fewer than two steps), and does not know the batch size to find the job's place "
             "in the data: give it (Python een.DistributedSampler(dataset, batch_size=B); C++ "
@@ -113,12 +129,7 @@ void JobSampler::Learn(uint64_t steps_this_pass) {
     batch_ = drawn_ - *drawn_at_step1_;
     spdlog::debug("the sampler learned the batch size: {}", batch_);
     TellJob();
-    if (*drawn_at_step1_ > batch_) {
-      spdlog::warn(
-          "the data loader draws batches ahead (a DataLoader with num_workers > 0): after a lost "
-          "or added worker or a rollback, the batches it drew already keep the old layout, so "
-          "some samples are trained twice or not at all; num_workers=0 keeps each epoch exact");
-    }
+    if (*drawn_at_step1_ > batch_) WarnDrawnAhead();
   }
 }
 
@@ -161,7 +172,7 @@ std::optional<size_t> JobSampler::Next() {
     if (bsp_ && follows_) {
       if (batch_ != 0 && drawn_ % batch_ == 0) {
         mode_ = Mode::kFollowing;  // the same layout, drawn per step from here
-        next_step_ = drawn_ / batch_;
+        next_step_ = begun_at_ + drawn_ / batch_;
       } else if (!warned_ && (dp_.rollbacks() != seen_rollbacks_ ||
                               dp_.live_count() != static_cast<int>(dp_.world_size()))) {
         warned_ = true;
@@ -221,20 +232,20 @@ std::vector<size_t> JobSampler::NextBatch() {
 }
 
 bool JobSampler::DrawBatch() {
-  const uint64_t step = dp_.step();
-  const uint64_t rollbacks = dp_.rollbacks();
-  // After a rollback the steps from the snapshot are redone: their batches
-  // come again (a prefetching loader's batches drawn ahead are stale).
-  next_step_ = rollbacks != seen_rollbacks_ ? step : std::max(next_step_, step);
-  seen_rollbacks_ = rollbacks;
-  const StepData at =
-      StepDataAt(next_step_, dp_.world_size(), dp_.membership_changes(), size_, batch_);
+  // After a rollback the steps from the snapshot are redone: the batches the undone steps
+  // trained come again (those a loader drew ahead and had not given yet come once).
+  TakeBackUndone();
+  const std::vector<MembershipChange> changes = dp_.known_membership_changes();
+  WarnIfLate(changes);
+  const bool again = !redo_.empty();
+  const uint64_t data_step = again ? redo_.front() : std::max(next_step_, dp_.step());
+  const StepData at = StepDataAt(data_step, dp_.world_size(), changes, size_, batch_);
   if (at.epoch > epoch_) {
     if (drawn_ == 0) {
       spdlog::info(
           "the job is past epoch {} (at step {}, epoch {}): this pass draws nothing (a worker "
           "that starts mid-job skips the epochs trained before it)",
-          epoch_, next_step_, at.epoch);
+          epoch_, data_step, at.epoch);
     }
     return false;
   }
@@ -242,18 +253,94 @@ bool JobSampler::DrawBatch() {
   // positions of a lost worker's unfinished steps first).
   const std::vector<uint64_t> positions = at.PositionsOf(dp_.rank(), batch_, size_);
   if (positions.empty()) {
-    throw Error("een: the sampler is asked for step " + std::to_string(next_step_) +
+    throw Error("een: the sampler is asked for step " + std::to_string(data_step) +
                     ", at which this worker is not one of the job's live workers",
                 Error::Code::kFailedPrecondition);
   }
   if (!at.owed.empty() && !at.live.empty() && at.live.front() == dp_.rank()) {
     spdlog::info("step {}: the live workers first train {} samples a lost worker left untrained",
-                 next_step_, at.owed.size());
+                 data_step, at.owed.size());
   }
   pending_ = Order(at.epoch).At(positions);
   pending_at_ = 0;
-  ++next_step_;
+  data_epoch_ = at.epoch;
+  if (again) {
+    redo_.pop_front();
+  } else {
+    next_step_ = data_step + 1;
+  }
+  NoteDraw(data_step);
   return true;
+}
+
+void JobSampler::TakeBackUndone() {
+  const uint64_t rollbacks = dp_.rollbacks();
+  if (rollbacks == seen_rollbacks_) return;
+  const uint64_t calls = dp_.steps_called();
+  constexpr uint64_t kCallsLooked = 4096;  // DataParallel keeps as many
+  const uint64_t oldest = calls - std::min(calls, kCallsLooked);
+  std::set<uint64_t> again(redo_.begin(), redo_.end());
+  std::map<uint64_t, uint64_t> drawn_for;  // Step() call -> the data step it trained
+  for (const Draw& d : draws_) drawn_for[d.call] = d.data_step;
+  for (uint64_t k = seen_rollbacks_ + 1; k <= rollbacks; ++k) {
+    const std::optional<uint64_t> to = dp_.rolled_back_to(k);
+    if (!to) continue;
+    for (uint64_t call = oldest; call < calls; ++call) {
+      const std::optional<DataParallel::StepCall> c = dp_.step_call(call);
+      // Undone: taken before rollback k, at its step or later, and not undone already.
+      if (!c || c->rollbacks >= k || c->step < *to || !undone_calls_.insert(call).second) continue;
+      const auto drawn = drawn_for.find(call);
+      // Without a record (before this sampler drew): the step's own data, as it trained.
+      again.insert(drawn != drawn_for.end() ? drawn->second : c->step);
+    }
+  }
+  seen_rollbacks_ = rollbacks;
+  while (!undone_calls_.empty() && *undone_calls_.begin() < oldest) {
+    undone_calls_.erase(undone_calls_.begin());
+  }
+  redo_.assign(again.begin(), again.end());
+}
+
+void JobSampler::NoteDraw(uint64_t data_step) {
+  // The loop trains the batches in the order drawn, one a Step() call.
+  draws_.push_back({calls_at_begin_ + drawn_ / batch_, data_step});
+  if (draws_.size() > 4096) draws_.pop_front();
+  // How far past the step it trains the loop has drawn: a change's data take effect past it.
+  const uint64_t step = dp_.step();
+  if (next_step_ > step + 1) dp_.NoteDataLookAhead(next_step_ - step - 1);
+}
+
+void JobSampler::WarnIfLate(const std::vector<MembershipChange>& changes) {
+  if (changes_seen_ == 0 && draws_.empty()) changes_seen_ = changes.size();  // known at start
+  for (; changes_seen_ < changes.size(); ++changes_seen_) {
+    const MembershipChange& change = changes[changes_seen_];
+    if (warned_late_ || change.layout_step() >= next_step_) continue;
+    warned_late_ = true;
+    spdlog::warn(
+        "the loop had drawn the data of step {} already when this worker heard of the change "
+        "at step {} (its data from step {}): some of this epoch's samples may be trained "
+        "twice or not at all (the job learns how far the loops draw ahead from their first "
+        "batches; a DataLoader draws num_workers * prefetch_factor batches ahead, and at "
+        "most {} steps are covered)",
+        next_step_ - 1, change.step, change.layout_step(), kMaxDataLookAhead);
+  }
+}
+
+void JobSampler::WarnDrawnAhead() {
+  if (bsp_ || warned_ahead_) return;  // bsp: the job follows what the loops drew
+  warned_ahead_ = true;
+  spdlog::warn(
+      "the data loader draws batches ahead (a DataLoader with num_workers > 0): under {} a "
+      "rollback to a snapshot gives the batches it drew already a second time; num_workers=0 "
+      "keeps each epoch exact there",
+      dp_.consistency());
+}
+
+uint64_t JobSampler::ForStep() const {
+  // Batches drawn this pass before the next one, and those trained.
+  const uint64_t batches = batch_ == 0 ? 0 : drawn_ / batch_;
+  const uint64_t trained = dp_.steps_called() - calls_at_begin_;
+  return dp_.step() + (batches > trained ? batches - trained : 0);
 }
 
 bool JobSampler::DrawDealt() {
@@ -264,7 +351,9 @@ bool JobSampler::DrawDealt() {
   // (Epochs before this one may have been trained in fixed shares, the batch
   // size not known yet: the job deals from this epoch's first batch.)
   const uint64_t first = epoch_ > UINT64_MAX / per_epoch ? UINT64_MAX : epoch_ * per_epoch;
-  const uint64_t k = held_ ? *held_ : dp_.DealtBatchFrom(first);
+  const uint64_t for_step = ForStep();
+  if (for_step > dp_.step() + 1) WarnDrawnAhead();
+  const uint64_t k = held_ ? *held_ : dp_.DealtBatchFrom(first, for_step);
   held_.reset();
   if (k / per_epoch > epoch_) {
     held_ = k;  // the next epoch's: its pass takes it
@@ -274,6 +363,7 @@ bool JobSampler::DrawDealt() {
   const uint64_t position = (k % per_epoch) * batch_;
   pending_ = Order(k / per_epoch).Slice(position, 0, std::min<uint64_t>(batch_, size_ - position));
   pending_at_ = 0;
+  data_epoch_ = k / per_epoch;
   return true;
 }
 

@@ -164,13 +164,23 @@ StepData Walk(uint64_t steps, int world_size, const std::vector<MembershipChange
   std::vector<Segment> segments{{0, {}, &everyone, &equal}};
   Place at;
   size_t next = 0;  // the next change to take effect
+  // Where each change's data take effect: its layout step, never before the one before's.
+  std::vector<uint64_t> layout(changes.size());
+  for (size_t k = 0; k < changes.size(); ++k) {
+    const uint64_t late = std::min(changes[k].layout_step() - changes[k].step, kMaxDataLookAhead);
+    layout[k] = std::max(changes[k].step + late, k > 0 ? layout[k - 1] : uint64_t{0});
+  }
   for (uint64_t s = 0;;) {
-    while (next < changes.size() && changes[next].step <= s) {
+    while (next < changes.size() && layout[next] <= s) {
+      // Owed: a lost worker's steps from its first unfinished one to here (the
+      // steps the others' loaders had drawn ahead in the old layout included).
+      const uint64_t back =
+          kMaxOwedSteps + std::min(layout[next] - changes[next].step, kMaxDataLookAhead);
       const MembershipChange& change = changes[next++];
       if (change.live.empty())
         throw Error(std::string(caller) + ": a membership change leaves no worker");
       for (const UnfinishedSteps& u : owe ? change.unfinished : kNoneOwed) {
-        const uint64_t first = std::max(u.from_step, s - std::min(s, kMaxOwedSteps));
+        const uint64_t first = std::max(u.from_step, s - std::min(s, back));
         for (uint64_t t = first; t < s; ++t) {
           // The segment step t was in (each starts no later than the one after it).
           const auto seg = std::prev(
@@ -187,7 +197,7 @@ StepData Walk(uint64_t steps, int world_size, const std::vector<MembershipChange
     }
     if (s >= steps) break;
     // Until the next change (whose step is past s), the same workers train.
-    const uint64_t until = next < changes.size() ? std::min(steps, changes[next].step) : steps;
+    const uint64_t until = next < changes.size() ? std::min(steps, layout[next]) : steps;
     at = AdvancePlace(at, until - s, segments.back().live->size(), batch, size);
     s = until;
   }

@@ -77,6 +77,7 @@ void WorkerClient::FillHeartbeat(wire::Heartbeat::Builder hb) {
   hb.setSamples(samples_.load());
   hb.setSyncMicros(sync_micros_.load());
   hb.setDataBatch(data_batch_.load());
+  hb.setDataLookAhead(static_cast<uint32_t>(data_look_ahead_.load()));
   hb.setComputeMicros(compute_micros_.load());
   if (const int64_t since = program_since_micros_.load(); since > 0) {
     hb.setInProgramMicros(static_cast<uint64_t>(std::max<int64_t>(SteadyMicros() - since, 0)));
@@ -794,9 +795,12 @@ Status WorkerClient::TakeHistory(const std::vector<MembershipChange>& history) {
       return Internal("membership history gives batch shares that do not match its workers");
     }
     for (const UnfinishedSteps& u : h.unfinished) {
-      if (u.worker < 0 || u.from_step >= h.step) {
+      if (u.worker < 0 || u.from_step >= h.layout_step()) {
         return Internal("membership history names unfinished steps that do not match its change");
       }
+    }
+    if (h.data_step != 0 && (h.data_step < h.step || h.data_step - h.step > kMaxDataLookAhead)) {
+      return Internal("membership history names a data step that does not match its change");
     }
     changes_.push_back(h);
     membership_epoch_ = h.epoch;
@@ -856,66 +860,86 @@ int WorkerClient::live_index() const {
 }
 
 Status WorkerClient::AdoptMembership(wire::Membership::Reader m, uint64_t version) {
-  if (m.getEpoch() <= membership_epoch_ || version < m.getEffectiveStep()) return Status::Ok();
   if (finished_) return Status::Ok();  // the final values' pull: the job went on without it
-  std::vector<int> live;
+  Enforce(version);
+  if (m.getEpoch() <= membership_epoch_) return Status::Ok();
+  MembershipChange change;
+  change.step = m.getEffectiveStep();
+  change.epoch = m.getEpoch();
   for (int w : m.getLiveWorkers()) {
     if (w < 0) return Internal("membership lists worker " + std::to_string(w));
-    world_size_ = std::max(world_size_, w + 1);  // a new worker joined the job
-    live.push_back(w);
+    change.live.push_back(w);
   }
-  if (std::find(live.begin(), live.end(), rank_) == live.end()) {
+  if (std::find(change.live.begin(), change.live.end(), rank_) == change.live.end()) {
     return Aborted("this worker was declared lost and the job went on without it");
   }
-  std::string lost, joined;
-  for (int w : live_workers_) {
-    if (std::find(live.begin(), live.end(), w) == live.end())
-      lost += (lost.empty() ? "" : ", ") + std::to_string(w);
-  }
-  for (int w : live) {
-    if (std::find(live_workers_.begin(), live_workers_.end(), w) == live_workers_.end()) {
-      joined += (joined.empty() ? "" : ", ") + std::to_string(w);
-    }
-  }
-  std::vector<uint32_t> shares;
-  for (uint32_t s : m.getBatchShares()) shares.push_back(s);
-  if ((!shares.empty() && shares.size() != live.size()) ||
-      std::find(shares.begin(), shares.end(), 0u) != shares.end()) {
+  for (uint32_t s : m.getBatchShares()) change.shares.push_back(s);
+  if ((!change.shares.empty() && change.shares.size() != change.live.size()) ||
+      std::find(change.shares.begin(), change.shares.end(), 0u) != change.shares.end()) {
     return Internal("membership gives batch shares that do not match its workers");
   }
-  if (m.getUnfinished().size() > live_workers_.size()) {
+  if (m.getUnfinished().size() > static_cast<size_t>(world_size_)) {
     return Internal("membership names more lost workers than were live");
   }
-  std::vector<UnfinishedSteps> unfinished = wire::UnfinishedFromWire(m.getUnfinished());
-  for (const UnfinishedSteps& u : unfinished) {
-    if (u.worker < 0 || u.from_step >= m.getEffectiveStep()) {
+  change.unfinished = wire::UnfinishedFromWire(m.getUnfinished());
+  change.data_step = m.getDataStep();
+  if (change.data_step != 0 &&
+      (change.data_step < change.step || change.data_step - change.step > kMaxDataLookAhead)) {
+    return Internal("membership names a data step that does not match its change");
+  }
+  for (const UnfinishedSteps& u : change.unfinished) {
+    if (u.worker < 0 || u.from_step >= change.layout_step()) {
       return Internal("membership names unfinished steps that do not match its change");
     }
   }
-  membership_epoch_ = m.getEpoch();
-  if (live == live_workers_ && shares == shares_) {
-    return Status::Ok();  // a round for an on-demand snapshot
-  }
-  if (live == live_workers_) {
-    shares_ = std::move(shares);
-    changes_.push_back({m.getEffectiveStep(), live_workers_, m.getEpoch(), shares_});
-    spdlog::debug(
-        "from step {} this worker trains {} samples of each global batch", m.getEffectiveStep(),
-        shares_.empty() ? std::string("an equal share") : std::to_string(shares_[live_index()]));
-    return Status::Ok();
-  }
-  live_workers_ = std::move(live);
-  shares_ = std::move(shares);
-  changes_.push_back(
-      {m.getEffectiveStep(), live_workers_, m.getEpoch(), shares_, std::move(unfinished)});
-  spdlog::warn(
-      "{}{}{}: from step {} the {} live workers share the data (this worker takes part "
-      "{} of {})",
-      lost.empty() ? "" : "worker(s) " + lost + " left (finished or lost)",
-      !lost.empty() && !joined.empty() ? ", " : "",
-      joined.empty() ? "" : "worker(s) " + joined + " joined", m.getEffectiveStep(),
-      live_workers_.size(), live_index() + 1, live_workers_.size());
+  membership_epoch_ = change.epoch;
+  const MembershipChange* newest = !upcoming_.empty()  ? &upcoming_.back()
+                                   : !changes_.empty() ? &changes_.back()
+                                                       : nullptr;
+  const bool same = newest ? change.live == newest->live && change.shares == newest->shares
+                           : change.live == live_workers_ && change.shares == shares_;
+  if (same) return Status::Ok();  // a round for an on-demand snapshot
+  for (int w : change.live) world_size_ = std::max(world_size_, w + 1);  // a worker joined
+  // Known now (known_changes(): the data drawn ahead for later steps follow it), in force
+  // (membership_changes()) from its step.
+  upcoming_.push_back(std::move(change));
+  Enforce(version);
   return Status::Ok();
+}
+
+void WorkerClient::Enforce(uint64_t version) {
+  while (!upcoming_.empty() && upcoming_.front().step <= version) {
+    changes_.push_back(upcoming_.front());
+    MembershipChange change = std::move(upcoming_.front());
+    upcoming_.pop_front();
+    if (change.live == live_workers_) {
+      shares_ = std::move(change.shares);
+      spdlog::debug(
+          "from step {} this worker trains {} samples of each global batch", change.step,
+          shares_.empty() ? std::string("an equal share") : std::to_string(shares_[live_index()]));
+      continue;
+    }
+    std::string lost, joined;
+    for (int w : live_workers_) {
+      if (std::find(change.live.begin(), change.live.end(), w) == change.live.end())
+        lost += (lost.empty() ? "" : ", ") + std::to_string(w);
+    }
+    for (int w : change.live) {
+      if (std::find(live_workers_.begin(), live_workers_.end(), w) == live_workers_.end()) {
+        joined += (joined.empty() ? "" : ", ") + std::to_string(w);
+      }
+    }
+    live_workers_ = std::move(change.live);
+    shares_ = std::move(change.shares);
+    spdlog::warn(
+        "{}{}{}: from step {} the {} live workers share the data{} (this worker takes part "
+        "{} of {})",
+        lost.empty() ? "" : "worker(s) " + lost + " left (finished or lost)",
+        !lost.empty() && !joined.empty() ? ", " : "",
+        joined.empty() ? "" : "worker(s) " + joined + " joined", change.step, live_workers_.size(),
+        change.data_step > change.step ? fmt::format(" from step {}", change.data_step) : "",
+        live_index() + 1, live_workers_.size());
+  }
 }
 
 Status WorkerClient::Barrier() {

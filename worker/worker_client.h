@@ -78,7 +78,14 @@ class WorkerClient {
   // The workers that train now (a lost one drops out at an agreed step),
   // and this worker's place among them: its share of the data.
   const std::vector<int>& live_workers() const { return live_workers_; }
+  // The changes in force (their step reached), and those known (heard, maybe in force from a
+  // later step: the data a loop draws ahead follow them).
   const std::vector<MembershipChange>& membership_changes() const { return changes_; }
+  std::vector<MembershipChange> known_changes() const {
+    std::vector<MembershipChange> known = changes_;
+    known.insert(known.end(), upcoming_.begin(), upcoming_.end());
+    return known;
+  }
   int live_index() const;
   // --dynamic-slicing: the job gives each live worker a share of every
   // step's global batch (in live_workers() order; empty: equal shares).
@@ -88,6 +95,12 @@ class WorkerClient {
   // known yet.
   uint64_t data_batch() const { return data_batch_.load(); }
   void NoteDataBatch(uint64_t batch) { data_batch_ = batch; }
+  // The most steps past the one it trains that this worker's loop drew its
+  // data (heartbeats tell the job: changes of the data's layout take effect
+  // past the job's largest).
+  void NoteDataLookAhead(uint64_t steps) {
+    if (steps > data_look_ahead_.load()) data_look_ahead_ = steps;
+  }
   const std::vector<uint32_t>& batch_shares() const { return shares_; }
   // The slice of step `step` (0-based: the steps completed before it) of a
   // global batch of `global_batch` samples: the first sample (offset) and
@@ -270,9 +283,11 @@ class WorkerClient {
   Status Send(size_t p, transport::Message message, const std::string& what);
   // A PS's Error answer as a Status (a stale epoch marks recovery as needed).
   Status PsError(size_t p, wire::Error::Reader error);
-  // Adopts a membership stamped on a pull answer of `version`, if it is
-  // newer and already in effect; fails if it no longer includes this worker.
+  // A membership stamped on a pull answer of `version`, if newer; fails if it
+  // no longer includes this worker. Known (known_changes()) at once, in force
+  // (membership_changes(), live_workers(), batch_shares()) from its step.
   Status AdoptMembership(wire::Membership::Reader m, uint64_t version);
+  void Enforce(uint64_t version);  // the changes heard whose step `version` reached
   // Sends `request` on the control connection and waits for an answer the
   // predicate accepts (other messages are dropped); sends it again if the
   // coordinator restarts meanwhile.
@@ -303,7 +318,8 @@ class WorkerClient {
   std::string reported_routes_;                   // how each PS is reached, as last logged
   std::vector<std::vector<uint32_t>> ps_chunks_;  // chunk ids held by each PS
   std::vector<int> live_workers_;
-  std::vector<MembershipChange> changes_;       // adopted (or, joining, told) so far
+  std::vector<MembershipChange> changes_;       // in force (or, joining, told) so far
+  std::deque<MembershipChange> upcoming_;       // heard, not in force yet (oldest first)
   std::vector<MembershipChange> join_history_;  // from the first JobStart
   // Pull answers asked for and not yet received (by Pull, or a push's pull-back).
   struct PullRequest {
@@ -350,6 +366,7 @@ class WorkerClient {
   uint64_t membership_epoch_ = 0;
   bool dynamic_slicing_ = false;
   std::atomic<uint64_t> data_batch_{0};
+  std::atomic<uint64_t> data_look_ahead_{0};
   std::vector<uint32_t> shares_;                 // of the membership in force (see batch_shares())
   uint64_t slice_count_ = 0, slice_global_ = 0;  // the last SliceOf()
   double lr_ = -1;

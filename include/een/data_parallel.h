@@ -65,6 +65,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -310,8 +311,25 @@ class DataParallel {
   void NoteJobDataBatch(uint64_t batch);
   bool sum_mode() const;
   bool raises_rolled_back() const;
-  // NextBatch(), where a batch never dealt is at least `not_before`.
-  uint64_t DealtBatchFrom(uint64_t not_before);
+  // NextBatch(), where a batch never dealt is at least `not_before`, for this
+  // worker's step `for_step` (a loader drawing ahead claims for later steps).
+  uint64_t DealtBatchFrom(uint64_t not_before, uint64_t for_step);
+  // Each Step() call: the step it trained and the rollbacks before it (the
+  // newest 4096), and where each rollback went back to (1-based, the newest
+  // 64): a following sampler finds which batches a rollback undid.
+  struct StepCall {
+    uint64_t step = 0;
+    uint64_t rollbacks = 0;
+  };
+  uint64_t steps_called() const;
+  std::optional<StepCall> step_call(uint64_t call) const;
+  std::optional<uint64_t> rolled_back_to(uint64_t rollback) const;
+  // The most steps past the one it trains that the loop drew its data (the job's changes of
+  // the data's layout take effect past the largest).
+  void NoteDataLookAhead(uint64_t steps);
+  // membership_changes() and those heard that take effect at a later step (a loop's data
+  // drawn ahead follow them).
+  std::vector<MembershipChange> known_membership_changes() const;
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

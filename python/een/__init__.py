@@ -427,6 +427,23 @@ def _abandon_on_uncaught(exc_type, exc, traceback):
 sys.excepthook = _abandon_on_uncaught
 
 
+def _loader_batch_size(sampler, caller):
+    """The batch size of the DataLoader iterating `sampler`, when one of the
+    first callers (from frame `caller` out: a subclass's __iter__ may come
+    between) is the torch BatchSampler a DataLoader made over it (its
+    batch_size is the DataLoader's); 0 when not (a loop of its own, a batch
+    sampler of the program's): the sampler then learns it from the loop."""
+    for _ in range(4):
+        if caller is None:
+            break
+        owner = caller.f_locals.get("self")
+        if (isinstance(owner, torch.utils.data.BatchSampler) and owner.sampler is sampler and
+                isinstance(owner.batch_size, numbers.Integral) and owner.batch_size > 0):
+            return int(owner.batch_size)
+        caller = caller.f_back
+    return 0
+
+
 class DistributedSampler(torch.utils.data.Sampler):
     """This worker's share of a dataset, as torch.utils.data.DistributedSampler:
     each epoch the indices are shuffled with seed + epoch (the same order on
@@ -442,18 +459,22 @@ class DistributedSampler(torch.utils.data.Sampler):
     rollback to a snapshot the redone steps' batches come again (dp.step()
     then raises nothing), and a worker that starts mid-job (a replacement,
     --resume) starts at the job's epoch and position: earlier epochs' passes
-    yield nothing. batch_size (the DataLoader's) is learned from the loop
-    and kept by the job (so a replacement or --resume finds it), or given.
+    yield nothing. batch_size: given, or the DataLoader's when one iterates
+    it (found from its batch sampler), or else learned from the loop; the
+    job keeps it (so a replacement or --resume finds it).
     If set_epoch() is never called, each pass takes the next epoch. One
     sampler trains: the first one a step is taken in while it draws; others
     (an evaluation's) keep the fixed shares. Under ssp/async, with
     batch_size given, the job deals the batches (a fast worker takes more),
     and each pass ends once every worker's gradients of the epoch are in.
     A rollback under ssp/async raises nothing either: each worker redoes its
-    own steps with the batches it had for them. Limits: a DataLoader with
-    num_workers > 0 draws batches ahead, which keep the layout they were
-    drawn with after a change or a rollback; the epoch's last step is padded
-    to a whole batch by wrapping around (drop_last is ignored there)."""
+    own steps with the batches it had for them. A DataLoader with
+    num_workers > 0 draws batches ahead: the job learns how far, and under
+    bsp a change's data take effect past what every loader drew, and a
+    rollback gives again exactly the batches it undid (under ssp/async a
+    rollback gives those drawn ahead a second time, and says so). Limit:
+    the epoch's last step is padded to a whole batch by wrapping around
+    (drop_last is ignored there)."""
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
                  drop_last=False, batch_size=None):
@@ -505,6 +526,9 @@ class DistributedSampler(torch.utils.data.Sampler):
         job = self._job_sampler()
         if job is None:
             return iter(self._core.indices())
+        if self._batch_size == 0:
+            self._batch_size = _loader_batch_size(self, sys._getframe(1))
+            job.give_batch(self._batch_size)
         if not self._epoch_set and self._passes > 0:
             self.epoch += 1  # set_epoch() never called: each pass the next epoch
         self._passes += 1
@@ -524,6 +548,14 @@ class DistributedSampler(torch.utils.data.Sampler):
         if self._job_sampler() is not None:
             return -(-self._size // max(_newest().live_count, 1))
         return self._core.num_samples()
+
+    def data_epoch(self):
+        """The epoch of the data the index given last is of: the pass's, but
+        for a batch of the pass before that a rollback at its end undid (it
+        comes again first), or under ssp/async one the job dealt."""
+        if self._job is not None:
+            return self._job[1].data_epoch()
+        return self.epoch
 
     def permutation(self):
         """The whole dataset's order this epoch."""

@@ -2,13 +2,15 @@
 DataLoader over een.DistributedSampler, one dp.step() a batch), that
 records every sample id it trains: before each step "try EPOCH STEP id id
 ...", where EPOCH is the epoch of the data the step trains (een.step_data_at;
-under ssp/async the loop's, as the sampler deals each epoch's batches), and
+under ssp/async the loop's, as the sampler deals each epoch's batches; with
+--loader-workers, which draw ahead, the sampler's data_epoch() at the draw), and
 "done STEP" once it was taken (a process killed in between may or may not
 have delivered its gradients: the job's log says which steps of a lost
 worker were not trained); after a rollback to a snapshot, "undo STEP": its
 steps from STEP on were undone (they come again). One file per process in
 --out."""
 import argparse
+import collections
 import os
 import time
 
@@ -31,6 +33,11 @@ parser.add_argument("--slow-rank", type=int, default=-1,
 parser.add_argument("--slow-factor", type=float, default=4)
 parser.add_argument("--evaluate", action="store_true",
                     help="after each epoch, a pass over an evaluation loader of its own sampler")
+parser.add_argument("--loader-workers", type=int, default=0,
+                    help="the DataLoader's num_workers (> 0: it draws batches ahead)")
+parser.add_argument("--own-batching", action="store_true",
+                    help="batches of the program's own (not torch's BatchSampler): the sampler "
+                         "cannot see the batch size and learns it from the loop")
 parser.add_argument("--out", required=True)
 args = parser.parse_args()
 
@@ -40,9 +47,46 @@ labels = (features.sum(1) > 0).long()
 dataset = torch.utils.data.TensorDataset(torch.arange(args.samples), features, labels)
 model = torch.nn.Linear(8, 2)
 dp = een.DataParallel(model, optimizer=een.SGD(0.05))
-sampler = een.DistributedSampler(dataset,
-                                 batch_size=args.batch if args.give_batch_size else None)
-loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, sampler=sampler)
+
+
+class Recording(een.DistributedSampler):
+    """Notes the data epoch of each index as it is drawn (a loader with
+    workers draws ahead of the batch the loop trains)."""
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.drawn = collections.deque()
+
+    def __iter__(self):
+        for index in super().__iter__():
+            self.drawn.append((index, self.data_epoch()))
+            yield index
+
+
+class Batches:
+    """Batches of --batch indices, as a program that batches by itself."""
+
+    def __init__(self, indices, size):
+        self.indices, self.size = indices, size
+
+    def __iter__(self):
+        batch = []
+        for index in self.indices:
+            batch.append(index)
+            if len(batch) == self.size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+
+sampler = Recording(dataset, batch_size=args.batch if args.give_batch_size else None)
+if args.own_batching:
+    loader = torch.utils.data.DataLoader(dataset, batch_sampler=Batches(sampler, args.batch),
+                                         num_workers=args.loader_workers)
+else:
+    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, sampler=sampler,
+                                         num_workers=args.loader_workers)
 held_out = torch.utils.data.TensorDataset(torch.arange(300))
 evaluation = torch.utils.data.DataLoader(
     held_out, batch_size=10, sampler=een.DistributedSampler(held_out, shuffle=False))
@@ -55,6 +99,10 @@ for epoch in range(args.epochs):
                                             args.samples, args.batch)
         if dp.consistency != "bsp":  # each worker takes its own steps: the loop's epoch
             data_epoch = epoch
+        drawn = [sampler.drawn.popleft() for _ in range(len(ids))]
+        assert [i for i, _ in drawn] == [int(i) for i in ids], "the loader keeps the order drawn"
+        if args.loader_workers > 0:  # drawn ahead: the epoch each index was drawn of
+            data_epoch = drawn[0][1]
         record.write("try %d %d %s\n" % (data_epoch, step, " ".join(str(int(i)) for i in ids)))
         record.flush()
         loss = F.cross_entropy(dp(x), y)

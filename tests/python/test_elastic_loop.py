@@ -1,6 +1,6 @@
 """The plain loop survives what EEN survives: coverage_train.py (a DataLoader
-over een.DistributedSampler, no elastic code, the batch size learned from
-the loop) records every sample id it trains; each epoch of the data must be
+over een.DistributedSampler, no elastic code, the batch size the
+DataLoader's, or learned from the loop) records every sample id it trains; each epoch of the data must be
 trained exactly once through a rollback to a snapshot and a --resume, and,
 after a lost worker, the survivors (and its replacement, which starts at
 the job's epoch and position) take over its share of the data, its
@@ -64,9 +64,11 @@ def trained(folder, before=None, after=None, output=""):
 
 
 class ElasticLoop(unittest.TestCase):
-    def args(self, out, *options, give_batch=False, short_ms=0):
+    def args(self, out, *options, give_batch=False, short_ms=0, loader_workers=0,
+             own_batching=False):
         extra = ["--give-batch-size"] if give_batch else []
-        extra += ["--short-ms", str(short_ms)]
+        extra += ["--own-batching"] if own_batching else []
+        extra += ["--short-ms", str(short_ms), "--loader-workers", str(loader_workers)]
         return job.launch_args(*options) + [*COVERAGE, "--samples", str(SAMPLES), "--batch",
                                             str(BATCH), "--epochs", str(EPOCHS), "--step-ms",
                                             "20", "--out", out, *extra]
@@ -94,8 +96,9 @@ class ElasticLoop(unittest.TestCase):
 
     def test_a_rollback_redoes_the_batches_and_each_epoch_is_trained_once(self):
         with tempfile.TemporaryDirectory() as tmp:
+            # Batches of the program's own: the sampler learns the batch size.
             run = job.Job(self.args(tmp, 2, 3, "--snapshot-every", "10", "--snapshot-dir",
-                                    os.path.join(tmp, "snapshots")))
+                                    os.path.join(tmp, "snapshots"), own_batching=True))
             job.kill_when(self, run, r"snapshot of step [3-9]0 complete", "ps 1")
             self.assertIn("the sampler gives the batches from there again", run.output)
             self.assert_exactly_once(trained(tmp), run.output)
@@ -176,12 +179,14 @@ class ElasticLoop(unittest.TestCase):
             os.kill(run.newest_pid("ps 1"), signal.SIGKILL)
             self.assert_each_sample_once_per_epoch_over_the_run(
                 tmp, run, "NextBatch\\(\\) deals the [0-9]+ batch")
-        # No batch size given: each worker takes its fixed share of the first epoch,
-        # the job deals the later ones; killed mid-epoch (the rollback may reach
-        # back into the first epoch: the sampler gives the indices it drew again).
+        # No batch size to see (batches of the program's own): each worker takes its
+        # fixed share of the first epoch, the job deals the later ones; killed mid-epoch
+        # (the rollback may reach back into the first epoch: the sampler gives the
+        # indices it drew again).
         with tempfile.TemporaryDirectory() as tmp:
             run = job.Job(self.args(tmp, 2, 3, "--consistency", "async", "--snapshot-every", "10",
-                                    "--snapshot-dir", os.path.join(tmp, "snapshots")))
+                                    "--snapshot-dir", os.path.join(tmp, "snapshots"),
+                                    own_batching=True))
             self.assertIsNotNone(run.wait_for(r"snapshot of step [3-9]0 complete", 120),
                                  run.output[-3000:])
             os.kill(run.newest_pid("ps 1"), signal.SIGKILL)
@@ -189,22 +194,40 @@ class ElasticLoop(unittest.TestCase):
                 tmp, run, "the sampler gives the [0-9]+ samples it drew|"
                 "NextBatch\\(\\) deals the [0-9]+ batch")
 
-    def test_under_async_without_the_batch_size_the_job_deals_from_the_second_epoch(self):
-        """The sampler learns the batch size from the loop in the first epoch
-        (each worker takes its fixed share there); from the second the job
-        deals the batches, so a fast worker takes more."""
+    def batches_per_epoch(self, tmp):
+        batches = collections.Counter()
+        for path in glob.glob(os.path.join(tmp, "rank*.log")):
+            rank = os.path.basename(path).split("-")[0]
+            with open(path) as f:
+                for line in f:
+                    if line.startswith("try"):
+                        batches[rank, int(line.split()[1])] += 1
+        return batches
+
+    def test_under_async_a_plain_dataloader_is_dealt_from_the_first_epoch(self):
+        """The sampler finds the batch size of the DataLoader over it, so the
+        job deals the batches from the first epoch: a fast worker takes more."""
         with tempfile.TemporaryDirectory() as tmp:
             code, output = job.run(self.args(tmp, 1, 3, "--consistency", "async")
                                    + ["--slow-rank", "2"], timeout=180)
             self.assertEqual(code, 0, output[-3000:])
             self.assert_exactly_once(trained(tmp), output)
-            batches = collections.Counter()
-            for path in glob.glob(os.path.join(tmp, "rank*.log")):
-                rank = os.path.basename(path).split("-")[0]
-                with open(path) as f:
-                    for line in f:
-                        if line.startswith("try"):
-                            batches[rank, int(line.split()[1])] += 1
+            batches = self.batches_per_epoch(tmp)
+            for epoch in (0, 1, 2):
+                self.assertGreater(batches["rank0", epoch], batches["rank2", epoch], output[-3000:])
+
+    def test_under_async_without_the_batch_size_the_job_deals_from_the_second_epoch(self):
+        """Batches of the program's own hide the batch size: the sampler
+        learns it from the loop in the first epoch (each worker takes its
+        fixed share there); from the second the job deals the batches, so a
+        fast worker takes more."""
+        with tempfile.TemporaryDirectory() as tmp:
+            code, output = job.run(self.args(tmp, 1, 3, "--consistency", "async",
+                                             own_batching=True)
+                                   + ["--slow-rank", "2"], timeout=180)
+            self.assertEqual(code, 0, output[-3000:])
+            self.assert_exactly_once(trained(tmp), output)
+            batches = self.batches_per_epoch(tmp)
             per_share = SAMPLES // 3 // BATCH
             self.assertEqual((batches["rank0", 0], batches["rank2", 0]), (per_share, per_share))
             for epoch in (1, 2):
@@ -226,6 +249,38 @@ class ElasticLoop(unittest.TestCase):
             # dealt again, up to two of the lost worker's batches.
             self.assert_once_but_the_padding(trained(tmp, output=run.output), run.output, 2)
 
+
+    # A DataLoader with num_workers=2 draws 4 batches ahead: the job learns
+    # it, and a change's data take effect past what every loader drew.
+    def assert_the_job_knew_the_loaders_drew_ahead(self, output):
+        self.assertRegex(output, r"loop draws its data up to [1-9]\d* step\(s\) ahead")
+        self.assertNotIn("may be trained twice or not at all", output)
+
+    def test_with_a_loader_that_draws_ahead_survivors_take_over_a_lost_workers_share(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = job.Job(self.args(tmp, 1, 3, "--min-workers", "2", loader_workers=2))
+            job.kill_when(self, run, r"epoch 1 step", "worker 2")
+            self.assert_the_job_knew_the_loaders_drew_ahead(run.output)
+            self.assertRegex(run.output, r"the others' loaders had drawn theirs ahead")
+            self.assert_once_but_the_padding(trained(tmp, output=run.output), run.output, 2)
+
+    def test_with_a_loader_that_draws_ahead_a_rollback_redoes_exactly_what_it_undid(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = job.Job(self.args(tmp, 2, 3, "--snapshot-every", "10", "--snapshot-dir",
+                                    os.path.join(tmp, "snapshots"), loader_workers=2))
+            job.kill_when(self, run, r"snapshot of step [3-9]0 complete", "ps 1")
+            self.assertIn("the sampler gives the batches from there again", run.output)
+            self.assert_the_job_knew_the_loaders_drew_ahead(run.output)
+            self.assert_exactly_once(trained(tmp), run.output)
+
+    def test_with_a_loader_that_draws_ahead_a_replacement_joins_past_what_it_drew(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = job.Job(self.args(tmp, 1, 3, "--max-restarts", "1", short_ms=500,
+                                    loader_workers=2))
+            job.kill_when(self, run, r"epoch 1 step", "worker 2")
+            self.assertEqual(len(glob.glob(os.path.join(tmp, "rank2-*.log"))), 2, run.output)
+            self.assert_the_job_knew_the_loaders_drew_ahead(run.output)
+            self.assert_once_but_the_padding(trained(tmp, output=run.output), run.output, 3)
 
     def test_under_async_a_lost_workers_unfinished_batches_are_dealt_again(self):
         """Under async the job deals the batches; a worker lost mid-epoch had

@@ -272,11 +272,21 @@ Status Coordinator::HandleMembershipPrepared(const transport::PeerId& peer,
   } else if (commit->changed) {
     std::string ranks;
     for (int r : commit->live) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    const std::vector<int>& before = membership_.history().back().live;
+    const bool left = std::any_of(before.begin(), before.end(), [&](int w) {
+      return std::find(commit->live.begin(), commit->live.end(), w) == commit->live.end();
+    });
+    const bool joined = std::any_of(commit->live.begin(), commit->live.end(), [&](int w) {
+      return std::find(before.begin(), before.end(), w) == before.end();
+    });
+    const char* how = left && joined ? "a lost worker's share included, a joiner takes part"
+                      : left         ? "a lost worker's share included"
+                                     : "the joiner takes part";
     spdlog::info(
         "membership {}: from step {} the {} live workers ({}) share the rest of each "
-        "epoch's data{} (re-sharded: a lost worker's share included, a joiner takes part)",
+        "epoch's data{} (re-sharded: {})",
         commit->epoch, step, commit->live.size(), ranks,
-        commit->data_step > step ? fmt::format(" from step {}", commit->data_step) : "");
+        commit->data_step > step ? fmt::format(" from step {}", commit->data_step) : "", how);
   }
   // An on-demand snapshot: of the step the PS stopped at (a join may take effect later).
   const uint64_t snapshot_step = snapshots_.StepFor(commit->frozen_at);

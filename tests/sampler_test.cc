@@ -182,13 +182,19 @@ TEST(StepDataAt, TheLiveWorkersFirstTrainALostWorkersUnfinishedSteps) {
   const std::vector<MembershipChange> sliced = {{0, {0, 1}, 0, {5, 15}}, {3, {0}, 1, {}, {{1, 2}}}};
   EXPECT_EQ(StepDataAt(3, 2, sliced, 100, 10).owed.size(), 15u);
   EXPECT_EQ(StepDataAt(3, 2, sliced, 100, 10).owed.front(), 45u) << "step 2 starts at 40";
-  // Steps of an epoch that is over are not owed.
+  // Steps of an epoch that ended before the change are owed as that epoch's:
+  // the next epoch's first steps train them.
   const std::vector<MembershipChange> late = {{5, {0, 1, 2}, 1, {}, {{3, 4}}}};
-  EXPECT_TRUE(StepDataAt(5, 4, late, 100, 5).owed.empty());
-  EXPECT_EQ(StepDataAt(5, 4, late, 100, 5).epoch, 1u);
+  const StepData at5late = StepDataAt(5, 4, late, 100, 5);
+  EXPECT_EQ(at5late.epoch, 1u);
+  EXPECT_EQ(at5late.owed, (std::vector<uint64_t>{83, 87, 91, 95, 99}));
+  EXPECT_EQ(at5late.owed_epochs, (std::vector<uint64_t>(5, 0)));
+  EXPECT_EQ(at5late.EpochsOf(0, 5), (std::vector<uint64_t>{0, 0, 1, 1, 1}));
   const std::vector<MembershipChange> across = {{6, {0, 1, 2}, 1, {}, {{3, 4}}}};
-  EXPECT_EQ(StepDataAt(6, 4, across, 100, 5).owed, (std::vector<uint64_t>{3, 7, 11, 15, 19}))
-      << "only step 5's, of the epoch the change is in";
+  const StepData at6 = StepDataAt(6, 4, across, 100, 5);
+  EXPECT_EQ(at6.owed, (std::vector<uint64_t>{83, 87, 91, 95, 99, 3, 7, 11, 15, 19}))
+      << "step 4's, of epoch 0, and step 5's, of epoch 1";
+  EXPECT_EQ(at6.owed_epochs, (std::vector<uint64_t>{0, 0, 0, 0, 0, 1, 1, 1, 1, 1}));
 }
 
 // The others' loaders had drawn 2 steps ahead when worker 3 was lost at
@@ -215,10 +221,11 @@ TEST(StepDataAt, ALossesDataFollowAtItsDataStepWithTheStepsBetweenOwed) {
   EXPECT_EQ(StepDataAt(2 + kMaxDataLookAhead, 4, {change}, 1000000, 5).live.size(), 3u);
 }
 
-// Any history of losses (each with up to two unfinished steps), joins and
-// epochs: every epoch trains every sample once, but for the last step's
-// padding and a lost worker's steps of an epoch that ended before its loss
-// was committed.
+// Any history of losses (each with up to two unfinished steps, and data
+// that follow up to 3 steps later), joins and epochs: every epoch trains
+// every sample once, but for the last step's padding (a lost worker's steps
+// of an epoch that ended before its change's data step are trained in the
+// next epoch's first steps, for their own epoch).
 TEST(StepDataAt, EveryEpochTrainsEverySampleOnceThroughLossesAndJoins) {
   std::mt19937_64 rng(11);
   for (int trial = 0; trial < 300; ++trial) {
@@ -244,38 +251,33 @@ TEST(StepDataAt, EveryEpochTrainsEverySampleOnceThroughLossesAndJoins) {
       changes.push_back(change);
     }
     const uint64_t steps = step + 20;
-    // Trained: every live worker's positions, but a lost one's unfinished.
+    // Trained: every live worker's positions (each of its own epoch), but a lost one's
+    // unfinished.
     std::vector<std::vector<int>> count;
-    std::vector<std::set<uint64_t>> excused;  // per epoch: not owed any more
     uint64_t last_epoch = 0;
     for (uint64_t t = 0; t < steps; ++t) {
       const StepData at = StepDataAt(t, world, changes, size, batch);
       last_epoch = at.epoch;
-      if (count.size() <= at.epoch) {
-        count.resize(at.epoch + 1, std::vector<int>(size, 0));
-        excused.resize(at.epoch + 1);
-      }
+      if (count.size() <= at.epoch) count.resize(at.epoch + 1, std::vector<int>(size, 0));
       for (int w : at.live) {
-        bool unfinished = false, dropped = false;
+        bool unfinished = false;
         for (const MembershipChange& c : changes) {
           for (const UnfinishedSteps& u : c.unfinished) {
-            if (u.worker != w || t < u.from_step || t >= c.layout_step()) continue;
-            unfinished = true;
-            dropped = StepDataAt(c.layout_step(), world, changes, size, batch).epoch != at.epoch;
+            unfinished |= u.worker == w && t >= u.from_step && t < c.layout_step();
           }
         }
-        for (uint64_t p : at.PositionsOf(w, batch, size)) {
-          if (!unfinished) ++count[at.epoch][p];
-          if (dropped) excused[at.epoch].insert(p);
+        const std::vector<uint64_t> positions = at.PositionsOf(w, batch, size);
+        const std::vector<uint64_t> epochs = at.EpochsOf(w, batch);
+        ASSERT_EQ(epochs.size(), positions.size());
+        for (size_t k = 0; k < positions.size(); ++k) {
+          if (!unfinished) ++count[epochs[k]][positions[k]];
         }
       }
     }
     for (uint64_t e = 0; e < last_epoch; ++e) {  // the epochs that ended
       int twice = 0;
       for (uint64_t p = 0; p < size; ++p) {
-        if (count[e][p] == 0) {
-          EXPECT_TRUE(excused[e].count(p)) << "trial " << trial << " epoch " << e << " lost " << p;
-        }
+        EXPECT_GT(count[e][p], 0) << "trial " << trial << " epoch " << e << " lost " << p;
         twice += std::max(count[e][p] - 1, 0);
       }
       EXPECT_LT(twice, static_cast<int>(batch) * (world + 4))

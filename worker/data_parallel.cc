@@ -591,6 +591,12 @@ void DataParallel::Impl::PullInto(uint64_t version, bool gradients) {
   StorePulled(gradients);
 }
 
+void DataParallel::Impl::PullLatest() {
+  ThroughPsLoss([&](int) { return PullEverything(step_, /*gradients=*/false); },
+                "pulling parameters", [&](uint64_t step) { RollBack(step); });  // throws RolledBack
+  StorePulled(false);
+}
+
 Status DataParallel::Impl::PullEverything(uint64_t version, bool gradients) {
   BeforePull();
   return client_->Pull(

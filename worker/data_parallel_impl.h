@@ -84,8 +84,10 @@ class DataParallel::Impl {
   // NextBatch() under ssp/async: the batch dealt for each of this worker's steps (the newest
   // 65536); after a rollback those of the undone steps are dealt again first.
   RedoLog<uint64_t> dealt_{1 << 16};
-  uint64_t dealt_rollbacks_ = 0;     // rollbacks_ when dealt_ was last looked at
-  void PullLatest() { JoinPull(); }  // PullParameters()
+  uint64_t dealt_rollbacks_ = 0;  // rollbacks_ when dealt_ was last looked at
+  // PullParameters(): a rollback meanwhile (a PS lost) throws een::RolledBack, as Step() and
+  // Barrier() do, so the loop or its sampler redoes the steps from the snapshot.
+  void PullLatest();
   // Checkpoints (data_parallel_checkpoint.cc).
   std::vector<ParameterState> OptimizerState();
   void CopyStateTo(torch::optim::Optimizer& optimizer);

@@ -70,6 +70,7 @@ void JobSampler::Begin(uint64_t epoch) {
   drawn_ = 0;
   drawn_at_step1_.reset();
   pending_.clear();
+  pending_epochs_.clear();
   pending_at_ = 0;
   fixed_.clear();
   fixed_at_ = 0;
@@ -95,7 +96,8 @@ void JobSampler::Begin(uint64_t epoch) {
         "under {} the sampler deals the job's batches (a fast worker takes more) once it knows "
         "the batch size: until then each worker takes its fixed share of each epoch, and it "
         "learns the batch size from the loop in the first epoch; give it "
-        "(een.DistributedSampler(dataset, batch_size=B)) to deal from the start",
+        "(een.DistributedSampler(dataset, batch_size=B), found by itself under a torch "
+        "DataLoader) to deal from the start",
         dp_.consistency());
   }
   if (begun_at_ > 0 && bsp_) {
@@ -129,13 +131,14 @@ void JobSampler::Learn(uint64_t steps_this_pass) {
     batch_ = drawn_ - *drawn_at_step1_;
     spdlog::debug("the sampler learned the batch size: {}", batch_);
     TellJob();
-    if (*drawn_at_step1_ > batch_) WarnDrawnAhead();
+    if (*drawn_at_step1_ > batch_) drawn_ahead_ = true;
   }
 }
 
 void JobSampler::NoteRollback() {
   if (dp_.rollbacks() == seen_rollbacks_) return;
   seen_rollbacks_ = dp_.rollbacks();
+  WarnDrawnAhead();
   // ssp/async: this worker goes on from its own step `from`; what it drew for that step and
   // later ones comes again, before what it still had to give again.
   const uint64_t from = dp_.step();
@@ -198,6 +201,7 @@ std::optional<size_t> JobSampler::Next() {
   }
   if (mode_ == Mode::kDone) return std::nullopt;
   ++drawn_;
+  if (pending_at_ < pending_epochs_.size()) data_epoch_ = pending_epochs_[pending_at_];
   return pending_[pending_at_++];
 }
 
@@ -226,6 +230,7 @@ std::vector<size_t> JobSampler::NextBatch() {
     return out;
   }
   out.assign(pending_.begin(), pending_.end());
+  if (!pending_epochs_.empty()) data_epoch_ = pending_epochs_.front();
   pending_at_ = pending_.size();
   drawn_ += out.size();
   return out;
@@ -249,6 +254,10 @@ bool JobSampler::DrawBatch() {
     }
     return false;
   }
+  if (drawn_ == 0 && at.epoch < epoch_) {
+    spdlog::info("the pass of epoch {} first draws the rest of epoch {} ({})", epoch_, at.epoch,
+                 again ? "batches a rollback undid" : "the loop left its pass early");
+  }
   // This worker's place among the workers live at that step (owed
   // positions of a lost worker's unfinished steps first).
   const std::vector<uint64_t> positions = at.PositionsOf(dp_.rank(), batch_, size_);
@@ -261,9 +270,23 @@ bool JobSampler::DrawBatch() {
     spdlog::info("step {}: the live workers first train {} samples a lost worker left untrained",
                  data_step, at.owed.size());
   }
-  pending_ = Order(at.epoch).At(positions);
+  // Each position of its own epoch (owed ones of an epoch that ended: that one's).
+  const std::vector<uint64_t> epochs = at.EpochsOf(dp_.rank(), batch_);
+  pending_.resize(positions.size());
+  pending_epochs_ = epochs;
+  for (uint64_t e : std::set<uint64_t>(epochs.begin(), epochs.end())) {
+    const DistributedSampler& order = Order(e);
+    for (size_t i = 0; i < positions.size(); ++i) {
+      if (epochs[i] == e) pending_[i] = order.At({positions[i]})[0];
+    }
+  }
   pending_at_ = 0;
-  data_epoch_ = at.epoch;
+  if (epochs.front() < at.epoch && !at.live.empty() && at.live.front() == dp_.rank()) {
+    spdlog::info(
+        "step {}: epoch {}'s last steps' batches a lost worker left untrained come first (its "
+        "pass was drawn whole before the change reached the data)",
+        data_step, epochs.front());
+  }
   if (again) {
     redo_.pop_front();
   } else {
@@ -327,12 +350,12 @@ void JobSampler::WarnIfLate(const std::vector<MembershipChange>& changes) {
 }
 
 void JobSampler::WarnDrawnAhead() {
-  if (bsp_ || warned_ahead_) return;  // bsp: the job follows what the loops drew
+  if (bsp_ || warned_ahead_ || !drawn_ahead_) return;  // bsp: the job follows what loops drew
   warned_ahead_ = true;
   spdlog::warn(
-      "the data loader draws batches ahead (a DataLoader with num_workers > 0): under {} a "
-      "rollback to a snapshot gives the batches it drew already a second time; num_workers=0 "
-      "keeps each epoch exact there",
+      "the data loader draws batches ahead (a DataLoader with num_workers > 0): under {} this "
+      "rollback gives the batches it had drawn already a second time; num_workers=0 keeps "
+      "each epoch exact there",
       dp_.consistency());
 }
 
@@ -352,7 +375,7 @@ bool JobSampler::DrawDealt() {
   // size not known yet: the job deals from this epoch's first batch.)
   const uint64_t first = epoch_ > UINT64_MAX / per_epoch ? UINT64_MAX : epoch_ * per_epoch;
   const uint64_t for_step = ForStep();
-  if (for_step > dp_.step() + 1) WarnDrawnAhead();
+  if (for_step > dp_.step() + 1) drawn_ahead_ = true;
   const uint64_t k = held_ ? *held_ : dp_.DealtBatchFrom(first, for_step);
   held_.reset();
   if (k / per_epoch > epoch_) {
@@ -362,8 +385,8 @@ bool JobSampler::DrawDealt() {
   }
   const uint64_t position = (k % per_epoch) * batch_;
   pending_ = Order(k / per_epoch).Slice(position, 0, std::min<uint64_t>(batch_, size_ - position));
+  pending_epochs_.assign(pending_.size(), k / per_epoch);
   pending_at_ = 0;
-  data_epoch_ = k / per_epoch;
   return true;
 }
 

@@ -84,19 +84,25 @@ DataPosition Advance(DataPosition at, uint64_t n, unsigned __int128 per_step, ui
 struct Place {
   uint64_t epoch = 0;
   uint64_t position = 0;
-  std::vector<uint64_t> owed;  // positions of `epoch`, drawn before fresh ones
+  std::vector<uint64_t> owed;         // positions drawn before fresh ones
+  std::vector<uint64_t> owed_epochs;  // of each: `epoch`, or an earlier one that ended meanwhile
 };
 
-// The position of slot `j` of a step's global batch that starts at `at`.
+// The position of slot `j` of a step's global batch that starts at `at`, and its epoch.
 uint64_t SlotPosition(const Place& at, uint64_t j, uint64_t size) {
   if (j < at.owed.size()) return at.owed[j];
   return (at.position + (j - at.owed.size()) % size) % size;
+}
+uint64_t SlotEpoch(const Place& at, uint64_t j) {
+  return j < at.owed_epochs.size() ? at.owed_epochs[j] : at.epoch;
 }
 
 // One step of `per_step` positions: the owed first, then fresh ones.
 void TakeStep(Place& at, uint64_t per_step, uint64_t size) {
   const uint64_t owed = std::min<uint64_t>(at.owed.size(), per_step);
   at.owed.erase(at.owed.begin(), at.owed.begin() + static_cast<ptrdiff_t>(owed));
+  at.owed_epochs.erase(at.owed_epochs.begin(),
+                       at.owed_epochs.begin() + static_cast<ptrdiff_t>(owed));
   const uint64_t fresh = per_step - owed;
   if (fresh == 0) return;
   if (fresh >= size - at.position) {  // the step that reaches the end wraps
@@ -130,10 +136,11 @@ struct Segment {
 constexpr uint64_t kMaxOwedSteps = 8;
 const std::vector<UnfinishedSteps> kNoneOwed;
 
-// The positions worker `rank` takes in the step that starts at `at`.
-std::vector<uint64_t> PositionsIn(const Place& at, const std::vector<int>& live,
-                                  const std::vector<uint32_t>& shares, int rank, uint64_t batch,
-                                  uint64_t size) {
+// The slots worker `rank` takes in the step that starts at `at` (empty: not
+// live): slot index, index + count, ... of the global batch, or its
+// contiguous share under --dynamic-slicing.
+std::vector<uint64_t> SlotsIn(const std::vector<int>& live, const std::vector<uint32_t>& shares,
+                              int rank, uint64_t batch) {
   std::vector<uint64_t> out;
   const auto me = std::find(live.begin(), live.end(), rank);
   if (me == live.end()) return out;
@@ -141,12 +148,19 @@ std::vector<uint64_t> PositionsIn(const Place& at, const std::vector<int>& live,
   if (shares.size() == live.size()) {  // --dynamic-slicing: its contiguous share
     const uint64_t offset =
         std::accumulate(shares.begin(), me - live.begin() + shares.begin(), uint64_t{0});
-    for (uint64_t k = 0; k < shares[index]; ++k) out.push_back(SlotPosition(at, offset + k, size));
+    for (uint64_t k = 0; k < shares[index]; ++k) out.push_back(offset + k);
   } else {
-    for (uint64_t k = 0; k < batch; ++k) {
-      out.push_back(SlotPosition(at, index + k * live.size(), size));
-    }
+    for (uint64_t k = 0; k < batch; ++k) out.push_back(index + k * live.size());
   }
+  return out;
+}
+
+// The positions worker `rank` takes in the step that starts at `at`.
+std::vector<uint64_t> PositionsIn(const Place& at, const std::vector<int>& live,
+                                  const std::vector<uint32_t>& shares, int rank, uint64_t batch,
+                                  uint64_t size) {
+  std::vector<uint64_t> out;
+  for (uint64_t j : SlotsIn(live, shares, rank, batch)) out.push_back(SlotPosition(at, j, size));
   return out;
 }
 
@@ -187,10 +201,11 @@ StepData Walk(uint64_t steps, int world_size, const std::vector<MembershipChange
               std::upper_bound(segments.begin(), segments.end(), t,
                                [](uint64_t step, const Segment& g) { return step < g.start; }));
           const Place then = AdvancePlace(seg->at, t - seg->start, seg->live->size(), batch, size);
-          if (then.epoch != at.epoch) continue;  // an epoch that is over: not owed any more
-          const std::vector<uint64_t> lost =
-              PositionsIn(then, *seg->live, *seg->shares, u.worker, batch, size);
-          at.owed.insert(at.owed.end(), lost.begin(), lost.end());
+          // (Of an epoch that ended meanwhile too: drawn first in the next one, for its own.)
+          for (uint64_t j : SlotsIn(*seg->live, *seg->shares, u.worker, batch)) {
+            at.owed.push_back(SlotPosition(then, j, size));
+            at.owed_epochs.push_back(SlotEpoch(then, j));
+          }
         }
       }
       segments.push_back({s, at, &change.live, &change.shares});
@@ -201,8 +216,12 @@ StepData Walk(uint64_t steps, int world_size, const std::vector<MembershipChange
     at = AdvancePlace(at, until - s, segments.back().live->size(), batch, size);
     s = until;
   }
-  return {at.epoch, at.position, std::move(at.owed), *segments.back().live,
-          *segments.back().shares};
+  return {at.epoch,
+          at.position,
+          std::move(at.owed),
+          *segments.back().live,
+          *segments.back().shares,
+          std::move(at.owed_epochs)};
 }
 
 }  // namespace
@@ -220,7 +239,14 @@ StepData StepDataAt(uint64_t step, int world_size, const std::vector<MembershipC
 }
 
 std::vector<uint64_t> StepData::PositionsOf(int rank, uint64_t batch, uint64_t dataset_size) const {
-  return PositionsIn({epoch, position, owed}, live, shares, rank, batch, dataset_size);
+  return PositionsIn({epoch, position, owed, owed_epochs}, live, shares, rank, batch, dataset_size);
+}
+
+std::vector<uint64_t> StepData::EpochsOf(int rank, uint64_t batch) const {
+  const Place at{epoch, position, owed, owed_epochs};
+  std::vector<uint64_t> out;
+  for (uint64_t j : SlotsIn(live, shares, rank, batch)) out.push_back(SlotEpoch(at, j));
+  return out;
 }
 
 std::vector<size_t> DistributedSampler::At(const std::vector<uint64_t>& positions) const {

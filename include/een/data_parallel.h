@@ -240,7 +240,8 @@ class DataParallel {
   uint64_t NextBatch();
   // Pulls the newest parameters and buffers without a step. Under ssp or
   // async, after a Barrier(), these are the values every worker's
-  // gradients made (what to evaluate or save). Not in sum mode.
+  // gradients made (what to evaluate or save). Not in sum mode. A rollback
+  // meanwhile (a PS lost) throws een::RolledBack, as Step() does.
   void PullParameters();
   // Waits until every live worker is here. Throws een::RolledBack when a
   // lost PS rolled the job back meanwhile (as Step() does): carry on from

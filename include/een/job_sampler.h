@@ -87,8 +87,9 @@ class JobSampler {
   // The batch size, found after construction (Python: the DataLoader's), as
   // if given; before a pass begins. Ignored once known.
   void GiveBatch(size_t batch);
-  // The epoch of the data the index or batch given last is of: the pass's, but for a batch
-  // of the pass before that a rollback at its end undid (bsp), or one dealt (ssp/async).
+  // The epoch of the data the index given last (Next()) is of: the pass's, but for a batch
+  // of the pass before that a rollback at its end undid, or a lost worker's left untrained at
+  // its end (bsp), or one dealt (ssp/async).
   uint64_t data_epoch() const { return data_epoch_; }
 
  private:
@@ -105,7 +106,7 @@ class JobSampler {
   // A change heard after the loop had drawn past its data step (warned once).
   void WarnIfLate(const std::vector<MembershipChange>& changes);
   uint64_t ForStep() const;  // the step the batch drawn next is trained at
-  void WarnDrawnAhead();     // ssp/async: once, what a rollback does to batches drawn ahead
+  void WarnDrawnAhead();     // ssp/async, at a rollback: once, what it does to batches drawn ahead
   bool DrawDealt();          // ssp/async: fills pending_ with the job's next dealt batch
   // ssp/async: waits for the others' gradients of the epoch; false: a rollback meanwhile left
   // indices to give again (the pass goes on).
@@ -144,6 +145,7 @@ class JobSampler {
   std::optional<uint64_t> drawn_at_step1_;
   // Following: the batch drawn, and the data step after the furthest drawn.
   std::vector<size_t> pending_;
+  std::vector<uint64_t> pending_epochs_;  // the data epoch of each
   size_t pending_at_ = 0;
   uint64_t next_step_ = 0;
   // bsp, following: the data step each batch was drawn for, by the Step() call that trains it
@@ -159,6 +161,7 @@ class JobSampler {
   uint64_t calls_at_begin_ = 0;
   size_t changes_seen_ = 0;  // membership changes looked at by WarnIfLate()
   bool warned_late_ = false;
+  bool drawn_ahead_ = false;  // the loop was seen to draw ahead
   bool warned_ahead_ = false;
   uint64_t seen_rollbacks_ = 0;
   uint64_t pass_rollbacks_ = 0;   // dp.rollbacks() when this pass began

@@ -35,21 +35,27 @@ DataPosition PositionAfter(uint64_t steps, int world_size,
                            uint64_t batch);
 
 // What step `step` draws, as JobSampler follows the job. The step's global
-// batch is live_count * batch positions of epoch `epoch`'s permutation:
-// first `owed` (the positions of a lost worker's unfinished steps,
-// MembershipChange::unfinished, of the same epoch: they were not trained),
-// then fresh ones from `position` on, wrapping at the epoch's end as
-// PositionAfter does. With nothing owed it is PositionAfter's layout.
+// batch is live_count * batch positions: first `owed` (the positions of a
+// lost worker's unfinished steps, MembershipChange::unfinished, up to the
+// change's data step: they were not trained), then fresh ones of epoch
+// `epoch`'s permutation from `position` on, wrapping at the epoch's end as
+// PositionAfter does. An owed position is of its own epoch (owed_epochs):
+// this one's, or the one before when that ended before the change's data
+// step (its pass was drawn whole: the next one draws them first). With
+// nothing owed it is PositionAfter's layout.
 struct StepData {
   uint64_t epoch = 0;
   uint64_t position = 0;
   std::vector<uint64_t> owed;
-  std::vector<int> live;         // the workers live at the step, ascending
-  std::vector<uint32_t> shares;  // --dynamic-slicing: theirs (empty: equal)
+  std::vector<int> live;              // the workers live at the step, ascending
+  std::vector<uint32_t> shares;       // --dynamic-slicing: theirs (empty: equal)
+  std::vector<uint64_t> owed_epochs;  // the epoch of each owed position
   // The positions worker `rank` trains at this step (empty: not live):
   // slots index, index + count, ... of the global batch (Batch()'s
   // layout), or its contiguous share under --dynamic-slicing.
   std::vector<uint64_t> PositionsOf(int rank, uint64_t batch, uint64_t dataset_size) const;
+  // The epoch of each of PositionsOf()'s positions.
+  std::vector<uint64_t> EpochsOf(int rank, uint64_t batch) const;
 };
 StepData StepDataAt(uint64_t step, int world_size, const std::vector<MembershipChange>& changes,
                     uint64_t dataset_size, uint64_t batch);

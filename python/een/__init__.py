@@ -264,7 +264,9 @@ class DataParallel:
 
     def pull_parameters(self):
         """Pulls the newest parameters and buffers without a step (under
-        ssp/async, after barrier(): what every worker's gradients made)."""
+        ssp/async, after barrier(): what every worker's gradients made). A
+        rollback meanwhile (a PS lost) raises een.RolledBack, as barrier()
+        does."""
         self._core.pull_parameters()
 
     def barrier(self):
@@ -526,9 +528,16 @@ class DistributedSampler(torch.utils.data.Sampler):
         job = self._job_sampler()
         if job is None:
             return iter(self._core.indices())
+        loader_batch = _loader_batch_size(self, sys._getframe(1))
         if self._batch_size == 0:
-            self._batch_size = _loader_batch_size(self, sys._getframe(1))
+            self._batch_size = loader_batch
             job.give_batch(self._batch_size)
+        elif loader_batch not in (0, self._batch_size):
+            raise ValueError(
+                "een.DistributedSampler(batch_size=%d) is iterated by a DataLoader with "
+                "batch_size=%d: the job would lay out batches of %d, and part of each epoch "
+                "would go untrained; give the DataLoader's (or leave batch_size out: the "
+                "sampler finds it)" % (self._batch_size, loader_batch, self._batch_size))
         if not self._epoch_set and self._passes > 0:
             self.epoch += 1  # set_epoch() never called: each pass the next epoch
         self._passes += 1

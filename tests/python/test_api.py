@@ -126,6 +126,20 @@ class Api(unittest.TestCase):
             bad.weight = torch.nn.Parameter(torch.randn(3, 4).t())
             een.DataParallel(bad)
 
+    def test_the_sampler_takes_its_dataloaders_batch_size_and_refuses_another(self):
+        dp = een.DataParallel(net(), optimizer=een.SGD(0.1))
+        data = torch.utils.data.TensorDataset(torch.arange(40))
+        sampler = een.DistributedSampler(data)
+        loader = torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler)
+        self.assertEqual(sorted(int(v) for (batch,) in loader for v in batch), list(range(40)))
+        self.assertEqual(sampler._job[1].batch(), 4)
+        given = een.DistributedSampler(data, batch_size=8)
+        loader = torch.utils.data.DataLoader(data, batch_size=4, sampler=given)
+        with self.assertRaisesRegex(ValueError, r"batch_size=8\) is iterated by a DataLoader "
+                                                r"with batch_size=4"):
+            next(iter(loader))
+        dp.finish()
+
     def test_a_torch_that_runs_another_libtorch_is_refused_at_import(self):
         saved = een._build.TORCH_LIBDIR
         een._build.TORCH_LIBDIR = "/opt/elsewhere/torch/lib"

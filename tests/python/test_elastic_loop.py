@@ -159,6 +159,13 @@ class ElasticLoop(unittest.TestCase):
                     batches[os.path.basename(path).split("-")[0]] = len(f.readlines())
             self.assertGreater(batches["rank0"], batches["rank2"], "a fast worker takes more")
 
+    def test_under_ssp_the_job_deals_the_batches_and_each_epoch_is_trained_once(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            code, output = job.run(self.args(tmp, 1, 3, "--consistency", "ssp:2")
+                                   + ["--slow-rank", "2"], timeout=180)
+            self.assertEqual(code, 0, output[-3000:])
+            self.assert_exactly_once(trained(tmp), output)
+
     def test_under_async_a_rollback_gives_each_worker_its_steps_batches_again(self):
         """A PS lost under async rolls the job back to a snapshot: each worker
         goes on from its own steps there, and the sampler gives the batches it

@@ -36,12 +36,25 @@ Status ReadInt(const char* name, long min, long* out) {
 Status AuthenticateAs(const std::string& identity, const std::string& program) {
   long insecure = 0;
   EEN_RETURN_IF_ERROR(ReadInt("EEN_INSECURE", 0, &insecure));
+  const char* credential_file = Get("EEN_JOB_CREDENTIAL_FILE");
   const char* file = Get("EEN_JOB_SECRET_FILE");
   if (insecure == 1) {
     spdlog::warn(
         "EEN_INSECURE=1 (een-launch --insecure): no job secret; any process on this "
         "host may connect to this job and disturb it");
     transport::SetCredentials({"", identity});
+    return Status::Ok();
+  }
+  if (credential_file) {  // its own credential only (a worker een-launch started)
+    EEN_ASSIGN_OR_RETURN(transport::Credentials own,
+                         transport::ReadCredentialFile(credential_file));
+    if (own.identity != identity) {
+      return FailedPrecondition(program + " is '" + identity + "' but its credential file " +
+                                credential_file + " is '" + own.identity +
+                                "'s: een-launch gives each process the file of its own rank "
+                                "(EEN_RANK); a process may not take another's");
+    }
+    transport::SetCredentials(std::move(own));
     return Status::Ok();
   }
   if (!file) {

@@ -49,9 +49,11 @@ struct JobEnvironment {
   std::vector<std::string> DataListenAddresses() const;
 };
 
-// Sets this process's transport credentials (transport/auth.h) from
-// EEN_JOB_SECRET_FILE, authenticating as `identity`; with EEN_INSECURE=1
-// instead, none (and a warning). Neither set: an error saying how to get the
+// Sets this process's transport credentials (transport/auth.h),
+// authenticating as `identity`: from EEN_JOB_CREDENTIAL_FILE (its own
+// credential, which een-launch writes for each worker; an error if it is
+// another identity's), else from EEN_JOB_SECRET_FILE; with EEN_INSECURE=1
+// instead, none (and a warning). None set: an error saying how to get the
 // secret. Call before the first connection.
 Status AuthenticateAs(const std::string& identity, const std::string& program);
 

@@ -24,12 +24,29 @@ bool ValidName(const std::string& name) {
 }  // namespace
 
 bool IsForwarded(const std::string& name) {
-  // The session's own, and the job secret's (it travels on its own line).
-  static const std::array<const char*, 20> kSession = {
-      "HOME",   "USER",   "LOGNAME",   "SHELL",          "PWD",
-      "OLDPWD", "SHLVL",  "TERM",      "COLORTERM",      "DISPLAY",
-      "MAIL",   "_",      "HOSTNAME",  "TMUX",           "TMUX_PANE",
-      "STY",    "WINDOW", "LS_COLORS", "EEN_JOB_SECRET", "EEN_JOB_SECRET_FILE"};
+  // The session's own, the job secret's (it travels on its own line) and a
+  // process's own credential (each host's een-launch writes its workers').
+  static const std::array<const char*, 21> kSession = {"HOME",
+                                                       "USER",
+                                                       "LOGNAME",
+                                                       "SHELL",
+                                                       "PWD",
+                                                       "OLDPWD",
+                                                       "SHLVL",
+                                                       "TERM",
+                                                       "COLORTERM",
+                                                       "DISPLAY",
+                                                       "MAIL",
+                                                       "_",
+                                                       "HOSTNAME",
+                                                       "TMUX",
+                                                       "TMUX_PANE",
+                                                       "STY",
+                                                       "WINDOW",
+                                                       "LS_COLORS",
+                                                       "EEN_JOB_SECRET",
+                                                       "EEN_JOB_SECRET_FILE",
+                                                       "EEN_JOB_CREDENTIAL_FILE"};
   static const std::array<const char*, 4> kSessionPrefixes = {"SSH_", "XDG_", "BASH_FUNC_",
                                                               "DBUS_"};
   if (!ValidName(name)) return false;
@@ -50,8 +67,8 @@ std::string EncodeForwardedEnvironment(const char* const* environment,
     const size_t eq = entry.find('=');
     if (eq == std::string::npos || entry.size() + 1 > kMaxEntry) continue;
     const std::string name = entry.substr(0, eq);
-    const bool asked =
-        also.count(name) > 0 && ValidName(name) && name.rfind("EEN_JOB_SECRET", 0) != 0;
+    const bool asked = also.count(name) > 0 && ValidName(name) &&
+                       name.rfind("EEN_JOB_SECRET", 0) != 0 && name != "EEN_JOB_CREDENTIAL_FILE";
     if (!IsForwarded(name) && !asked) continue;
     if (out.size() + entry.size() + 2 > kMaxTotal) break;
     out += entry;

@@ -41,8 +41,11 @@ std::map<std::string, std::string> JobPlan::RoleEnvironment(const std::string& r
 }
 
 std::map<std::string, std::string> JobPlan::SecurityEnvironment() const {
-  if (config_.insecure) return {{"EEN_INSECURE", "1"}, {"EEN_JOB_SECRET_FILE", ""}};
-  return {{"EEN_JOB_SECRET_FILE", SecretPath()}, {"EEN_INSECURE", ""}};
+  if (config_.insecure) {
+    return {{"EEN_INSECURE", "1"}, {"EEN_JOB_SECRET_FILE", ""}, {"EEN_JOB_CREDENTIAL_FILE", ""}};
+  }
+  return {
+      {"EEN_JOB_SECRET_FILE", SecretPath()}, {"EEN_INSECURE", ""}, {"EEN_JOB_CREDENTIAL_FILE", ""}};
 }
 
 ProcessSpec JobPlan::Coordinator(bool restore, int ready_fd) const {
@@ -201,6 +204,10 @@ std::map<std::string, std::string> JobPlan::TorchrunEnvironment(int rank, int re
 
 ProcessSpec JobPlan::Worker(int rank, int restarts, int local_rank) const {
   auto env = RoleEnvironment("worker", rank);
+  if (!config_.insecure) {  // its own credential, not the job's secret
+    env["EEN_JOB_SECRET_FILE"] = "";
+    env["EEN_JOB_CREDENTIAL_FILE"] = CredentialPath(rank);
+  }
   env.merge(TorchrunEnvironment(rank, restarts, local_rank));
   return ProcessSpec{"worker " + std::to_string(rank), command_, std::move(env), {}, true};
 }

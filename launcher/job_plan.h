@@ -102,6 +102,11 @@ class JobPlan {
 
   // The job secret's file (0600): every role authenticates with it, unless --insecure.
   std::string SecretPath() const { return run_dir_ + "/secret"; }
+  // Where worker `rank`'s own credential is (een-launch writes it before the
+  // worker starts; the worker gets this file, not the secret).
+  std::string CredentialPath(int rank) const {
+    return run_dir_ + "/credentials/worker-" + std::to_string(rank);
+  }
   // Why the coordinator aborted the job (empty: it did not).
   std::string VerdictPath() const { return run_dir_ + "/verdict"; }
   // "rank pid" lines: the worker processes the coordinator declared lost.

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "common/logging.h"
+#include "common/private_folder.h"
 #include "common/transport/auth.h"
 #include "common/transport/registry.h"
 #include "common/wire.h"
@@ -84,7 +85,20 @@ Status JobSupervisor::StartSpare(size_t slot) {
   return StartInto(slot, {Role::kSpare, n}, place_("ps", config().ps + n), plan_.Spare(n));
 }
 
+Status JobSupervisor::WriteWorkerCredential(int rank) {
+  const transport::Credentials launcher = transport::CurrentCredentials();
+  if (config().insecure || launcher.secret.empty()) return Status::Ok();
+  const std::string path = plan_.CredentialPath(rank);
+  std::error_code ec;
+  MakePrivateFolder(std::filesystem::path(path).parent_path(), ec);
+  // A replacement gets the same credential, written anew.
+  std::filesystem::remove(path, ec);
+  return transport::WriteCredentialFile(
+      path, transport::OwnCredential(launcher.secret, transport::WorkerIdentity(rank)));
+}
+
 Status JobSupervisor::StartWorker(size_t slot, int rank, int local_rank) {
+  EEN_RETURN_IF_ERROR(WriteWorkerCredential(rank));
   const int restarts = restart_ + incarnations_[rank]++;
   // A replacement keeps the LOCAL_RANK of the process it replaces.
   if (local_rank < 0 && local_ranks_.count(rank)) local_rank = local_ranks_[rank];

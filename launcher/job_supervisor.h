@@ -99,6 +99,9 @@ class JobSupervisor {
   Status StartSpare(size_t slot);
   // `local_rank`: its LOCAL_RANK (-1: its place among this node's ranks).
   Status StartWorker(size_t slot, int rank, int local_rank = -1);
+  // Writes worker `rank`'s own credential where its environment names it
+  // (JobPlan::CredentialPath); nothing with --insecure.
+  Status WriteWorkerCredential(int rank);
   // Starts the c10d store (not a slot: no role of the job) on `port`;
   // AwaitC10dStore() then reads the port it listens on into the plan.
   Status LaunchC10dStore(int port);

@@ -4,7 +4,8 @@
 // failover goes well, and when the 32 workers finish and evaluate at once
 // (the moment a live PS used to be declared lost, "silent for 567 ms >
 // failover threshold 500 ms"), no live process is declared lost: the job
-// ends with exit 0 and every worker's success.
+// ends with exit 0 and every worker's success (a process the coordinator
+// finds slow but running is only warned of).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -45,7 +46,9 @@ TEST(BusyMachine, ALivePsIsNotDeclaredLostWhen32WorkersAndABusyLoopShareTheCores
                               "backups take over"),
             std::string::npos)
       << job.output();
-  EXPECT_EQ(job.output().find("silent for"), std::string::npos)
+  // A loss is said "silent for N ms > the threshold"; a slow process still
+  // running is only warned of ("silent for N ms, but its process still runs").
+  EXPECT_FALSE(std::regex_search(job.output(), std::regex("silent for [0-9]+ ms >")))
       << "a live process was declared lost\n"
       << job.output();
   EXPECT_NE(job.output().find("job finished: 32 of 32 workers succeeded"), std::string::npos)

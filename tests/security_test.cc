@@ -1,7 +1,8 @@
 // Only the job's own processes can touch the job (issue 11): a process
 // outside the job, with no secret or a wrong one, is refused by every role
 // before any message is read, and the job ends bitwise as an undisturbed
-// one; a member may speak only for the identity it authenticated as; a role
+// one; a worker holds only its own credential; a member may speak only for
+// the identity it authenticated as; a role
 // without the secret says how to get it; eenctl finds it on this machine.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -101,25 +102,69 @@ TEST_F(Security, StrangersAreRefusedEverywhereAndChangeNothing) {
       << job.output();
 }
 
-// A member holding the secret still speaks only for itself: worker 1's
-// identity cannot push for worker 0 (the PS answers an error naming both).
-TEST_F(Security, AMemberSpeaksOnlyForItsOwnIdentity) {
+// A worker holds only its own credential, not the job's secret: its
+// environment names its credential file, which holds no secret; with it,
+// a process is refused as the launcher, eenctl, a PS and another worker,
+// and even as itself it speaks only for itself: worker 1's identity cannot
+// push for worker 0 or forge messages at the coordinator (each refused by
+// name). The job ends as usual.
+TEST_F(Security, AWorkerHoldsOnlyItsOwnCredentialAndSpeaksOnlyForItself) {
   testing::Subprocess job(Job("member"));
   ASSERT_TRUE(job.WaitForOutput("progress: step", seconds(60))) << job.output();
   const std::string secret = testing::JobSecretFile(job.output());
   const std::vector<std::string> ps = PsAddresses(job.output());
   ASSERT_FALSE(secret.empty()) << job.output();
   ASSERT_FALSE(ps.empty()) << job.output();
+  const std::string run = std::filesystem::path(secret).parent_path();
+  const std::string own = run + "/credentials/worker-1";
+  const std::string secret_text = testing::ReadBytes(secret);
+  const std::string own_text = testing::ReadBytes(own);
+  ASSERT_FALSE(own_text.empty()) << own;
+  EXPECT_EQ(own_text.find(secret_text.substr(0, 32)), std::string::npos)
+      << "a worker's credential holds the job's secret";
+  // Each worker of this job has its own file in its environment, no secret.
+  int workers_seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string environ = testing::ReadBytes(entry.path().string() + "/environ");
+    if (environ.find("EEN_RUN_DIR=" + run + '\0') == std::string::npos ||
+        environ.find("EEN_ROLE=worker") == std::string::npos) {
+      continue;
+    }
+    ++workers_seen;
+    EXPECT_EQ(environ.find("EEN_JOB_SECRET_FILE=/"), std::string::npos) << entry.path();
+    EXPECT_NE(environ.find("EEN_JOB_CREDENTIAL_FILE=" + run + "/credentials/worker-"),
+              std::string::npos)
+        << entry.path();
+  }
+  EXPECT_GE(workers_seen, 1) << "no worker of the job found in /proc";
+  // With worker 1's credential, as any other identity: refused at the handshake.
+  const std::string coordinator = testing::CoordinatorAddress(job.output());
+  for (const std::string identity : {"launcher", "eenctl", "ps:0", "worker:0", "coordinator"}) {
+    auto r = testing::Run({kBin + "/stranger_client", "--address", coordinator, "--to",
+                           "coordinator", "--credential-file", own, "--identity", identity},
+                          seconds(40));
+    EXPECT_NE(r.output.find("refused this process's credentials"), std::string::npos)
+        << identity << ": " << r.output;
+    EXPECT_EQ(r.output.find("answer:"), std::string::npos) << identity << ": " << r.output;
+  }
+  auto at_ps =
+      testing::Run({kBin + "/stranger_client", "--address", ps[0], "--to", "ps",
+                    "--credential-file", own, "--identity", "worker:0", "--as-worker", "0"},
+                   seconds(40));
+  EXPECT_NE(at_ps.output.find("refused this process's credentials"), std::string::npos)
+      << at_ps.output;
+  // As itself it gets in, and speaks only for itself.
   auto r = testing::Run({kBin + "/stranger_client", "--address", ps[0], "--to", "ps",
-                         "--secret-file", secret, "--identity", "worker:1", "--as-worker", "0"},
+                         "--credential-file", own, "--identity", "worker:1", "--as-worker", "0"},
                         seconds(30));
   EXPECT_NE(r.output.find("authenticated as 'worker:1' and cannot speak for 'worker:0'"),
             std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("epoch"), std::string::npos) << "the refusal told the job's state";
   // At the coordinator: forged `done` for workers 0 and 1, a heartbeat for
-  // PS 0, a drain and a snapshot request, all from a worker's identity.
-  const std::string coordinator = testing::CoordinatorAddress(job.output());
+  // PS 0, a drain and a snapshot request, all from a worker's identity (here
+  // with the secret, as a process on this host can read it: per host, the
+  // guarantee is the identity each message may speak for).
   auto c = testing::Run({kBin + "/stranger_client", "--address", coordinator, "--to", "coordinator",
                          "--secret-file", secret, "--identity", "worker:7"},
                         seconds(30));

@@ -1,6 +1,7 @@
 // stranger_client: what a process outside a job tries against it (issue 11's
 // observations), for tests/security_test.cc. It connects to one address of a
-// running job, with or without a secret, and sends:
+// running job, with or without a secret (or with one worker's own
+// credential, claiming any identity with it), and sends:
 //   --to ps: gradient pushes of NaN claiming worker --as-worker R, for map
 //     epochs 0..3 and chunks 0..7, and a pull;
 //   --to coordinator: forged `done` for workers 0 and 1, a heartbeat of PS 0
@@ -26,6 +27,10 @@ int main(int argc, char** argv) {
   app.add_option("--address", address)->required();
   app.add_option("--to", to)->check(CLI::IsMember({"ps", "coordinator"}));
   app.add_option("--secret-file", secret_file, "authenticate with this secret (a member)");
+  std::string credential_file;
+  app.add_option("--credential-file", credential_file,
+                 "authenticate with this process's own credential (a worker's), claiming "
+                 "--identity with it");
   app.add_option("--identity", identity, "authenticate as this identity");
   app.add_option("--as-worker", as_worker, "the worker rank the pushes claim");
   app.add_option("--wait-ms", wait_ms);
@@ -37,6 +42,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     een::transport::SetCredentials({*secret, identity});
+  }
+  if (!credential_file.empty()) {
+    auto own = een::transport::ReadCredentialFile(credential_file);
+    if (!own.ok()) {
+      std::fprintf(stderr, "%s\n", own.status().message().c_str());
+      return 2;
+    }
+    own->identity = identity;  // another's, or its own
+    een::transport::SetCredentials(*own);
   }
   auto device = een::transport::DeviceFor(address);
   if (!device.ok()) return 2;
@@ -106,7 +120,12 @@ int main(int argc, char** argv) {
   int answers = 0;
   while (true) {
     auto reply = (*connection)->Receive(std::chrono::milliseconds(wait_ms));
-    if (!reply.ok()) break;
+    if (!reply.ok()) {
+      if (reply.status().code() != een::StatusCode::kDeadlineExceeded) {
+        std::printf("receive failed: %s\n", reply.status().message().c_str());
+      }
+      break;
+    }
     ++answers;
     (void)een::wire::Visit(*reply, [&](een::wire::Header::Reader h) {
       if (h.isError()) {

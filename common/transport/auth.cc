@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "common/private_file.h"
@@ -85,7 +86,7 @@ std::string PasswordFor(const std::string& secret, const std::string& identity) 
 
 bool EncryptedAddress(const std::string& address) {
   const Credentials c = CurrentCredentials();
-  if (c.secret.empty() || address.rfind("tcp://", 0) != 0) return false;
+  if (!c.authenticates() || address.rfind("tcp://", 0) != 0) return false;
   if (c.encrypt_all) return true;
   std::string host = address.substr(6);
   host = host.substr(0, host.rfind(':'));  // tcp://HOST:PORT, HOST may be [v6]
@@ -99,8 +100,151 @@ CurveKeys CurveKeysOf(const std::string& secret) {
   return k;
 }
 
-std::string IdentityOfRoutingId(const std::string& routing_id) {
-  return routing_id.substr(0, routing_id.find('/'));
+Credentials OwnCredential(const std::string& secret, const std::string& identity) {
+  Credentials c;
+  c.identity = identity;
+  c.key = PasswordFor(secret, identity);
+  c.job_tag = JobTagOf(secret);
+  const CurveKeys keys = CurveKeysOf(secret);
+  c.curve_member_public = keys.member_public;
+  c.curve_member_secret = keys.member_secret;
+  c.curve_server_public = keys.server_public;
+  return c;
+}
+
+namespace {
+
+constexpr char kCredentialHeader[] = "een-credential 1";
+constexpr size_t kTagHexDigits = 32;  // 128 bits of the HMAC
+
+std::string RoutingTag(const std::string& key, const std::string& nonce) {
+  const std::string mac = Hmac(key, "een-routing-id:" + nonce);
+  if (mac.empty()) return "";
+  return Hex(reinterpret_cast<const unsigned char*>(mac.data()), mac.size())
+      .substr(0, kTagHexDigits);
+}
+
+std::string FromHex(const std::string& hex) {
+  std::string out(hex.size() / 2, '\0');
+  size_t n = 0;
+  if (sodium_hex2bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), hex.data(),
+                     hex.size(), nullptr, &n, nullptr) != 0 ||
+      n != out.size()) {
+    return "";
+  }
+  return out;
+}
+
+std::string HexOf(const std::string& raw) {
+  return Hex(reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
+}
+
+// The whole of a small file of this user that only it may read: what a
+// secret or a credential is kept in. `what` names it in errors ("the job
+// secret file"), which never quote its content.
+Result<std::string> ReadOwnPrivateFile(const std::string& path, const std::string& what,
+                                       const std::string& hint) {
+  // O_NONBLOCK: a FIFO named by mistake fails below instead of blocking here.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    return FailedPrecondition("cannot read " + what + " " + path + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return FailedPrecondition(what + " " + path + " is not a regular file (" + hint + ")");
+  }
+  if ((st.st_mode & 077) != 0 || st.st_uid != geteuid()) {
+    close(fd);
+    return FailedPrecondition(what + " " + path +
+                              " must belong to this user and be readable by it only "
+                              "(chmod 600 " +
+                              path + ")");
+  }
+  char buf[1024];
+  const ssize_t n = read(fd, buf, sizeof buf);
+  close(fd);
+  return std::string(buf, n > 0 ? static_cast<size_t>(n) : 0);
+}
+
+}  // namespace
+
+Status WriteCredentialFile(const std::string& path, const Credentials& c) {
+  if (!c.secret.empty()) return Internal("a credential file never holds the job's secret");
+  const std::string text = std::string(kCredentialHeader) + "\nidentity " + c.identity + "\nkey " +
+                           c.key + "\njob-tag " + c.job_tag + "\ncurve-member-public " +
+                           HexOf(c.curve_member_public) + "\ncurve-member-secret " +
+                           HexOf(c.curve_member_secret) + "\ncurve-server-public " +
+                           HexOf(c.curve_server_public) + "\n";
+  if (Status s = WriteNewPrivateFile(path, text); !s.ok()) {
+    return Status(s.code(), "the credential file: " + s.message());
+  }
+  return Status::Ok();
+}
+
+Result<Credentials> ReadCredentialFile(const std::string& path) {
+  const std::string what = "the credential file";
+  EEN_ASSIGN_OR_RETURN(std::string text,
+                       ReadOwnPrivateFile(path, what, "een-launch writes one for each worker"));
+  Credentials c;
+  std::string member_public, member_secret, server_public;
+  std::map<std::string, std::string*> fields = {{"identity", &c.identity},
+                                                {"key", &c.key},
+                                                {"job-tag", &c.job_tag},
+                                                {"curve-member-public", &member_public},
+                                                {"curve-member-secret", &member_secret},
+                                                {"curve-server-public", &server_public}};
+  size_t at = 0, line = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string row = text.substr(at, end - at);
+    at = end + 1;
+    ++line;
+    if (line == 1) {
+      if (row != kCredentialHeader) break;
+      continue;
+    }
+    const size_t space = row.find(' ');
+    auto field = fields.find(row.substr(0, space));
+    if (space == std::string::npos || field == fields.end() || !field->second->empty()) {
+      return FailedPrecondition(what + " " + path + ", line " + std::to_string(line) +
+                                ": not a field of a credential (een-launch writes these files)");
+    }
+    *field->second = row.substr(space + 1);
+  }
+  c.curve_member_public = FromHex(member_public);
+  c.curve_member_secret = FromHex(member_secret);
+  c.curve_server_public = FromHex(server_public);
+  if (line == 0 || c.identity.empty() || c.key.size() != 64 || c.job_tag.size() != 12 ||
+      c.curve_member_public.size() != 32 || c.curve_member_secret.size() != 32 ||
+      c.curve_server_public.size() != 32) {
+    return FailedPrecondition(what + " " + path +
+                              " does not hold a whole credential (een-launch writes one for "
+                              "each worker; is it another file?)");
+  }
+  return c;
+}
+
+std::string ProvingRoutingId(const Credentials& c) {
+  const std::string key = c.key.empty() ? PasswordFor(c.secret, c.identity) : c.key;
+  const std::string nonce = NewSecret().substr(0, 16);
+  return c.identity + "/" + nonce + "/" + RoutingTag(key, nonce);
+}
+
+std::string ProvenIdentity(const std::string& secret, const std::string& routing_id) {
+  const size_t first = routing_id.find('/');
+  const size_t second = routing_id.find('/', first == std::string::npos ? first : first + 1);
+  if (first == std::string::npos || second == std::string::npos || secret.empty()) return "";
+  const std::string identity = routing_id.substr(0, first);
+  const std::string nonce = routing_id.substr(first + 1, second - first - 1);
+  const std::string tag = routing_id.substr(second + 1);
+  const std::string expected = RoutingTag(PasswordFor(secret, identity), nonce);
+  if (expected.empty() || tag.size() != expected.size() ||
+      sodium_memcmp(tag.data(), expected.data(), expected.size()) != 0) {
+    return "";
+  }
+  return identity;
 }
 
 std::string NewSecret() {
@@ -118,29 +262,9 @@ Status WriteSecretFile(const std::string& path, const std::string& secret) {
 }
 
 Result<std::string> ReadSecretFile(const std::string& path) {
-  // O_NONBLOCK: a FIFO named by mistake fails below instead of blocking here.
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    return FailedPrecondition("cannot read the job secret file " + path + ": " +
-                              std::strerror(errno));
-  }
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return FailedPrecondition("the job secret file " + path +
-                              " is not a regular file (een-launch writes one in its run folder)");
-  }
-  if ((st.st_mode & 077) != 0 || st.st_uid != geteuid()) {
-    close(fd);
-    return FailedPrecondition("the job secret file " + path +
-                              " must belong to this user and be readable by it only "
-                              "(chmod 600 " +
-                              path + ")");
-  }
-  char buf[256];
-  const ssize_t n = read(fd, buf, sizeof buf);
-  close(fd);
-  std::string secret(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  EEN_ASSIGN_OR_RETURN(
+      std::string secret,
+      ReadOwnPrivateFile(path, "the job secret file", "een-launch writes one in its run folder"));
   while (!secret.empty() && (secret.back() == '\n' || secret.back() == ' ')) secret.pop_back();
   if (secret.size() < 32 || secret.size() > 128) {
     return FailedPrecondition("the job secret file " + path +
@@ -149,7 +273,10 @@ Result<std::string> ReadSecretFile(const std::string& path) {
   return secret;
 }
 
-std::string JobTag() { return JobTagOf(CurrentCredentials().secret); }
+std::string JobTag() {
+  const Credentials c = CurrentCredentials();
+  return c.job_tag.empty() ? JobTagOf(c.secret) : c.job_tag;
+}
 
 std::string JobTagOf(const std::string& secret) {
   if (secret.empty()) return "open";

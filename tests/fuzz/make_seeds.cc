@@ -13,8 +13,10 @@
 #include "common/flight_recorder.h"
 #include "common/optimizer_wire.h"
 #include "common/shard_map.h"
+#include "common/transport/auth.h"
 #include "common/transport/shm/shm_segments.h"
 #include "common/wire.h"
+#include "fuzz/job_secret.h"
 #include "fuzz/message_frames.h"
 #include "fuzz/shm_names.h"
 
@@ -313,6 +315,31 @@ void TraceSeeds() {
         "# a model\nfc2.bias\t10\nfc2.weight\t1280\nfc1.bias\t128\nfc1.weight\t100352\n");
 }
 
+// An admitted PLAIN and CURVE request, a proving routing id, a whole
+// credential file, all of the fuzz target's job (job_secret.h).
+void CredentialSeeds() {
+  const std::string secret = fuzz::kJobSecret;
+  auto request = [](std::vector<std::string> frames) {
+    Message m;
+    for (const auto& f : frames) m.frames.push_back(Frame::Copy(f.data(), f.size()));
+    return fuzz::BytesOf(m);
+  };
+  Write("fuzz_credentials", "plain-request",
+        request({"1.0", "1", "een", "127.0.0.1", "", "PLAIN", "worker:1",
+                 transport::PasswordFor(secret, "worker:1")}));
+  Write("fuzz_credentials", "curve-request",
+        request({"1.0", "2", "een", "10.0.0.5", "", "CURVE",
+                 transport::CurveKeysOf(secret).member_public}));
+  const transport::Credentials own = transport::OwnCredential(secret, "worker:1");
+  Write("fuzz_credentials", "routing-id", transport::ProvingRoutingId(own));
+  const std::filesystem::path file = g_root / "fuzz_credentials" / "credential-file";
+  std::filesystem::remove(file);
+  std::filesystem::create_directories(file.parent_path());
+  if (!transport::WriteCredentialFile(file.string(), own).ok()) {
+    std::cerr << "cannot write " << file << "\n";
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -327,5 +354,6 @@ int main(int argc, char** argv) {
   StateSeeds();
   ConfigSeeds();
   TraceSeeds();
+  CredentialSeeds();
   return 0;
 }

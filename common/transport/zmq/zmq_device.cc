@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 
 #include "common/logging.h"
 #include "common/transport/auth.h"
@@ -174,10 +175,50 @@ void NoteRefused(const std::string& listener, const HandshakeMonitor::Event& e) 
   }
 }
 
+// The identities CURVE peers' routing ids proved (ProvenIdentity), so each
+// routing id is checked once, not per message. Bounded: past 65,536 routing
+// ids it forgets them all and checks anew.
+class ProvenRoutingIds {
+ public:
+  std::string Identity(const std::string& secret, const std::string& routing_id) {
+    auto it = proven_.find(routing_id);
+    if (it != proven_.end()) return it->second;
+    std::string identity = ProvenIdentity(secret, routing_id);
+    if (identity.empty()) return identity;
+    if (proven_.size() >= 65536) proven_.clear();
+    proven_.emplace(routing_id, identity);
+    return identity;
+  }
+
+ private:
+  std::unordered_map<std::string, std::string> proven_;
+};
+
+// A member whose routing id does not prove the identity it names (a worker
+// claiming another's): each message is dropped, logged once per identity.
+void NoteUnproven(const std::string& listener, const std::string& routing_id) {
+  static std::mutex mu;
+  static std::set<std::string> logged;
+  ++g_refused_connections;
+  const std::string claimed = routing_id.substr(0, std::min<size_t>(routing_id.find('/'), 64));
+  std::lock_guard<std::mutex> lock(mu);
+  if (logged.size() < 1000 && logged.insert(listener + "/" + claimed).second) {
+    spdlog::warn(
+        "refused messages on {} from a member claiming to be '{}' without that identity's "
+        "credential (another process of the job speaking for it?); further refusals are only "
+        "counted ({} so far)",
+        listener, claimed, RefusedConnections());
+  }
+}
+
 class ZmqListener : public Listener {
  public:
-  ZmqListener(void* socket, std::string address, std::unique_ptr<HandshakeMonitor> monitor)
-      : socket_(socket), address_(std::move(address)), monitor_(std::move(monitor)) {}
+  ZmqListener(void* socket, std::string address, std::unique_ptr<HandshakeMonitor> monitor,
+              std::string secret)
+      : socket_(socket),
+        address_(std::move(address)),
+        monitor_(std::move(monitor)),
+        secret_(std::move(secret)) {}
   ~ZmqListener() override {
     monitor_.reset();
     zmq_close(socket_);
@@ -196,8 +237,16 @@ class ZmqListener : public Listener {
     Envelope e;
     e.from = frames[0].ToString();
     // Listening with CURVE, User-Id is kCurveMember and the identity is the
-    // one the peer announced in its routing id, inside the encrypted handshake.
-    e.authenticated = user == kCurveMember ? IdentityOfRoutingId(e.from) : std::move(user);
+    // one the peer proved in its routing id, inside the encrypted handshake.
+    if (user == kCurveMember) {
+      e.authenticated = proven_.Identity(secret_, e.from);
+      if (e.authenticated.empty()) {
+        NoteUnproven(address_, e.from);
+        return DeadlineExceeded("a message from a member that did not prove its identity");
+      }
+    } else {
+      e.authenticated = std::move(user);
+    }
     e.message.frames.assign(std::make_move_iterator(frames.begin() + 1),
                             std::make_move_iterator(frames.end()));
     return e;
@@ -213,6 +262,8 @@ class ZmqListener : public Listener {
   void* socket_;
   std::string address_;
   std::unique_ptr<HandshakeMonitor> monitor_;
+  std::string secret_;
+  ProvenRoutingIds proven_;
 };
 
 class ZmqConnection : public Connection {
@@ -270,8 +321,9 @@ class ZmqConnection : public Connection {
         dropped_ = 0;
       } else if (e.auth || e.mismatch) {  // definitive; anything else: a reconnect may succeed
         refused_ = e.auth ? "the peer at " + address_ +
-                                " refused this process's credentials: "
-                                "EEN_JOB_SECRET_FILE is not this job's secret"
+                                " refused this process's credentials: EEN_JOB_SECRET_FILE is "
+                                "not this job's secret, or EEN_JOB_CREDENTIAL_FILE not this "
+                                "identity's"
                           : "no handshake with the peer at " + address_ + ": " + kMechanismHint;
       } else if (e.dropped && encrypted_ && ++dropped_ >= kDroppedHandshakesRefused) {
         refused_ = "the peer at " + address_ + " ended " + std::to_string(dropped_) +
@@ -305,7 +357,13 @@ Result<std::unique_ptr<Listener>> ZmqDevice::Listen(const std::string& address) 
   int one = 1;
   zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
   const Credentials credentials = CurrentCredentials();
-  if (!credentials.secret.empty()) {  // only peers holding the job's secret get in
+  if (credentials.authenticates() && credentials.secret.empty()) {
+    zmq_close(s);
+    return FailedPrecondition("cannot listen on " + address + " as '" + credentials.identity +
+                              "': only a role holding the job's secret admits others "
+                              "(this process holds its own credential only)");
+  }
+  if (!credentials.secret.empty()) {  // only peers holding a credential of this job get in
     StartZapHandler(context_, credentials.secret);
     const char domain[] = "een";
     zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, domain, sizeof domain - 1);
@@ -330,7 +388,8 @@ Result<std::unique_ptr<Listener>> ZmqDevice::Listen(const std::string& address) 
   char endpoint[256];
   size_t len = sizeof endpoint;
   zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, endpoint, &len);
-  return std::unique_ptr<Listener>(new ZmqListener(s, endpoint, std::move(monitor)));
+  return std::unique_ptr<Listener>(
+      new ZmqListener(s, endpoint, std::move(monitor), credentials.secret));
 }
 
 Result<std::unique_ptr<Connection>> ZmqDevice::Connect(const std::string& address) {
@@ -341,7 +400,14 @@ Result<std::unique_ptr<Connection>> ZmqDevice::Connect(const std::string& addres
   const Credentials credentials = CurrentCredentials();
   const bool encrypted = EncryptedAddress(address);
   if (encrypted) {
-    const CurveKeys keys = CurveKeysOf(credentials.secret);
+    CurveKeys keys;
+    if (!credentials.secret.empty()) {
+      keys = CurveKeysOf(credentials.secret);
+    } else {  // its own credential: the public parts every member holds
+      keys.server_public = credentials.curve_server_public;
+      keys.member_public = credentials.curve_member_public;
+      keys.member_secret = credentials.curve_member_secret;
+    }
     if (keys.member_secret.empty()) {
       zmq_close(s);
       return Internal("cannot derive the job's CURVE keys (libsodium failed to start)");
@@ -349,12 +415,15 @@ Result<std::unique_ptr<Connection>> ZmqDevice::Connect(const std::string& addres
     zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, keys.server_public.data(), keys.server_public.size());
     zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, keys.member_public.data(), keys.member_public.size());
     zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, keys.member_secret.data(), keys.member_secret.size());
-    // The identity travels inside the encrypted handshake; the nonce keeps
-    // every socket's routing id unique (a restarted rank, two connections).
-    const std::string routing_id = credentials.identity + "/" + NewSecret().substr(0, 16);
+    // The identity and its proof travel inside the encrypted handshake; the
+    // nonce keeps every socket's routing id unique (a restarted rank, two
+    // connections) and the proof fresh.
+    const std::string routing_id = ProvingRoutingId(credentials);
     zmq_setsockopt(s, ZMQ_ROUTING_ID, routing_id.data(), routing_id.size());
-  } else if (!credentials.secret.empty()) {
-    const std::string password = PasswordFor(credentials.secret, credentials.identity);
+  } else if (credentials.authenticates()) {
+    const std::string password = credentials.key.empty()
+                                     ? PasswordFor(credentials.secret, credentials.identity)
+                                     : credentials.key;
     zmq_setsockopt(s, ZMQ_PLAIN_USERNAME, credentials.identity.data(), credentials.identity.size());
     zmq_setsockopt(s, ZMQ_PLAIN_PASSWORD, password.data(), password.size());
   }

@@ -48,45 +48,48 @@ void SendReply(void* socket, const std::string& request_id, bool ok, const std::
 }
 
 void Serve(void* socket, std::string secret) {
-  const std::string member_public = CurveKeysOf(secret).member_public;
   std::set<std::string> refused_from;  // logged once each
   while (true) {
-    // version, request id, domain, address, routing id, mechanism, credentials...
     std::vector<std::string> r = ReceiveRequest(socket);
     if (r.empty()) continue;
-    if (r.size() < 6) {
-      SendReply(socket, r.size() > 1 ? r[1] : "", false, "");
-      continue;
-    }
-    bool ok = false;
-    std::string user;
-    if (r[0] == "1.0" && r[5] == "PLAIN" && r.size() == 8) {
-      user = r[6];
-      const std::string expected = PasswordFor(secret, user);
-      ok = r[7].size() == expected.size() &&
-           sodium_memcmp(r[7].data(), expected.data(), expected.size()) == 0;
-    } else if (r[0] == "1.0" && r[5] == "CURVE" && r.size() == 7) {
-      // The peer proved it holds the secret half of r[6]; the member key's
-      // secret half is derived from the job secret.
-      ok = r[6].size() == member_public.size() &&
-           sodium_memcmp(r[6].data(), member_public.data(), member_public.size()) == 0;
-      if (ok) user = kCurveMember;
-    }
-    if (!ok) {
+    const ZapAnswer a = AnswerZapRequest(secret, r);
+    if (!a.admitted) {
       const uint64_t n = ++g_refused_connections;
-      const std::string from = r[3].empty() ? "a local socket" : r[3];
-      if (refused_from.insert(from).second && refused_from.size() <= 1000) {
+      const std::string from = r.size() > 3 && !r[3].empty() ? r[3] : "a local socket";
+      if (r.size() >= 6 && refused_from.insert(from).second && refused_from.size() <= 1000) {
         spdlog::warn(
-            "refused a connection from {} ({} mechanism{}): it does not hold this "
-            "job's secret; further refusals from there are only counted ({} so far)",
-            from, r[5], user.empty() ? "" : ", claiming '" + user + "'", n);
+            "refused a connection from {} ({} mechanism{}): it holds no credential of "
+            "this job for that identity; further refusals from there are only counted ({} so "
+            "far)",
+            from, r[5], a.claimed.empty() ? "" : ", claiming '" + a.claimed + "'", n);
       }
     }
-    SendReply(socket, r[1], ok, user);
+    SendReply(socket, r.size() > 1 ? r[1] : "", a.admitted, a.user);
   }
 }
 
 }  // namespace
+
+ZapAnswer AnswerZapRequest(const std::string& secret, const std::vector<std::string>& r) {
+  // version, request id, domain, address, routing id, mechanism, credentials...
+  ZapAnswer a;
+  if (r.size() < 6 || r[0] != "1.0" || secret.empty()) return a;
+  if (r[5] == "PLAIN" && r.size() == 8) {
+    a.claimed = r[6].substr(0, 64);
+    const std::string expected = PasswordFor(secret, r[6]);
+    a.admitted = !expected.empty() && r[7].size() == expected.size() &&
+                 sodium_memcmp(r[7].data(), expected.data(), expected.size()) == 0;
+    if (a.admitted) a.user = r[6];
+  } else if (r[5] == "CURVE" && r.size() == 7) {
+    // The peer proved it holds the secret half of r[6]; the member key's
+    // secret half is derived from the job secret.
+    const std::string member_public = CurveKeysOf(secret).member_public;
+    a.admitted = !member_public.empty() && r[6].size() == member_public.size() &&
+                 sodium_memcmp(r[6].data(), member_public.data(), member_public.size()) == 0;
+    if (a.admitted) a.user = kCurveMember;
+  }
+  return a;
+}
 
 void StartZapHandler(void* context, const std::string& secret) {
   if (sodium_init() < 0) return;  // PasswordFor fails too: no peer is admitted

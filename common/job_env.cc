@@ -8,6 +8,7 @@
 #include "common/job_config.h"
 #include "common/logging.h"
 #include "common/transport/auth.h"
+#include "common/transport/peer_text.h"
 #include "common/transport/registry.h"
 
 namespace een {
@@ -50,7 +51,7 @@ Status AuthenticateAs(const std::string& identity, const std::string& program) {
                          transport::ReadCredentialFile(credential_file));
     if (own.identity != identity) {
       return FailedPrecondition(program + " is '" + identity + "' but its credential file " +
-                                credential_file + " is '" + own.identity +
+                                credential_file + " is '" + Shown(own.identity) +
                                 "'s: een-launch gives each process the file of its own rank "
                                 "(EEN_RANK); a process may not take another's");
     }
@@ -59,10 +60,13 @@ Status AuthenticateAs(const std::string& identity, const std::string& program) {
   }
   if (!file) {
     return FailedPrecondition(
-        program +
-        " has no job secret: EEN_JOB_SECRET_FILE is not set. een-launch sets it for "
-        "the processes it starts and prints the file's path; a process added by hand needs "
-        "EEN_JOB_SECRET_FILE=PATH too (or EEN_INSECURE=1 for a job started with --insecure)");
+        program + " has no job secret: EEN_JOB_SECRET_FILE is not set" +
+        (identity.rfind("worker:", 0) == 0
+             ? std::string(", nor EEN_JOB_CREDENTIAL_FILE (the worker's own credential)")
+             : std::string()) +
+        ". een-launch sets it for the processes it starts and prints the secret file's path; a "
+        "process added by hand needs EEN_JOB_SECRET_FILE=PATH too (or EEN_INSECURE=1 for a job "
+        "started with --insecure)");
   }
   EEN_ASSIGN_OR_RETURN(std::string secret, transport::ReadSecretFile(file));
   transport::SetCredentials({std::move(secret), identity});

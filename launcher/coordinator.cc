@@ -1361,7 +1361,10 @@ void Coordinator::ReportProgress() {
   for (const Node& w : workers_) samples += w.samples;
   const std::vector<int> live = LiveWorkerRanks();  // rank 0 may have finished early
   const Node& lead = workers_[live.empty() ? 0 : live.front()];
-  const double rate = seconds > 0 ? (samples - last_progress_samples_) / seconds : 0;
+  // A replacement worker counts its samples from 0: the sum may go down once.
+  const double rate = seconds > 0 && samples >= last_progress_samples_
+                          ? (samples - last_progress_samples_) / seconds
+                          : 0;
   // ssp/async: every live worker's own step and staleness.
   std::string steps;
   if (consistency_.per_arrival() && !live.empty()) {

@@ -1,6 +1,7 @@
 // A process holding only its own credential (auth.h's OwnCredential: what
 // een-launch gives each worker) authenticates as that identity and no
-// other, under PLAIN (loopback) and CURVE (encrypted) alike; it holds no
+// other, under PLAIN (loopback) and CURVE (encrypted) alike, and a refused
+// one is told why instead of waiting; it holds no
 // secret, cannot listen, and its credential file is refused when it is not
 // a whole private credential. AuthenticateAs refuses another rank's file.
 #include <gtest/gtest.h>
@@ -21,6 +22,16 @@ namespace een::transport {
 namespace {
 
 using std::chrono::milliseconds;
+
+std::string Hex(const std::string& raw) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
 
 class Credential : public ::testing::Test {
  protected:
@@ -59,22 +70,25 @@ class Credential : public ::testing::Test {
     if (Status s = (*connection)->Send(std::move(m)); !s.ok()) {
       return s.code() == StatusCode::kPermissionDenied ? "refused" : s.ToString();
     }
-    // Until the listener gets it, or counts it refused (a CURVE member's
-    // message that does not prove its identity is dropped and counted).
+    // Until the listener gets it, or the connection learns it was refused:
+    // at the handshake (PLAIN), or told so by the listener, which dropped
+    // its message (a CURVE member that does not prove its identity).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (std::chrono::steady_clock::now() < deadline) {
-      auto e = (*listener)->Receive(milliseconds(100));
+      auto e = (*listener)->Receive(milliseconds(50));
       if (e.ok()) return e->authenticated;
-      if (RefusedConnections() > refused_before) return "dropped";
-      // A refusal the connection learns of after its message was queued.
-      auto reply = (*connection)->Receive(milliseconds(1));
-      if (reply.status().code() == StatusCode::kPermissionDenied) return "refused";
+      auto reply = (*connection)->Receive(milliseconds(50));
+      if (reply.status().code() == StatusCode::kPermissionDenied) {
+        refusal_ = reply.status().message();
+        return RefusedConnections() > refused_before ? "refused" : "refused, not counted";
+      }
     }
     return "nothing within 20 s";
   }
 
   std::string dir_;
   std::string secret_;
+  std::string refusal_;  // what the last refused connection was told
 };
 
 TEST_F(Credential, HoldsNoSecretAndSurvivesItsFile) {
@@ -129,9 +143,17 @@ TEST_F(Credential, AuthenticatesAsItsIdentityAndNoOtherUnderPlainAndCurve) {
     for (const std::string other : {"worker:0", "ps:0", "launcher", "eenctl", "coordinator"}) {
       Credentials forged = own;
       forged.identity = other;  // worker 1's key, another's name
-      const std::string got = Authenticated(forged, encrypted);
-      EXPECT_TRUE(got == "refused" || got == "dropped") << other << " got in as '" << got << "'";
+      EXPECT_EQ(Authenticated(forged, encrypted), "refused") << other;
+      EXPECT_NE(refusal_.find("EEN_JOB_CREDENTIAL_FILE is not this identity's"), std::string::npos)
+          << refusal_;
     }
+    // No other key derived from the secret is an identity's key: the CURVE
+    // member pair's secret half (which every worker holds) claimed as the
+    // identity of that name is refused too.
+    Credentials member = own;
+    member.identity = "een-curve-member";
+    member.key = Hex(own.curve_member_secret);
+    EXPECT_EQ(Authenticated(member, encrypted), "refused");
   }
 }
 

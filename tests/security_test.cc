@@ -189,7 +189,7 @@ TEST_F(Security, WithoutTheSecretEveryEntryPointSaysHowToGetIt) {
                           {"EEN_JOB_SECRET_FILE", ""},
                           {"EEN_INSECURE", ""}});
   EXPECT_EQ(ps.exit_code, 2) << ps.output;
-  EXPECT_NE(ps.output.find("een-ps has no job secret: EEN_JOB_SECRET_FILE is not set"),
+  EXPECT_NE(ps.output.find("een-ps has no job secret: EEN_JOB_SECRET_FILE is not set."),
             std::string::npos)
       << ps.output;
   auto ctl = testing::Run({kBin + "/eenctl", "snapshot", "--coordinator", "tcp://127.0.0.1:1"},

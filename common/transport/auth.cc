@@ -79,7 +79,9 @@ void SetIdentity(const std::string& identity) {
 }
 
 std::string PasswordFor(const std::string& secret, const std::string& identity) {
-  const std::string mac = Hmac(secret, identity);
+  // Its own namespace: no identity's key is any other key derived from the
+  // secret (the CURVE pairs' secret halves, the job tag).
+  const std::string mac = Hmac(secret, "een-identity:" + identity);
   if (mac.empty()) return "";
   return Hex(reinterpret_cast<const unsigned char*>(mac.data()), mac.size());
 }
@@ -147,7 +149,8 @@ Result<std::string> ReadOwnPrivateFile(const std::string& path, const std::strin
   // O_NONBLOCK: a FIFO named by mistake fails below instead of blocking here.
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
-    return FailedPrecondition("cannot read " + what + " " + path + ": " + std::strerror(errno));
+    return FailedPrecondition("cannot read " + what + " " + path + ": " + std::strerror(errno) +
+                              " (" + hint + ")");
   }
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -280,7 +283,9 @@ std::string JobTag() {
 
 std::string JobTagOf(const std::string& secret) {
   if (secret.empty()) return "open";
-  return PasswordFor(secret, "een-job-tag").substr(0, 12);
+  const std::string mac = Hmac(secret, "een-job-tag");
+  if (mac.empty()) return "open";
+  return Hex(reinterpret_cast<const unsigned char*>(mac.data()), mac.size()).substr(0, 12);
 }
 
 uint64_t RefusedConnections() { return g_refused_connections.load(); }

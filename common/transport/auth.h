@@ -5,7 +5,7 @@
 // others (the coordinator and the PS, which listen) and een-launch and
 // eenctl hold the job's secret (een-launch creates it, a file readable by
 // the user only). A worker holds only its own credential (OwnCredential:
-// its identity's key HMAC-SHA256(secret, identity), and the public parts
+// its identity's key (PasswordFor), and the public parts
 // every member needs), in a file een-launch writes for it: it cannot
 // compute another identity's key, so it can authenticate as itself only.
 // With credentials set, every ZeroMQ listener admits a connection only
@@ -66,7 +66,10 @@ Credentials CurrentCredentials();
 // Changes only the identity (new connections authenticate as it).
 void SetIdentity(const std::string& identity);
 
-// The PLAIN password of `identity`: HMAC-SHA256(secret, identity), in hex.
+// The key of `identity` (its PLAIN password, and what its CURVE routing
+// id's proof is made with): HMAC-SHA256(secret, "een-identity:" + identity),
+// in hex. The prefix keeps it apart from every other key derived from the
+// secret: no identity's key is a CURVE secret half or another's key.
 std::string PasswordFor(const std::string& secret, const std::string& identity);
 
 // Whether connections to `address` (a ZeroMQ endpoint) are encrypted (CURVE)

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "common/transport/auth.h"
+#include "common/transport/peer_text.h"
 
 namespace een::transport::shm {
 namespace {
@@ -150,11 +151,7 @@ Result<std::shared_ptr<Mappings::Mapping>> Mappings::Get(const std::string& name
     return it->second;
   }
   if (!OfThisJob(name)) {
-    std::string shown = name.substr(0, 64);  // a peer's bytes: printable ones only in the log
-    for (char& c : shown) {
-      if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
-    }
-    return InvalidArgument("shared memory " + shown +
+    return InvalidArgument("shared memory " + Shown(name) +
                            " was not made by this job: refused (only /een-PID-" + JobTag() +
                            "-... objects are mapped)");
   }

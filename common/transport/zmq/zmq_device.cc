@@ -14,6 +14,7 @@
 
 #include "common/logging.h"
 #include "common/transport/auth.h"
+#include "common/transport/peer_text.h"
 #include "common/transport/zmq/zmq_monitor.h"
 #include "common/transport/zmq/zmq_parts.h"
 #include "common/transport/zmq/zmq_zap.h"
@@ -31,6 +32,19 @@ constexpr int kDroppedHandshakesRefused = 10;
 const std::string kMechanismHint =
     "one side runs without a job secret (--insecure / EEN_INSECURE=1) and the other with one, "
     "or one side encrypts (a listener beyond loopback, or EEN_ENCRYPT=1) and the other not";
+
+// What a listener sends, once, to a CURVE member whose routing id does not
+// prove the identity it names (its messages are dropped): one frame, this
+// marker then the reason. No message of the job starts so (a Cap'n Proto
+// header's first word is its segment count, never 0xff...). The member's
+// connection then fails with the reason instead of waiting for answers.
+const std::string kRefusalMarker =
+    "\xff"
+    "een-refused"
+    "\xff";
+const std::string kUnprovenReason =
+    "names an identity its credential does not prove: EEN_JOB_CREDENTIAL_FILE is not this "
+    "identity's credential (een-launch writes each worker its own), or not this job's";
 
 std::string ZmqError(const char* what) {
   return std::string(what) + ": " + zmq_strerror(zmq_errno());
@@ -200,7 +214,7 @@ void NoteUnproven(const std::string& listener, const std::string& routing_id) {
   static std::mutex mu;
   static std::set<std::string> logged;
   ++g_refused_connections;
-  const std::string claimed = routing_id.substr(0, std::min<size_t>(routing_id.find('/'), 64));
+  const std::string claimed = Shown(routing_id.substr(0, routing_id.find('/')));
   std::lock_guard<std::mutex> lock(mu);
   if (logged.size() < 1000 && logged.insert(listener + "/" + claimed).second) {
     spdlog::warn(
@@ -242,6 +256,7 @@ class ZmqListener : public Listener {
       e.authenticated = proven_.Identity(secret_, e.from);
       if (e.authenticated.empty()) {
         NoteUnproven(address_, e.from);
+        TellUnproven(e.from);
         return DeadlineExceeded("a message from a member that did not prove its identity");
       }
     } else {
@@ -259,11 +274,22 @@ class ZmqListener : public Listener {
   void* poll_socket() const override { return socket_; }
 
  private:
+  // Once per routing id (bounded): the member learns why it gets no answer.
+  void TellUnproven(const std::string& routing_id) {
+    if (told_.size() >= 4096) told_.clear();
+    if (!told_.insert(routing_id).second) return;
+    Message refusal;
+    const std::string text = kRefusalMarker + kUnprovenReason;
+    refusal.frames.push_back(Frame::Copy(text.data(), text.size()));
+    Ignored(Send(routing_id, std::move(refusal)), "telling a member its identity is not proven");
+  }
+
   void* socket_;
   std::string address_;
   std::unique_ptr<HandshakeMonitor> monitor_;
   std::string secret_;
   ProvenRoutingIds proven_;
+  std::set<std::string> told_;  // routing ids told they are refused
 };
 
 class ZmqConnection : public Connection {
@@ -302,7 +328,16 @@ class ZmqConnection : public Connection {
           deadline - std::chrono::steady_clock::now());
       auto frames = ReceiveFrames(
           socket_, std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(200)));
-      if (frames.ok()) return Message{std::move(frames).value()};
+      if (frames.ok()) {
+        const Frame* first = frames->size() == 1 ? &(*frames)[0] : nullptr;
+        if (first && first->size() >= kRefusalMarker.size() &&
+            std::memcmp(first->data(), kRefusalMarker.data(), kRefusalMarker.size()) == 0) {
+          refused_ = "the peer at " + address_ + " refused this connection: it " +
+                     Shown(first->ToString().substr(kRefusalMarker.size()), 300);
+          return PermissionDenied(refused_);
+        }
+        return Message{std::move(frames).value()};
+      }
       EEN_RETURN_IF_ERROR(Handshake());
       if (frames.status().code() != StatusCode::kDeadlineExceeded || left.count() <= 200) {
         return frames.status();
@@ -322,13 +357,14 @@ class ZmqConnection : public Connection {
       } else if (e.auth || e.mismatch) {  // definitive; anything else: a reconnect may succeed
         refused_ = e.auth ? "the peer at " + address_ +
                                 " refused this process's credentials: EEN_JOB_SECRET_FILE is "
-                                "not this job's secret, or EEN_JOB_CREDENTIAL_FILE not this "
-                                "identity's"
+                                "not this job's secret, or EEN_JOB_CREDENTIAL_FILE is not this "
+                                "identity's credential"
                           : "no handshake with the peer at " + address_ + ": " + kMechanismHint;
       } else if (e.dropped && encrypted_ && ++dropped_ >= kDroppedHandshakesRefused) {
         refused_ = "the peer at " + address_ + " ended " + std::to_string(dropped_) +
                    " encrypted handshakes in a row: it is not this job's, or "
-                   "EEN_JOB_SECRET_FILE is not this job's secret";
+                   "EEN_JOB_SECRET_FILE is not this job's secret (or EEN_JOB_CREDENTIAL_FILE "
+                   "not this job's credential)";
       }
     }
     return refused_.empty() ? Status::Ok() : PermissionDenied(refused_);

@@ -10,6 +10,7 @@
 
 #include "common/logging.h"
 #include "common/transport/auth.h"
+#include "common/transport/peer_text.h"
 
 namespace een::transport {
 
@@ -75,7 +76,7 @@ ZapAnswer AnswerZapRequest(const std::string& secret, const std::vector<std::str
   ZapAnswer a;
   if (r.size() < 6 || r[0] != "1.0" || secret.empty()) return a;
   if (r[5] == "PLAIN" && r.size() == 8) {
-    a.claimed = r[6].substr(0, 64);
+    a.claimed = Shown(r[6]);
     const std::string expected = PasswordFor(secret, r[6]);
     a.admitted = !expected.empty() && r[7].size() == expected.size() &&
                  sodium_memcmp(r[7].data(), expected.data(), expected.size()) == 0;

@@ -19,7 +19,7 @@ inline constexpr char kCurveMember[] = "een-curve-member";
 // The handler's answer to one ZAP request (its frames: version, request id,
 // domain, address, routing id, mechanism, credentials...): whether the peer
 // is admitted, the User-Id its messages then carry, and the identity a
-// PLAIN peer claimed (at most 64 bytes, for the log). Any frames, none
+// PLAIN peer claimed (peer_text.h's Shown, for the log). Any frames, none
 // trusted: a request of the wrong shape is refused.
 struct ZapAnswer {
   bool admitted = false;

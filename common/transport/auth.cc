@@ -27,6 +27,10 @@ std::string Hex(const unsigned char* data, size_t n) {
   return out;
 }
 
+std::string Hex(const std::string& raw) {
+  return Hex(reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
+}
+
 // HMAC-SHA256(secret, text), raw; empty without libsodium.
 std::string Hmac(const std::string& secret, const std::string& text) {
   if (sodium_init() < 0) return "";  // no randomness or CPU support: nothing authenticates
@@ -83,7 +87,7 @@ std::string PasswordFor(const std::string& secret, const std::string& identity) 
   // secret (the CURVE pairs' secret halves, the job tag).
   const std::string mac = Hmac(secret, "een-identity:" + identity);
   if (mac.empty()) return "";
-  return Hex(reinterpret_cast<const unsigned char*>(mac.data()), mac.size());
+  return Hex(mac);
 }
 
 bool EncryptedAddress(const std::string& address) {
@@ -122,8 +126,7 @@ constexpr size_t kTagHexDigits = 32;  // 128 bits of the HMAC
 std::string RoutingTag(const std::string& key, const std::string& nonce) {
   const std::string mac = Hmac(key, "een-routing-id:" + nonce);
   if (mac.empty()) return "";
-  return Hex(reinterpret_cast<const unsigned char*>(mac.data()), mac.size())
-      .substr(0, kTagHexDigits);
+  return Hex(mac).substr(0, kTagHexDigits);
 }
 
 std::string FromHex(const std::string& hex) {
@@ -135,10 +138,6 @@ std::string FromHex(const std::string& hex) {
     return "";
   }
   return out;
-}
-
-std::string HexOf(const std::string& raw) {
-  return Hex(reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
 }
 
 // The whole of a small file of this user that only it may read: what a
@@ -176,9 +175,9 @@ Status WriteCredentialFile(const std::string& path, const Credentials& c) {
   if (!c.secret.empty()) return Internal("a credential file never holds the job's secret");
   const std::string text = std::string(kCredentialHeader) + "\nidentity " + c.identity + "\nkey " +
                            c.key + "\njob-tag " + c.job_tag + "\ncurve-member-public " +
-                           HexOf(c.curve_member_public) + "\ncurve-member-secret " +
-                           HexOf(c.curve_member_secret) + "\ncurve-server-public " +
-                           HexOf(c.curve_server_public) + "\n";
+                           Hex(c.curve_member_public) + "\ncurve-member-secret " +
+                           Hex(c.curve_member_secret) + "\ncurve-server-public " +
+                           Hex(c.curve_server_public) + "\n";
   if (Status s = WriteNewPrivateFile(path, text); !s.ok()) {
     return Status(s.code(), "the credential file: " + s.message());
   }
@@ -285,7 +284,7 @@ std::string JobTagOf(const std::string& secret) {
   if (secret.empty()) return "open";
   const std::string mac = Hmac(secret, "een-job-tag");
   if (mac.empty()) return "open";
-  return Hex(reinterpret_cast<const unsigned char*>(mac.data()), mac.size()).substr(0, 12);
+  return Hex(mac).substr(0, 12);
 }
 
 uint64_t RefusedConnections() { return g_refused_connections.load(); }

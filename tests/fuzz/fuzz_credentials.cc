@@ -2,7 +2,7 @@
 // authentication decision. The input is taken three ways:
 //   - as the frames of a ZAP request (message_frames.h's layout): ZeroMQ
 //     fills the frames from what the peer sent (its PLAIN identity and
-//     password, its CURVE key), and AnswerZapRequest decides;
+//     password, its CURVE key), and ZapGate decides;
 //   - as a CURVE peer's routing id: ProvenIdentity checks its proof;
 //   - as a credential file (written 0600): ReadCredentialFile parses it.
 // None may crash; an admitted request must name the identity whose key it
@@ -24,12 +24,13 @@ using namespace een;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string secret = fuzz::kJobSecret;
+  static const transport::ZapGate gate(secret);
   static fuzz::ScratchPath scratch("credential");
 
   const transport::Message m = fuzz::MessageOf(data, size);
   std::vector<std::string> request;
   for (const auto& f : m.frames) request.push_back(f.ToString());
-  const transport::ZapAnswer a = transport::AnswerZapRequest(secret, request);
+  const transport::ZapAnswer a = gate.Answer(request);
   if (a.admitted && request.size() == 8 && transport::PasswordFor(secret, a.user) != request[7]) {
     std::abort();  // admitted with another identity's key
   }

@@ -49,11 +49,12 @@ void SendReply(void* socket, const std::string& request_id, bool ok, const std::
 }
 
 void Serve(void* socket, std::string secret) {
+  const ZapGate gate(std::move(secret));
   std::set<std::string> refused_from;  // logged once each
   while (true) {
     std::vector<std::string> r = ReceiveRequest(socket);
     if (r.empty()) continue;
-    const ZapAnswer a = AnswerZapRequest(secret, r);
+    const ZapAnswer a = gate.Answer(r);
     if (!a.admitted) {
       const uint64_t n = ++g_refused_connections;
       const std::string from = r.size() > 3 && !r[3].empty() ? r[3] : "a local socket";
@@ -71,22 +72,25 @@ void Serve(void* socket, std::string secret) {
 
 }  // namespace
 
-ZapAnswer AnswerZapRequest(const std::string& secret, const std::vector<std::string>& r) {
+ZapGate::ZapGate(std::string secret)
+    : secret_(std::move(secret)),
+      member_public_(secret_.empty() ? "" : CurveKeysOf(secret_).member_public) {}
+
+ZapAnswer ZapGate::Answer(const std::vector<std::string>& r) const {
   // version, request id, domain, address, routing id, mechanism, credentials...
   ZapAnswer a;
-  if (r.size() < 6 || r[0] != "1.0" || secret.empty()) return a;
+  if (r.size() < 6 || r[0] != "1.0" || secret_.empty()) return a;
   if (r[5] == "PLAIN" && r.size() == 8) {
     a.claimed = Shown(r[6]);
-    const std::string expected = PasswordFor(secret, r[6]);
+    const std::string expected = PasswordFor(secret_, r[6]);
     a.admitted = !expected.empty() && r[7].size() == expected.size() &&
                  sodium_memcmp(r[7].data(), expected.data(), expected.size()) == 0;
     if (a.admitted) a.user = r[6];
   } else if (r[5] == "CURVE" && r.size() == 7) {
     // The peer proved it holds the secret half of r[6]; the member key's
     // secret half is derived from the job secret.
-    const std::string member_public = CurveKeysOf(secret).member_public;
-    a.admitted = !member_public.empty() && r[6].size() == member_public.size() &&
-                 sodium_memcmp(r[6].data(), member_public.data(), member_public.size()) == 0;
+    a.admitted = !member_public_.empty() && r[6].size() == member_public_.size() &&
+                 sodium_memcmp(r[6].data(), member_public_.data(), member_public_.size()) == 0;
     if (a.admitted) a.user = kCurveMember;
   }
   return a;

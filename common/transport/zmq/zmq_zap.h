@@ -19,14 +19,24 @@ inline constexpr char kCurveMember[] = "een-curve-member";
 // The handler's answer to one ZAP request (its frames: version, request id,
 // domain, address, routing id, mechanism, credentials...): whether the peer
 // is admitted, the User-Id its messages then carry, and the identity a
-// PLAIN peer claimed (peer_text.h's Shown, for the log). Any frames, none
-// trusted: a request of the wrong shape is refused.
+// PLAIN peer claimed (peer_text.h's Shown, for the log).
 struct ZapAnswer {
   bool admitted = false;
   std::string user;
   std::string claimed;
 };
-ZapAnswer AnswerZapRequest(const std::string& secret, const std::vector<std::string>& request);
+
+// The decision, for one job's secret (its member key derived once). Any
+// frames, none trusted: a request of the wrong shape is refused.
+class ZapGate {
+ public:
+  explicit ZapGate(std::string secret);
+  ZapAnswer Answer(const std::vector<std::string>& request) const;
+
+ private:
+  std::string secret_;
+  std::string member_public_;
+};
 
 // Serves ZAP requests on `context` with `secret` (started once per context).
 void StartZapHandler(void* context, const std::string& secret);
